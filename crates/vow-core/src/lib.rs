@@ -1,0 +1,21 @@
+//! vow's domain vocabulary: the pure types and decisions every other crate shares.
+//!
+//! Nothing here does IO. Handlers parse untrusted input into these types once, at the edge, and
+//! everything behind them (the store, the workers) can rely on the invariants they carry.
+//!
+//! # Layout
+//! - [`id`]: typed, prefixed, time-sortable ids (`app_…`, `ep_…`, `msg_…`) from one macro.
+//! - [`name`]: validated names: uids, event-type names, channels, endpoint URLs.
+//! - [`matching`]: which endpoints a message fans out to.
+//! - [`patch`]: the three states of a field in a PATCH body (absent, null, value).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod id;
+pub mod matching;
+pub mod name;
+pub mod patch;
+
+pub use id::{AppId, AttemptId, DeliveryId, EndpointId, IdError, MessageId};
+pub use name::{Channel, EndpointUrl, EventTypeName, InvalidName, Uid};
+pub use patch::Patch;

@@ -1,0 +1,57 @@
+//! Pure webhook signing and verification for vow: no IO, no panics on any
+//! input, constant-time comparisons, and errors that never echo secrets.
+//!
+//! Two families of schemes are supported:
+//!
+//! * **Standard Webhooks** — `v1` (HMAC-SHA256 with `whsec_` keys) and `v1a`
+//!   (ed25519 with `whsk_`/`whpk_` keys), signed over
+//!   `msg_id.timestamp.payload` and carried in `webhook-id`,
+//!   `webhook-timestamp` and `webhook-signature`. Sign with several keys at
+//!   once for rotation ([`sign`]); verify with [`Verifier`].
+//! * **Seed styles** — the `x-signature` formats of vow's seed senders,
+//!   keyed with the secret *text as configured* ([`seed`]).
+//!
+//! ```
+//! use vow_signature::{sign, SigningKey, Verifier, WebhookHeaders};
+//!
+//! let key: SigningKey = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD".parse()?;
+//! let body = br#"{"email":"test@example.com","username":"test_user"}"#;
+//! let signature = sign(&[key.clone()], "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk", 1649367553, body);
+//! assert_eq!(signature, "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=");
+//!
+//! let headers = WebhookHeaders::new(
+//!     Some(b"msg_27UH4WbU6Z5A5EzD8u03UvzRbpk"),
+//!     Some(b"1649367553"),
+//!     Some(signature.as_bytes()),
+//! );
+//! Verifier::new([key.verifying_key()]).verify_at(&headers, body, 1649367553)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Layout
+//!
+//! * [`error`] — [`Error`] and [`KeyError`].
+//! * [`header`] — header names, [`WebhookHeaders`], timestamp and entry parsers.
+//! * [`key`] — [`SigningKey`] / [`VerifyingKey`] (prefix-dispatching enums).
+//! * [`symmetric`] — [`SymmetricKey`] (`whsec_`) and the HMAC helpers.
+//! * [`asymmetric`] — [`AsymmetricKey`] (`whsk_`) and [`PublicKey`] (`whpk_`).
+//! * [`standard`] — signed content, [`sign`], [`Verifier`].
+//! * [`seed`] — [`seed::sha256`] (seed 000) and [`seed::timestamped`] (seed 003).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod asymmetric;
+pub mod error;
+pub mod header;
+pub mod key;
+pub mod seed;
+pub mod standard;
+pub mod symmetric;
+
+pub use asymmetric::{AsymmetricKey, PublicKey};
+pub use error::{Error, KeyError};
+pub use header::WebhookHeaders;
+pub use key::{SigningKey, VerifyingKey};
+pub use standard::{sign, signed_content, Verifier, DEFAULT_TOLERANCE_SECS};
+pub use symmetric::SymmetricKey;
