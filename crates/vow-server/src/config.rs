@@ -1,0 +1,245 @@
+//! Layered configuration: embedded defaults, then an optional TOML file, then `VOW_*` variables.
+//!
+//! The defaults live in `config.default.toml` (commented, embedded in the binary). Every key can
+//! be set in a file passed with `--config` and overridden by `VOW_<KEY>`. [`Config::load`]
+//! validates everything before the server starts and names the key at fault.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Toml};
+use figment::Figment;
+use serde::Deserialize;
+
+/// The built-in defaults, as a commented TOML file.
+pub const DEFAULTS: &str = include_str!("config.default.toml");
+
+/// vow's settings, validated.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address the API listens on.
+    pub listen: SocketAddr,
+    /// Database URL as given (empty = the default SQLite file).
+    pub database_url: String,
+    /// PostgreSQL pool size per process.
+    pub database_max_connections: u32,
+    /// Admin token; empty = stored or generated.
+    pub admin_token: String,
+    /// Request body limit in bytes.
+    pub max_body_bytes: usize,
+    /// Default grace period of a rotated-out endpoint secret.
+    pub secret_rotation_grace_seconds: u32,
+    /// Log filter.
+    pub log: String,
+    /// Log format.
+    pub log_format: LogFormat,
+}
+
+/// How logs are printed.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Which store the database URL selects.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Database {
+    /// Embedded SQLite at this path.
+    Sqlite(PathBuf),
+    /// PostgreSQL at this URL.
+    Postgres(String),
+}
+
+impl fmt::Debug for Database {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Database::Sqlite(p) => write!(f, "Sqlite({})", p.display()),
+            Database::Postgres(_) => f.write_str("Postgres(<redacted>)"),
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database", &self.database().ok())
+            .field("database_max_connections", &self.database_max_connections)
+            .field("admin_token", &"<redacted>")
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("log", &self.log)
+            .field("log_format", &self.log_format)
+            .finish()
+    }
+}
+
+/// A setting is missing, of the wrong type, or out of range.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Reading or merging the layers failed (figment names the key and the layer).
+    #[error("invalid configuration: {0}")]
+    Layers(#[from] Box<figment::Error>),
+    /// A value has the right type but is not allowed.
+    #[error("invalid configuration: `{key}` {problem}")]
+    Invalid {
+        /// The key (as written in the file; the variable is `VOW_` + upper case).
+        key: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+impl Config {
+    /// Loads defaults, then `file` if given, then the environment.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::from_figment(Self::figment(file))
+    }
+
+    /// The layered sources, for tests that add their own.
+    pub fn figment(file: Option<&Path>) -> Figment {
+        let mut fig = Figment::from(Toml::string(DEFAULTS));
+        if let Some(path) = file {
+            fig = fig.merge(Toml::file_exact(path));
+        }
+        fig.merge(Env::prefixed("VOW_"))
+    }
+
+    /// Extracts and validates a config from any figment.
+    pub fn from_figment(fig: Figment) -> Result<Config, ConfigError> {
+        let config: Config = fig.extract().map_err(Box::new)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, problem: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                problem: problem.to_string(),
+            })
+        };
+        self.database()?;
+        if self.database_max_connections == 0 {
+            return invalid("database_max_connections", "must be at least 1");
+        }
+        if self.max_body_bytes < 1024 {
+            return invalid("max_body_bytes", "must be at least 1024");
+        }
+        if self.secret_rotation_grace_seconds > 7 * 24 * 3600 {
+            return invalid(
+                "secret_rotation_grace_seconds",
+                "must be at most 604800 (7 days)",
+            );
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
+            return invalid("log", &format!("is not a valid filter: {e}"));
+        }
+        Ok(())
+    }
+
+    /// The store the database URL selects.
+    pub fn database(&self) -> Result<Database, ConfigError> {
+        parse_database_url(&self.database_url)
+    }
+}
+
+/// `""` → `./vow-data/vow.db`; `sqlite:///abs` and `sqlite://rel`; `postgres://` or
+/// `postgresql://` → PostgreSQL.
+pub fn parse_database_url(url: &str) -> Result<Database, ConfigError> {
+    let invalid = |problem: String| ConfigError::Invalid {
+        key: "database_url",
+        problem,
+    };
+    if url.is_empty() {
+        return Ok(Database::Sqlite(PathBuf::from("vow-data").join("vow.db")));
+    }
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let path = path.split('?').next().unwrap_or_default();
+        if path.is_empty() || path == "/" {
+            return Err(invalid(
+                "names no SQLite file (e.g. sqlite:///var/lib/vow/vow.db)".into(),
+            ));
+        }
+        return Ok(Database::Sqlite(PathBuf::from(path)));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Database::Postgres(url.to_string()));
+    }
+    let scheme = url.split("://").next().unwrap_or(url);
+    Err(invalid(format!(
+        "must start with sqlite:// or postgres:// (got scheme {scheme:?})"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use figment::providers::Serialized;
+
+    fn with(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let mut fig = Config::figment(None);
+        for (k, v) in pairs {
+            fig = fig.merge(Serialized::default(k, v));
+        }
+        Config::from_figment(fig)
+    }
+
+    #[test]
+    fn the_embedded_defaults_are_valid() {
+        let c = Config::from_figment(Figment::from(Toml::string(DEFAULTS))).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8071");
+        assert_eq!(
+            c.database().unwrap(),
+            Database::Sqlite(PathBuf::from("vow-data/vow.db"))
+        );
+        assert_eq!(c.max_body_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn database_urls_select_the_store() {
+        assert_eq!(
+            parse_database_url("sqlite:///var/lib/vow.db").unwrap(),
+            Database::Sqlite(PathBuf::from("/var/lib/vow.db"))
+        );
+        assert_eq!(
+            parse_database_url("sqlite://data/x.db").unwrap(),
+            Database::Sqlite(PathBuf::from("data/x.db"))
+        );
+        assert!(matches!(
+            parse_database_url("postgres://u@h/db").unwrap(),
+            Database::Postgres(_)
+        ));
+        let err = parse_database_url("mysql://x").unwrap_err().to_string();
+        assert!(err.contains("database_url"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_value_names_its_key() {
+        let err = with(&[("listen", "not-an-address")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("listen"), "{err}");
+        let err = with(&[("max_body_bytes", "12")]).unwrap_err().to_string();
+        assert!(err.contains("max_body_bytes"), "{err}");
+        let err = with(&[("log_format", "xml")]).unwrap_err().to_string();
+        assert!(err.contains("log_format"), "{err}");
+    }
+
+    #[test]
+    fn debug_output_hides_the_token_and_dsn() {
+        let c = with(&[
+            ("admin_token", "sekrit-token"),
+            ("database_url", "postgres://u:pw@h/db"),
+        ])
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("sekrit"), "{shown}");
+        assert!(!shown.contains("pw@"), "{shown}");
+    }
+}

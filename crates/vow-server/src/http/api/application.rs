@@ -1,0 +1,226 @@
+//! Applications: `/api/v1/app` and `/api/v1/app/{app_id}` (id or uid).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use vow_core::{AppId, Patch};
+use vow_store::page::Page;
+use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Order, StoreError};
+
+use super::{app_key, check_uid, ListParams, ListResponse, Metadata, Problems};
+use crate::error::{ApiError, ApiResult};
+use crate::http::extract::{ValidJson, ValidQuery};
+use crate::http::AppState;
+
+/// Application routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/v1/app",
+            get(list_applications).post(create_application),
+        )
+        .route(
+            "/api/v1/app/{app_id}",
+            get(get_application)
+                .put(update_application)
+                .patch(patch_application)
+                .delete(delete_application),
+        )
+}
+
+/// `ApplicationIn`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationIn {
+    name: String,
+    uid: Option<String>,
+    throttle_rate: Option<u16>,
+    #[serde(default)]
+    metadata: Metadata,
+}
+
+/// `ApplicationPatch`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationPatch {
+    name: Option<String>,
+    #[serde(default)]
+    uid: Patch<String>,
+    #[serde(default)]
+    throttle_rate: Patch<u16>,
+    metadata: Option<Metadata>,
+}
+
+/// `ApplicationOut`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationOut {
+    id: AppId,
+    uid: Option<String>,
+    name: String,
+    throttle_rate: Option<u16>,
+    metadata: Metadata,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<Application> for ApplicationOut {
+    fn from(a: Application) -> Self {
+        Self {
+            id: a.id,
+            uid: a.fields.uid,
+            name: a.fields.name,
+            throttle_rate: a.fields.throttle_rate,
+            metadata: a.fields.metadata,
+            created_at: a.created_at,
+            updated_at: a.updated_at,
+        }
+    }
+}
+
+impl ApplicationIn {
+    /// Validates into stored fields; `loc` prefixes field locations (for `MessageIn.application`).
+    pub fn validate(self, loc: &[&str]) -> ApiResult<ApplicationFields> {
+        let at = |field: &'static str| [loc, &[field]].concat();
+        let mut p = Problems::default();
+        p.require(
+            !self.name.is_empty(),
+            &at("name"),
+            "must not be empty",
+            "value_error.any_str.min_length",
+        );
+        p.require(
+            self.throttle_rate != Some(0),
+            &at("throttleRate"),
+            "must be at least 1",
+            "value_error.number.not_ge",
+        );
+        p.no_nul(&at("name"), &self.name);
+        p.no_nul_in_map(&at("metadata"), &self.metadata);
+        let uid = self.uid.and_then(|u| check_uid(&mut p, &at("uid"), &u));
+        p.finish()?;
+        Ok(ApplicationFields {
+            name: self.name,
+            uid,
+            throttle_rate: self.throttle_rate,
+            metadata: self.metadata,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateParams {
+    #[serde(default)]
+    get_if_exists: bool,
+}
+
+async fn list_applications(
+    State(state): State<AppState>,
+    ValidQuery(params): ValidQuery<ListParams>,
+) -> ApiResult<Json<ListResponse<ApplicationOut>>> {
+    let order = params.order(Order::Ascending);
+    let seek = params.seek(order, |it| AppId::parse(it).map(|_| ()))?;
+    let rows = state.store.list_applications(&seek).await?;
+    let page = Page::build(rows, &seek, order, |a| a.id.to_string());
+    Ok(Json(page.map(ApplicationOut::from).into()))
+}
+
+async fn create_application(
+    State(state): State<AppState>,
+    ValidQuery(params): ValidQuery<CreateParams>,
+    ValidJson(body): ValidJson<ApplicationIn>,
+) -> ApiResult<impl IntoResponse> {
+    let fields = body.validate(&["body"])?;
+    let uid = fields.uid.clone();
+    let new = NewApplication {
+        id: AppId::new(),
+        fields,
+        now: state.now(),
+    };
+    match state.store.create_application(new).await {
+        Ok(app) => Ok((StatusCode::CREATED, Json(ApplicationOut::from(app)))),
+        Err(StoreError::Conflict(detail)) if params.get_if_exists => {
+            let key = AppKey::Uid(uid.ok_or(ApiError::Conflict(detail))?);
+            let app = find(&state, &key).await?;
+            Ok((StatusCode::OK, Json(app.into())))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Loads the application a path names, or 404.
+pub async fn find(state: &AppState, key: &AppKey) -> ApiResult<Application> {
+    state
+        .store
+        .get_application(key)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Application"))
+}
+
+/// Resolves `{app_id}` to the application's id, or 404.
+pub async fn resolve(state: &AppState, raw: &str) -> ApiResult<AppId> {
+    Ok(find(state, &app_key(raw)?).await?.id)
+}
+
+async fn get_application(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+) -> ApiResult<Json<ApplicationOut>> {
+    Ok(Json(find(&state, &app_key(&app_id)?).await?.into()))
+}
+
+/// PUT: update, or create when absent (with the path's uid), as Svix does.
+async fn update_application(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+    ValidJson(body): ValidJson<ApplicationIn>,
+) -> ApiResult<impl IntoResponse> {
+    let key = app_key(&app_id)?;
+    let mut fields = body.validate(&["body"])?;
+    if let Some(app) = state.store.get_application(&key).await? {
+        let app = state.store.update_application(app.id, fields).await?;
+        return Ok((StatusCode::OK, Json(ApplicationOut::from(app))));
+    }
+    let AppKey::Uid(uid) = key else {
+        return Err(ApiError::not_found("Application"));
+    };
+    fields.uid = Some(uid);
+    let new = NewApplication {
+        id: AppId::new(),
+        fields,
+        now: state.now(),
+    };
+    let app = state.store.create_application(new).await?;
+    Ok((StatusCode::CREATED, Json(ApplicationOut::from(app))))
+}
+
+async fn patch_application(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+    ValidJson(patch): ValidJson<ApplicationPatch>,
+) -> ApiResult<Json<ApplicationOut>> {
+    let app = find(&state, &app_key(&app_id)?).await?;
+    let current = app.fields;
+    let merged = ApplicationIn {
+        name: patch.name.unwrap_or(current.name),
+        uid: patch.uid.apply_to(current.uid),
+        throttle_rate: patch.throttle_rate.apply_to(current.throttle_rate),
+        metadata: patch.metadata.unwrap_or(current.metadata),
+    };
+    let fields = merged.validate(&["body"])?;
+    let app = state.store.update_application(app.id, fields).await?;
+    Ok(Json(app.into()))
+}
+
+async fn delete_application(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let id = resolve(&state, &app_id).await?;
+    state.store.delete_application(id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,472 @@
+//! Endpoints of an application: `/api/v1/app/{app_id}/endpoint[/{endpoint_id}]`, plus their
+//! custom headers and signing secret (get, rotate).
+//!
+//! Every route first resolves `{app_id}`; endpoints are then looked up within that application
+//! only, so an endpoint id from another application is a 404.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use vow_core::AppId;
+use vow_core::{Channel, EndpointId, EndpointUrl, EventTypeName, Patch};
+use vow_signature::SymmetricKey;
+use vow_store::page::Page;
+use vow_store::{Endpoint, EndpointFields, NewEndpoint, Order};
+
+use super::headers::{check_headers, HeadersIn, HeadersOut, HeadersPatchIn};
+use super::{application, check_uid, endpoint_key, ListParams, ListResponse, Metadata, Problems};
+use crate::error::{ApiError, ApiResult};
+use crate::http::extract::{MaybeJson, ValidJson, ValidQuery};
+use crate::http::AppState;
+
+/// Endpoint routes.
+pub fn routes() -> Router<AppState> {
+    let one = "/api/v1/app/{app_id}/endpoint/{endpoint_id}";
+    Router::new()
+        .route(
+            "/api/v1/app/{app_id}/endpoint",
+            get(list_endpoints).post(create_endpoint),
+        )
+        .route(
+            one,
+            get(get_endpoint)
+                .put(update_endpoint)
+                .patch(patch_endpoint)
+                .delete(delete_endpoint),
+        )
+        .route(
+            &format!("{one}/headers"),
+            get(get_endpoint_headers)
+                .put(update_endpoint_headers)
+                .patch(patch_endpoint_headers),
+        )
+        .route(&format!("{one}/secret"), get(get_endpoint_secret))
+        .route(
+            &format!("{one}/secret/rotate"),
+            post(rotate_endpoint_secret),
+        )
+}
+
+/// `EndpointIn` / `EndpointUpdate` (the latter ignores `secret`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointIn {
+    url: String,
+    uid: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    disabled: bool,
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+    throttle_rate: Option<u16>,
+    #[serde(default)]
+    metadata: Metadata,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    secret: Option<String>,
+}
+
+/// `EndpointPatch`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointPatch {
+    url: Option<String>,
+    #[serde(default)]
+    uid: Patch<String>,
+    description: Option<String>,
+    disabled: Option<bool>,
+    #[serde(default)]
+    event_types: Patch<Vec<String>>,
+    #[serde(default)]
+    channels: Patch<Vec<String>>,
+    #[serde(default)]
+    throttle_rate: Patch<u16>,
+    metadata: Option<Metadata>,
+}
+
+/// `EndpointOut`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointOut {
+    id: EndpointId,
+    url: String,
+    uid: Option<String>,
+    description: String,
+    disabled: bool,
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+    throttle_rate: Option<u16>,
+    metadata: Metadata,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<Endpoint> for EndpointOut {
+    fn from(e: Endpoint) -> Self {
+        let f = e.fields;
+        Self {
+            id: e.id,
+            url: f.url,
+            uid: f.uid,
+            description: f.description,
+            disabled: f.disabled,
+            event_types: f.event_types,
+            channels: f.channels,
+            throttle_rate: f.throttle_rate,
+            metadata: f.metadata,
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+        }
+    }
+}
+
+/// Validates a list of names: unique, each valid, within `min..=max` items.
+fn check_names<T: AsRef<str>>(
+    p: &mut Problems,
+    field: &str,
+    items: Option<Vec<String>>,
+    max: Option<usize>,
+    parse: impl Fn(String) -> Result<T, vow_core::InvalidName>,
+) -> Option<Vec<String>> {
+    let items = items?;
+    p.require(
+        !items.is_empty(),
+        &["body", field],
+        "must not be empty; omit it or use null for all",
+        "value_error.list.min_items",
+    );
+    if let Some(max) = max {
+        p.require(
+            items.len() <= max,
+            &["body", field],
+            &format!("must have at most {max} items"),
+            "value_error.list.max_items",
+        );
+    }
+    let mut out: Vec<String> = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let idx = i.to_string();
+        if let Some(v) = p.check(&["body", field, &idx], parse(item)) {
+            let v = v.as_ref().to_string();
+            p.require(
+                !out.contains(&v),
+                &["body", field, &idx],
+                "duplicate item",
+                "value_error.list.unique_items",
+            );
+            out.push(v);
+        }
+    }
+    Some(out)
+}
+
+impl EndpointIn {
+    /// Validates into stored fields and, when given, the normalised secret.
+    fn validate(self) -> ApiResult<(EndpointFields, Option<String>)> {
+        let mut p = Problems::default();
+        let url = p.check(&["body", "url"], EndpointUrl::parse(self.url));
+        let uid = self
+            .uid
+            .and_then(|u| check_uid(&mut p, &["body", "uid"], &u));
+        p.require(
+            self.throttle_rate != Some(0),
+            &["body", "throttleRate"],
+            "must be at least 1",
+            "value_error.number.not_ge",
+        );
+        let event_types = check_names(
+            &mut p,
+            "eventTypes",
+            self.event_types,
+            None,
+            EventTypeName::parse,
+        );
+        let channels = check_names(&mut p, "channels", self.channels, Some(10), Channel::parse);
+        check_headers(&mut p, &["body", "headers"], &self.headers);
+        p.no_nul(&["body", "description"], &self.description);
+        p.no_nul_in_map(&["body", "metadata"], &self.metadata);
+        let secret = self
+            .secret
+            .and_then(|s| check_secret(&mut p, &["body", "secret"], &s));
+        p.finish()?;
+        let fields = EndpointFields {
+            url: url.map(EndpointUrl::into_string).unwrap_or_default(),
+            uid,
+            description: self.description,
+            disabled: self.disabled,
+            event_types,
+            channels,
+            throttle_rate: self.throttle_rate,
+            metadata: self.metadata,
+            headers: self.headers,
+        };
+        Ok((fields, secret))
+    }
+}
+
+/// Checks a client-supplied secret (`^(whsec_)?[a-zA-Z0-9+/=]{32,100}$`, decodable) and
+/// returns it normalised to `whsec_<base64>`.
+pub fn check_secret(p: &mut Problems, loc: &[&str], raw: &str) -> Option<String> {
+    let body = raw.strip_prefix("whsec_").unwrap_or(raw);
+    let shaped = (32..=100).contains(&body.len())
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+    match raw.parse::<SymmetricKey>() {
+        Ok(key) if shaped => Some(key.to_string()),
+        _ => {
+            p.require(
+                false,
+                loc,
+                "must be `whsec_` followed by 32 to 100 base64 characters",
+                "value_error.str.regex",
+            );
+            None
+        }
+    }
+}
+
+/// A new random secret, `whsec_…`.
+pub fn generate_secret() -> String {
+    SymmetricKey::generate(&mut rand::rngs::OsRng).to_string()
+}
+
+/// Loads `{endpoint_id}` within `{app_id}`, or 404.
+async fn find(state: &AppState, app_id: &str, endpoint_id: &str) -> ApiResult<Endpoint> {
+    let app = application::resolve(state, app_id).await?;
+    let key = endpoint_key(endpoint_id)?;
+    state
+        .store
+        .get_endpoint(app, &key)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Endpoint"))
+}
+
+async fn list_endpoints(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+    ValidQuery(params): ValidQuery<ListParams>,
+) -> ApiResult<Json<ListResponse<EndpointOut>>> {
+    let app = application::resolve(&state, &app_id).await?;
+    let order = params.order(Order::Ascending);
+    let seek = params.seek(order, |it| EndpointId::parse(it).map(|_| ()))?;
+    let rows = state.store.list_endpoints(app, &seek).await?;
+    let page = Page::build(rows, &seek, order, |e| e.id.to_string());
+    Ok(Json(page.map(EndpointOut::from).into()))
+}
+
+async fn create_endpoint(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+    ValidJson(body): ValidJson<EndpointIn>,
+) -> ApiResult<impl IntoResponse> {
+    let app = application::resolve(&state, &app_id).await?;
+    let (fields, secret) = body.validate()?;
+    let endpoint = insert(&state, app, fields, secret).await?;
+    Ok((StatusCode::CREATED, Json(EndpointOut::from(endpoint))))
+}
+
+async fn insert(
+    state: &AppState,
+    app_id: AppId,
+    fields: EndpointFields,
+    secret: Option<String>,
+) -> ApiResult<Endpoint> {
+    let new = NewEndpoint {
+        id: EndpointId::new(),
+        app_id,
+        fields,
+        secret: secret.unwrap_or_else(generate_secret),
+        now: state.now(),
+    };
+    Ok(state.store.create_endpoint(new).await?)
+}
+
+async fn get_endpoint(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+) -> ApiResult<Json<EndpointOut>> {
+    Ok(Json(find(&state, &app_id, &endpoint_id).await?.into()))
+}
+
+/// PUT: replace, or create when absent (with the path's uid), as Svix does. Headers are kept:
+/// they have their own routes.
+async fn update_endpoint(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    ValidJson(body): ValidJson<EndpointIn>,
+) -> ApiResult<impl IntoResponse> {
+    let app = application::resolve(&state, &app_id).await?;
+    let key = endpoint_key(&endpoint_id)?;
+    let (mut fields, secret) = body.validate()?;
+    if let Some(current) = state.store.get_endpoint(app, &key).await? {
+        fields.headers = current.fields.headers;
+        let updated = state.store.update_endpoint(app, current.id, fields).await?;
+        return Ok((StatusCode::OK, Json(EndpointOut::from(updated))));
+    }
+    let vow_store::EndpointKey::Uid(uid) = key else {
+        return Err(ApiError::not_found("Endpoint"));
+    };
+    fields.uid = Some(uid);
+    let created = insert(&state, app, fields, secret).await?;
+    Ok((StatusCode::CREATED, Json(EndpointOut::from(created))))
+}
+
+async fn patch_endpoint(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    ValidJson(patch): ValidJson<EndpointPatch>,
+) -> ApiResult<Json<EndpointOut>> {
+    let current = find(&state, &app_id, &endpoint_id).await?;
+    let f = current.fields;
+    let merged = EndpointIn {
+        url: patch.url.unwrap_or(f.url),
+        uid: patch.uid.apply_to(f.uid),
+        description: patch.description.unwrap_or(f.description),
+        disabled: patch.disabled.unwrap_or(f.disabled),
+        event_types: patch.event_types.apply_to(f.event_types),
+        channels: patch.channels.apply_to(f.channels),
+        throttle_rate: patch.throttle_rate.apply_to(f.throttle_rate),
+        metadata: patch.metadata.unwrap_or(f.metadata),
+        headers: f.headers,
+        secret: None,
+    };
+    let (fields, _) = merged.validate()?;
+    let updated = state
+        .store
+        .update_endpoint(current.app_id, current.id, fields)
+        .await?;
+    Ok(Json(updated.into()))
+}
+
+async fn delete_endpoint(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let current = find(&state, &app_id, &endpoint_id).await?;
+    state
+        .store
+        .delete_endpoint(current.app_id, current.id)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn get_endpoint_headers(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+) -> ApiResult<Json<HeadersOut>> {
+    let current = find(&state, &app_id, &endpoint_id).await?;
+    Ok(Json(HeadersOut::redacted(&current.fields.headers)))
+}
+
+async fn update_endpoint_headers(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    ValidJson(body): ValidJson<HeadersIn>,
+) -> ApiResult<StatusCode> {
+    let current = find(&state, &app_id, &endpoint_id).await?;
+    let headers = body.validate()?;
+    save_headers(&state, current, headers).await
+}
+
+async fn patch_endpoint_headers(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    ValidJson(body): ValidJson<HeadersPatchIn>,
+) -> ApiResult<StatusCode> {
+    let current = find(&state, &app_id, &endpoint_id).await?;
+    let headers = body.apply_to(current.fields.headers.clone())?;
+    save_headers(&state, current, headers).await
+}
+
+async fn save_headers(
+    state: &AppState,
+    current: Endpoint,
+    headers: BTreeMap<String, String>,
+) -> ApiResult<StatusCode> {
+    let fields = EndpointFields {
+        headers,
+        ..current.fields
+    };
+    state
+        .store
+        .update_endpoint(current.app_id, current.id, fields)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `EndpointSecretOut`.
+#[derive(Debug, Serialize)]
+pub struct EndpointSecretOut {
+    key: String,
+}
+
+async fn get_endpoint_secret(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+) -> ApiResult<Json<EndpointSecretOut>> {
+    let current = find(&state, &app_id, &endpoint_id).await?;
+    let secrets = state
+        .store
+        .endpoint_secrets(current.app_id, current.id, state.now())
+        .await?;
+    let key = secrets
+        .into_iter()
+        .find(|s| s.valid_until.is_none())
+        .ok_or_else(|| ApiError::Internal("endpoint has no current secret".into()))?
+        .key;
+    Ok(Json(EndpointSecretOut { key }))
+}
+
+/// `EndpointSecretRotateIn`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointSecretRotateIn {
+    key: Option<String>,
+    grace_period_seconds: Option<u32>,
+}
+
+async fn rotate_endpoint_secret(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    MaybeJson(body): MaybeJson<EndpointSecretRotateIn>,
+) -> ApiResult<StatusCode> {
+    let current = find(&state, &app_id, &endpoint_id).await?;
+    let body = body.unwrap_or_default();
+    let mut p = Problems::default();
+    let key = body
+        .key
+        .and_then(|k| check_secret(&mut p, &["body", "key"], &k));
+    let grace = match body.grace_period_seconds {
+        Some(g) => {
+            p.require(
+                g <= 604_800,
+                &["body", "gracePeriodSeconds"],
+                "must be at most 604800 (7 days)",
+                "value_error.number.not_le",
+            );
+            std::time::Duration::from_secs(g.into())
+        }
+        None => state.settings.secret_rotation_grace,
+    };
+    p.finish()?;
+    let valid_until = state.now()
+        + chrono::Duration::from_std(grace).map_err(|e| ApiError::Internal(Box::new(e)))?;
+    state
+        .store
+        .rotate_endpoint_secret(
+            current.app_id,
+            current.id,
+            key.unwrap_or_else(generate_secret),
+            valid_until,
+        )
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,122 @@
+//! The HTTP layer: the router, shared state, and the request middleware.
+//!
+//! Handlers live in [`api`]; they parse input with the [`extract`] extractors into `vow-core`
+//! types, call one [`Store`](vow_store::Store) method, and map the result to Svix's wire shapes.
+//! [`request_context`] gives every request an id, logs every error once with its cause chain, and
+//! makes 5xx bodies carry that id instead of internals.
+
+pub mod api;
+pub mod extract;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json, Router};
+use chrono::{DateTime, SubsecRound, Utc};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use vow_store::Store;
+
+use crate::auth::{self, TokenHash};
+use crate::error::{ApiError, ErrorReport};
+use extract::BodyLimit;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// API settings.
+    pub settings: Arc<ApiSettings>,
+}
+
+/// Settings the handlers need.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Default grace period of a rotated-out secret.
+    pub secret_rotation_grace: Duration,
+}
+
+impl AppState {
+    /// The current time, at the store's (microsecond) precision.
+    pub fn now(&self) -> DateTime<Utc> {
+        Utc::now().trunc_subsecs(6)
+    }
+}
+
+/// The whole HTTP application.
+pub fn router(state: AppState, admin: TokenHash) -> Router {
+    let limit = state.settings.max_body_bytes;
+    let authenticated =
+        api::routes().route_layer(middleware::from_fn_with_state(admin, auth::require_admin));
+    Router::new()
+        .merge(api::health::routes())
+        .merge(authenticated)
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(Extension(BodyLimit(limit)))
+        .layer(middleware::from_fn(request_context))
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled, then finishes in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
+
+const REQUEST_ID: &str = "x-request-id";
+
+/// Gives the request an id (the client's `x-request-id` if sane, else a new one), logs any error
+/// the handler returned with its cause chain, and writes 5xx bodies.
+pub async fn request_context(req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("req_{}", ulid::Ulid::new()));
+    let span =
+        tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
+    let mut response = next.run(req).instrument(span.clone()).await;
+    let status = response.status();
+    if let Some(report) = response.extensions().get::<ErrorReport>().cloned() {
+        let _enter = span.enter();
+        if status.is_server_error() {
+            tracing::error!(status = status.as_u16(), error = ?report.chain, "request failed");
+            response = server_error_body(status, report.code, &id);
+        } else {
+            tracing::info!(status = status.as_u16(), error = ?report.chain, "request rejected");
+        }
+    }
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID, v);
+    }
+    response
+}
+
+fn server_error_body(status: StatusCode, code: &str, id: &str) -> Response {
+    let detail = if status == StatusCode::SERVICE_UNAVAILABLE {
+        "the store is unavailable; retry later"
+    } else {
+        "internal error; quote the request id when reporting it"
+    };
+    (
+        status,
+        Json(serde_json::json!({ "code": code, "detail": detail, "requestId": id })),
+    )
+        .into_response()
+}

@@ -1,0 +1,25 @@
+//! The vow server: configuration, start-up, the Svix-compatible HTTP API.
+//!
+//! `vow serve` loads a [`Config`], opens the store it names ([`startup::open_store`]), settles
+//! the admin token ([`auth`]), and serves [`http::router`] until it is told to stop. Everything
+//! is passed in explicitly (listener, store, shutdown token), so tests start the same server on
+//! port 0 with a fresh store.
+//!
+//! # Layout
+//! - [`config`]: layered configuration (embedded defaults, file, `VOW_*`), validated at start.
+//! - [`startup`]: opening the store, running the server with graceful shutdown.
+//! - [`auth`]: the admin token.
+//! - [`error`]: [`ApiError`](error::ApiError), the one error type of the API, and its wire shape.
+//! - [`http`]: router, middleware, extractors and the API handlers.
+//! - [`telemetry`]: logging set-up.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod startup;
+pub mod telemetry;
+
+pub use config::Config;

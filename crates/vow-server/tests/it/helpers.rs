@@ -1,0 +1,179 @@
+//! `TestApp`: a vow server on port 0 with a fresh store, a client that knows the admin token,
+//! and direct access to the store for counting rows.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::Figment;
+use reqwest::{Method, Response};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use vow_server::startup::Server;
+use vow_server::Config;
+use vow_store::Store;
+
+/// The admin token every test server uses.
+pub const TOKEN: &str = "test-admin-token";
+
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A running server and what tests need to poke it.
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub store: Arc<dyn Store>,
+    shutdown: CancellationToken,
+    _guard: Box<dyn Any + Send>,
+}
+
+/// A config from the built-in defaults only (the environment never leaks into tests).
+pub fn test_config(overrides: &[(&str, &str)]) -> Config {
+    let mut fig = Figment::from(Toml::string(vow_server::config::DEFAULTS))
+        .merge(Serialized::default("admin_token", TOKEN));
+    for (k, v) in overrides {
+        fig = fig.merge(Serialized::default(k, v));
+    }
+    Config::from_figment(fig).expect("test config is valid")
+}
+
+impl TestApp {
+    /// Starts a server on a fresh, empty store.
+    pub async fn spawn(backend: Backend) -> TestApp {
+        Self::spawn_with(backend, test_config(&[])).await
+    }
+
+    /// Starts a server with `config` on a fresh, empty store.
+    pub async fn spawn_with(backend: Backend, config: Config) -> TestApp {
+        if std::env::var_os("TEST_LOG").is_some() {
+            vow_server::telemetry::init("debug", vow_server::config::LogFormat::Text);
+        }
+        let (store, guard): (Arc<dyn Store>, Box<dyn Any + Send>) = match backend {
+            Backend::Sqlite => {
+                let (store, dir) = vow_store_sqlite::testing::fresh_store();
+                (Arc::new(store), Box::new(dir))
+            }
+            Backend::Postgres => {
+                let (store, _url) = vow_store_postgres::testing::fresh_store().await;
+                (Arc::new(store), Box::new(()))
+            }
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = Server::build(&config, store.clone(), listener)
+            .await
+            .unwrap();
+        let base = format!("http://{}", server.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        tokio::spawn(server.run(shutdown.clone()));
+        TestApp {
+            base,
+            client: reqwest::Client::new(),
+            store,
+            shutdown,
+            _guard: guard,
+        }
+    }
+
+    /// A request to `path` with the admin token.
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}{}", self.base, path))
+            .bearer_auth(TOKEN)
+    }
+
+    /// Sends `method path` with an optional JSON body; returns status and parsed body
+    /// (`Value::Null` for an empty body).
+    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.request(method, path);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        into_parts(req.send().await.unwrap()).await
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(Method::PATCH, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        self.call(Method::DELETE, path, None).await
+    }
+
+    /// Creates an application and returns its id.
+    pub async fn create_app(&self, name: &str) -> String {
+        let (status, body) = self
+            .post("/api/v1/app", serde_json::json!({ "name": name }))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["id"].as_str().unwrap().to_string()
+    }
+
+    /// Creates an endpoint from `body` and returns its id.
+    pub async fn create_endpoint(&self, app: &str, body: Value) -> String {
+        let (status, out) = self
+            .post(&format!("/api/v1/app/{app}/endpoint"), body)
+            .await;
+        assert_eq!(status, 201, "{out}");
+        out["id"].as_str().unwrap().to_string()
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Status and JSON body of a response.
+pub async fn into_parts(resp: Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, body)
+}
+
+/// Instantiates each named `async fn(TestApp)` as two tests, `sqlite::name` and
+/// `postgres::name`, each on a fresh store.
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let app = crate::helpers::TestApp::spawn(crate::helpers::Backend::Sqlite).await;
+                    super::$name(app).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let app = crate::helpers::TestApp::spawn(crate::helpers::Backend::Postgres).await;
+                    super::$name(app).await
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,12 @@
+//! vow-server's behaviour tests: the HTTP API against a real server on port 0, run once on
+//! SQLite and once on PostgreSQL (see [`on_both_stores!`]). Tests assert on stored rows through
+//! the store, not only on status codes.
+
+#[macro_use]
+mod helpers;
+
+mod applications;
+mod auth_and_errors;
+mod endpoints;
+mod event_types;
+mod messages;

@@ -1,0 +1,132 @@
+//! Applications: the tenants. Deleting one cascades (in the schema) to its endpoints, their
+//! secrets, its messages and their deliveries.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{PgPool, Postgres, QueryBuilder};
+use vow_core::AppId;
+use vow_store::{
+    AppKey, Application, ApplicationFields, Metadata, NewApplication, Seek, StoreResult,
+};
+
+use crate::convert::{self, not_found};
+use crate::error::db_error;
+use crate::seek::push_seek;
+
+/// The columns [`AppRow`] reads.
+const COLUMNS: &str = "id, uid, name, throttle_rate, metadata, created_at, updated_at";
+
+/// One `applications` row.
+#[derive(sqlx::FromRow)]
+struct AppRow {
+    id: String,
+    uid: Option<String>,
+    name: String,
+    throttle_rate: Option<i32>,
+    metadata: Json<Metadata>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl AppRow {
+    fn into_model(self) -> StoreResult<Application> {
+        Ok(Application {
+            id: convert::id("applications.id", &self.id)?,
+            fields: ApplicationFields {
+                name: self.name,
+                uid: self.uid,
+                throttle_rate: convert::rate("applications.throttle_rate", self.throttle_rate)?,
+                metadata: self.metadata.0,
+            },
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+pub(crate) async fn create(pool: &PgPool, new: NewApplication) -> StoreResult<Application> {
+    let f = new.fields;
+    sqlx::query_as::<_, AppRow>(&format!(
+        "INSERT INTO applications (id, uid, name, throttle_rate, metadata, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $6)
+         RETURNING {COLUMNS}"
+    ))
+    .bind(new.id.to_string())
+    .bind(f.uid)
+    .bind(f.name)
+    .bind(convert::rate_param(f.throttle_rate))
+    .bind(Json(f.metadata))
+    .bind(new.now)
+    .fetch_one(pool)
+    .await
+    .map_err(db_error)?
+    .into_model()
+}
+
+pub(crate) async fn get(pool: &PgPool, key: &AppKey) -> StoreResult<Option<Application>> {
+    let (column, value) = match key {
+        AppKey::Id(id) => ("id", id.to_string()),
+        AppKey::Uid(uid) => ("uid", uid.clone()),
+    };
+    sqlx::query_as::<_, AppRow>(&format!(
+        "SELECT {COLUMNS} FROM applications WHERE {column} = $1"
+    ))
+    .bind(value)
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .map(AppRow::into_model)
+    .transpose()
+}
+
+pub(crate) async fn list(pool: &PgPool, seek: &Seek) -> StoreResult<Vec<Application>> {
+    let mut qb =
+        QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM applications WHERE TRUE"));
+    push_seek(&mut qb, "id", seek);
+    qb.build_query_as::<AppRow>()
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(AppRow::into_model)
+        .collect()
+}
+
+pub(crate) async fn update(
+    pool: &PgPool,
+    id: AppId,
+    f: ApplicationFields,
+) -> StoreResult<Application> {
+    // The trait gives no clock here; `updated_at` never moves backwards, even when this node's
+    // clock is behind the one that wrote the row.
+    sqlx::query_as::<_, AppRow>(&format!(
+        "UPDATE applications
+         SET uid = $2, name = $3, throttle_rate = $4, metadata = $5,
+             updated_at = GREATEST(updated_at, $6)
+         WHERE id = $1
+         RETURNING {COLUMNS}"
+    ))
+    .bind(id.to_string())
+    .bind(f.uid)
+    .bind(f.name)
+    .bind(convert::rate_param(f.throttle_rate))
+    .bind(Json(f.metadata))
+    .bind(Utc::now())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .ok_or_else(|| not_found("application"))?
+    .into_model()
+}
+
+pub(crate) async fn delete(pool: &PgPool, id: AppId) -> StoreResult<()> {
+    let done = sqlx::query("DELETE FROM applications WHERE id = $1")
+        .bind(id.to_string())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(not_found("application"));
+    }
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! Endpoints of an application. Every query is scoped by `app_id`, so an endpoint id that
+//! exists under another application is simply not found. An endpoint is created together with
+//! its first secret (see `secret` for the rest of the secrets' life).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{PgPool, Postgres, QueryBuilder};
+use vow_core::{AppId, EndpointId};
+use vow_store::{Endpoint, EndpointFields, EndpointKey, Metadata, NewEndpoint, Seek, StoreResult};
+
+use crate::convert::{self, not_found};
+use crate::error::db_error;
+use crate::seek::push_seek;
+
+/// The columns [`EndpointRow`] reads.
+const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
+                       throttle_rate, metadata, headers, created_at, updated_at";
+
+/// One `endpoints` row.
+#[derive(sqlx::FromRow)]
+struct EndpointRow {
+    id: String,
+    app_id: String,
+    uid: Option<String>,
+    url: String,
+    description: String,
+    disabled: bool,
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+    throttle_rate: Option<i32>,
+    metadata: Json<Metadata>,
+    headers: Json<BTreeMap<String, String>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl EndpointRow {
+    fn into_model(self) -> StoreResult<Endpoint> {
+        Ok(Endpoint {
+            id: convert::id("endpoints.id", &self.id)?,
+            app_id: convert::id("endpoints.app_id", &self.app_id)?,
+            fields: EndpointFields {
+                url: self.url,
+                uid: self.uid,
+                description: self.description,
+                disabled: self.disabled,
+                event_types: self.event_types,
+                channels: self.channels,
+                throttle_rate: convert::rate("endpoints.throttle_rate", self.throttle_rate)?,
+                metadata: self.metadata.0,
+                headers: self.headers.0,
+            },
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// Inserts the endpoint and its first secret in one transaction. The application's absence
+/// shows up as the foreign key `endpoints_app_id_fkey` (→ `NotFound("application")`), a taken
+/// uid as `endpoints_app_id_uid_key` (→ `Conflict`).
+pub(crate) async fn create(pool: &PgPool, new: NewEndpoint) -> StoreResult<Endpoint> {
+    let f = new.fields;
+    let app_id = new.app_id.to_string();
+    let id = new.id.to_string();
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let row = sqlx::query_as::<_, EndpointRow>(&format!(
+        "INSERT INTO endpoints
+             (id, app_id, uid, url, description, disabled, event_types, channels, throttle_rate,
+              metadata, headers, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+         RETURNING {COLUMNS}"
+    ))
+    .bind(&id)
+    .bind(&app_id)
+    .bind(f.uid)
+    .bind(f.url)
+    .bind(f.description)
+    .bind(f.disabled)
+    .bind(f.event_types)
+    .bind(f.channels)
+    .bind(convert::rate_param(f.throttle_rate))
+    .bind(Json(f.metadata))
+    .bind(Json(f.headers))
+    .bind(new.now)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    sqlx::query(
+        "INSERT INTO endpoint_secrets (app_id, endpoint_id, key, created_at)
+         VALUES ($1, $2, $3, $4)",
+    )
+    .bind(&app_id)
+    .bind(&id)
+    .bind(new.secret)
+    .bind(new.now)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    row.into_model()
+}
+
+pub(crate) async fn get(
+    pool: &PgPool,
+    app: AppId,
+    key: &EndpointKey,
+) -> StoreResult<Option<Endpoint>> {
+    let (column, value) = match key {
+        EndpointKey::Id(id) => ("id", id.to_string()),
+        EndpointKey::Uid(uid) => ("uid", uid.clone()),
+    };
+    sqlx::query_as::<_, EndpointRow>(&format!(
+        "SELECT {COLUMNS} FROM endpoints WHERE app_id = $1 AND {column} = $2"
+    ))
+    .bind(app.to_string())
+    .bind(value)
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .map(EndpointRow::into_model)
+    .transpose()
+}
+
+pub(crate) async fn list(pool: &PgPool, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
+    let mut qb =
+        QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM endpoints WHERE app_id = "));
+    qb.push_bind(app.to_string());
+    push_seek(&mut qb, "id", seek);
+    qb.build_query_as::<EndpointRow>()
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(EndpointRow::into_model)
+        .collect()
+}
+
+pub(crate) async fn update(
+    pool: &PgPool,
+    app: AppId,
+    id: EndpointId,
+    f: EndpointFields,
+) -> StoreResult<Endpoint> {
+    // No clock in the trait here; `updated_at` never moves backwards (see application.rs).
+    sqlx::query_as::<_, EndpointRow>(&format!(
+        "UPDATE endpoints
+         SET uid = $3, url = $4, description = $5, disabled = $6, event_types = $7,
+             channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
+             updated_at = GREATEST(updated_at, $12)
+         WHERE app_id = $1 AND id = $2
+         RETURNING {COLUMNS}"
+    ))
+    .bind(app.to_string())
+    .bind(id.to_string())
+    .bind(f.uid)
+    .bind(f.url)
+    .bind(f.description)
+    .bind(f.disabled)
+    .bind(f.event_types)
+    .bind(f.channels)
+    .bind(convert::rate_param(f.throttle_rate))
+    .bind(Json(f.metadata))
+    .bind(Json(f.headers))
+    .bind(Utc::now())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .ok_or_else(|| not_found("endpoint"))?
+    .into_model()
+}
+
+/// Deletes the endpoint; its secrets and deliveries go with it (ON DELETE CASCADE).
+pub(crate) async fn delete(pool: &PgPool, app: AppId, id: EndpointId) -> StoreResult<()> {
+    let done = sqlx::query("DELETE FROM endpoints WHERE app_id = $1 AND id = $2")
+        .bind(app.to_string())
+        .bind(id.to_string())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(not_found("endpoint"));
+    }
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! Event types: global (not per application), keyed and listed by name. Archiving is a flag;
+//! only `expunge` deletes the row.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgPool, Postgres, QueryBuilder};
+use vow_store::{EventType, Seek, StoreResult};
+
+use crate::convert::not_found;
+use crate::error::db_error;
+use crate::seek::push_seek;
+
+/// The columns [`EventTypeRow`] reads.
+const COLUMNS: &str =
+    "name, description, archived, deprecated, feature_flag, schemas, created_at, updated_at";
+
+/// One `event_types` row.
+#[derive(sqlx::FromRow)]
+struct EventTypeRow {
+    name: String,
+    description: String,
+    archived: bool,
+    deprecated: bool,
+    feature_flag: Option<String>,
+    schemas: Option<serde_json::Value>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<EventTypeRow> for EventType {
+    fn from(r: EventTypeRow) -> Self {
+        EventType {
+            name: r.name,
+            description: r.description,
+            archived: r.archived,
+            deprecated: r.deprecated,
+            feature_flag: r.feature_flag,
+            schemas: r.schemas,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+pub(crate) async fn create(pool: &PgPool, new: EventType) -> StoreResult<EventType> {
+    sqlx::query_as::<_, EventTypeRow>(&format!(
+        "INSERT INTO event_types
+             (name, description, archived, deprecated, feature_flag, schemas, created_at,
+              updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         RETURNING {COLUMNS}"
+    ))
+    .bind(new.name)
+    .bind(new.description)
+    .bind(new.archived)
+    .bind(new.deprecated)
+    .bind(new.feature_flag)
+    .bind(new.schemas)
+    .bind(new.created_at)
+    .bind(new.updated_at)
+    .fetch_one(pool)
+    .await
+    .map(EventType::from)
+    .map_err(db_error)
+}
+
+pub(crate) async fn get(pool: &PgPool, name: &str) -> StoreResult<Option<EventType>> {
+    sqlx::query_as::<_, EventTypeRow>(&format!(
+        "SELECT {COLUMNS} FROM event_types WHERE name = $1"
+    ))
+    .bind(name)
+    .fetch_optional(pool)
+    .await
+    .map(|row| row.map(EventType::from))
+    .map_err(db_error)
+}
+
+pub(crate) async fn list(
+    pool: &PgPool,
+    seek: &Seek,
+    include_archived: bool,
+) -> StoreResult<Vec<EventType>> {
+    let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM event_types WHERE "));
+    qb.push(if include_archived {
+        "TRUE"
+    } else {
+        "NOT archived"
+    });
+    push_seek(&mut qb, "name", seek);
+    qb.build_query_as::<EventTypeRow>()
+        .fetch_all(pool)
+        .await
+        .map(|rows| rows.into_iter().map(EventType::from).collect())
+        .map_err(db_error)
+}
+
+pub(crate) async fn update(pool: &PgPool, updated: EventType) -> StoreResult<EventType> {
+    sqlx::query_as::<_, EventTypeRow>(&format!(
+        "UPDATE event_types
+         SET description = $2, archived = $3, deprecated = $4, feature_flag = $5, schemas = $6,
+             updated_at = $7
+         WHERE name = $1
+         RETURNING {COLUMNS}"
+    ))
+    .bind(updated.name)
+    .bind(updated.description)
+    .bind(updated.archived)
+    .bind(updated.deprecated)
+    .bind(updated.feature_flag)
+    .bind(updated.schemas)
+    .bind(updated.updated_at)
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .map(EventType::from)
+    .ok_or_else(|| not_found("event type"))
+}
+
+pub(crate) async fn expunge(pool: &PgPool, name: &str) -> StoreResult<()> {
+    let done = sqlx::query("DELETE FROM event_types WHERE name = $1")
+        .bind(name)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(not_found("event type"));
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! vow's PostgreSQL store: the multi-node backend of [`vow_store::Store`].
+//!
+//! Several `vow serve` processes share one database, so every rule the trait promises holds across
+//! processes: uniqueness is a constraint in the schema (not a check in this process), every state
+//! change is one transaction, and the rows a transaction depends on are locked (`FOR KEY SHARE`
+//! on the application and endpoints a message fans out to, `FOR NO KEY UPDATE` on an endpoint
+//! whose secret rotates). Queries are runtime-checked (`sqlx::query*` with `.bind`), so building
+//! the crate needs no database. All SQL lives in this crate; callers see [`StoreError`] only.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), vow_store::StoreError> {
+//! let store = vow_store_postgres::PgStore::connect("postgres://vow@db/vow", 10).await?;
+//! if store.pending_migrations().await? {
+//!     store.migrate().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`PgStore`] (here): the pool, [`PgStore::connect`], a `Debug` that never shows the DSN.
+//! - `migrate`: the embedded migrations (`migrations/*.sql`), [`PgStore::migrate`] and
+//!   [`PgStore::pending_migrations`].
+//! - `store`: the [`vow_store::Store`] impl, delegating to one module per entity:
+//!   `settings`, `application`, `event_type`, `endpoint`, `secret` (signing secrets and their
+//!   rotation), `message` (with the fan-out into deliveries) and `delivery`.
+//! - `seek`: keyset pagination ([`vow_store::Seek`]) as SQL.
+//! - `convert`: reading stored values back into vow-core types.
+//! - `error`: PostgreSQL errors into [`StoreError`] (unique violation → `Conflict`, ...).
+//! - `testing` (feature `testing`): a fresh migrated database per test.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod application;
+mod convert;
+mod delivery;
+mod endpoint;
+mod error;
+mod event_type;
+mod message;
+mod migrate;
+mod secret;
+mod seek;
+mod settings;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, PgPool};
+use vow_store::StoreError;
+
+use crate::error::db_error;
+
+/// How long a first connection may take before [`PgStore::connect`] gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an operation waits for a pooled connection before it fails as `Unavailable`.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The PostgreSQL [`vow_store::Store`]: a connection pool to one database.
+///
+/// Cheap to clone (the pool is shared). Several processes may each hold one on the same
+/// database.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    host: String,
+    port: u16,
+    database: Option<String>,
+    max_connections: u32,
+}
+
+impl std::fmt::Debug for PgStore {
+    /// Where the store points, never the DSN (it may hold a password).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("database", &self.database)
+            .field("max_connections", &self.max_connections)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user:pass@host:port/db?sslmode=...`) with a
+    /// pool of at most `max_connections` (at least 1).
+    ///
+    /// One connection is opened straight away, so a wrong URL, password or database name, or a
+    /// server that is down, fails here with its real cause: [`StoreError::Unavailable`] when the
+    /// server cannot be reached (or does not answer within 10 s), [`StoreError::Backend`] for
+    /// the rest. The schema is not checked: see [`PgStore::pending_migrations`].
+    pub async fn connect(url: &str, max_connections: u32) -> Result<PgStore, StoreError> {
+        let options = PgConnectOptions::from_str(url).map_err(db_error)?;
+        let options = match options.get_application_name() {
+            Some(_) => options,
+            None => options.application_name("vow"),
+        };
+        let first = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
+            .await
+            .map_err(|elapsed| StoreError::Unavailable(Box::new(ConnectTimeout(elapsed))))?
+            .map_err(db_error)?;
+        // The pool opens its own connections; this one only proved the way is open.
+        let _ = first.close().await;
+        let max_connections = max_connections.max(1);
+        let store = PgStore {
+            host: options.get_host().to_string(),
+            port: options.get_port(),
+            database: options.get_database().map(str::to_string),
+            max_connections,
+            pool: PgPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_lazy_with(options),
+        };
+        Ok(store)
+    }
+
+    /// Closes the pool: waits for borrowed connections to come back and closes them all.
+    /// Later calls fail with [`StoreError::Unavailable`].
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// The first connection did not open in time.
+#[derive(Debug, thiserror::Error)]
+#[error("could not connect to PostgreSQL within {CONNECT_TIMEOUT:?}")]
+struct ConnectTimeout(#[source] tokio::time::error::Elapsed);

@@ -1,0 +1,37 @@
+//! Process-wide settings in the `settings` key/value table: for now the admin token's hash.
+//!
+//! Two processes starting at once must agree on one hash, so the first write wins with
+//! `INSERT … ON CONFLICT DO NOTHING` and everybody then reads what is stored. The read is a
+//! separate statement: under READ COMMITTED it takes a new snapshot, which sees the winner's row
+//! even when that row was committed while our insert waited on it (a single statement with a CTE
+//! would not).
+
+use sqlx::PgPool;
+use vow_store::StoreResult;
+
+use crate::error::{corrupt, db_error};
+
+/// The key of the admin token hash.
+const ADMIN_TOKEN_HASH: &str = "admin_token_hash";
+
+/// Stores `hash` unless a hash is stored; returns the one in force.
+pub(crate) async fn init_admin_token_hash(pool: &PgPool, hash: &str) -> StoreResult<String> {
+    sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
+        .bind(ADMIN_TOKEN_HASH)
+        .bind(hash)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    admin_token_hash(pool)
+        .await?
+        .ok_or_else(|| corrupt("the admin token hash vanished right after it was stored"))
+}
+
+/// The stored admin token hash.
+pub(crate) async fn admin_token_hash(pool: &PgPool) -> StoreResult<Option<String>> {
+    sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+        .bind(ADMIN_TOKEN_HASH)
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)
+}

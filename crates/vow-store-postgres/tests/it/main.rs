@@ -1,0 +1,12 @@
+//! The integration tests of vow-store-postgres: one binary, against a real PostgreSQL
+//! (`VOW_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`; each test gets
+//! a fresh database).
+//!
+//! - `conformance`: the shared suite every backend passes.
+//! - `postgres`: several processes on one database, migrations, a server that goes away.
+//! - `smoke`: quick checks of this backend's own choices (conflict sentences, byte order).
+
+mod conformance;
+mod postgres;
+mod smoke;
+mod support;

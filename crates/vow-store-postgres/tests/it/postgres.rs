@@ -1,0 +1,234 @@
+//! What only PostgreSQL has to get right: several processes (several pools) on one database,
+//! migrations, and a server that goes away.
+
+use std::time::{Duration, Instant};
+
+use vow_store::{MessageKey, Store, StoreError};
+use vow_store_postgres::testing::fresh_store;
+use vow_store_postgres::PgStore;
+
+use crate::support::{app, empty_database, endpoint, endpoint_fields, message, raw};
+
+#[tokio::test]
+async fn two_processes_racing_the_same_event_id_store_one_message() {
+    let (first, url) = fresh_store().await;
+    let second = PgStore::connect(&url, 4).await.unwrap();
+    let a = app(&first, None).await;
+    endpoint(&first, a.id, endpoint_fields("https://example.com")).await;
+    for round in 0..20 {
+        let event_id = format!("evt-{round}");
+        let m1 = message(a.id, "t", Some(&event_id));
+        let m2 = message(a.id, "t", Some(&event_id));
+        let (r1, r2) = tokio::join!(
+            first.create_message(m1.clone()),
+            second.create_message(m2.clone())
+        );
+        let (winner, loser, loser_err) = match (r1, r2) {
+            (Ok(_), Err(e)) => (m1, m2, e),
+            (Err(e), Ok(_)) => (m2, m1, e),
+            other => panic!("round {round}: expected one winner, got {other:?}"),
+        };
+        assert!(
+            matches!(&loser_err, StoreError::Conflict(m) if m == "a message with this eventId already exists"),
+            "{loser_err:?}"
+        );
+        let stored = first
+            .get_message(a.id, &MessageKey::EventId(event_id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.id, winner.id);
+        assert_eq!(
+            first.list_deliveries(a.id, winner.id).await.unwrap().len(),
+            1
+        );
+        assert!(second
+            .list_deliveries(a.id, loser.id)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+}
+
+#[tokio::test]
+async fn two_processes_starting_at_once_agree_on_the_admin_token() {
+    let (first, url) = fresh_store().await;
+    let second = PgStore::connect(&url, 4).await.unwrap();
+    let (h1, h2) = tokio::join!(
+        first.init_admin_token_hash("one"),
+        second.init_admin_token_hash("two")
+    );
+    let (h1, h2) = (h1.unwrap(), h2.unwrap());
+    assert_eq!(h1, h2);
+    assert_eq!(first.admin_token_hash().await.unwrap(), Some(h1));
+}
+
+#[tokio::test]
+async fn two_processes_racing_for_one_application_uid_create_one() {
+    let (first, url) = fresh_store().await;
+    let second = PgStore::connect(&url, 4).await.unwrap();
+    let (r1, r2) = tokio::join!(
+        first.create_application(crate::support::new_app(Some("same"))),
+        second.create_application(crate::support::new_app(Some("same")))
+    );
+    assert_eq!(r1.is_ok() as u8 + r2.is_ok() as u8, 1, "{r1:?} {r2:?}");
+}
+
+#[tokio::test]
+async fn pending_migrations_is_true_on_an_empty_database_and_false_after_migrate() {
+    let url = empty_database().await;
+    let store = PgStore::connect(&url, 2).await.unwrap();
+    assert!(store.pending_migrations().await.unwrap());
+    // Asking must not create anything.
+    assert!(store.pending_migrations().await.unwrap());
+    store.migrate().await.unwrap();
+    assert!(!store.pending_migrations().await.unwrap());
+    store.migrate().await.unwrap();
+    assert!(!store.pending_migrations().await.unwrap());
+}
+
+#[tokio::test]
+async fn two_processes_migrating_at_once_both_succeed() {
+    let url = empty_database().await;
+    let first = PgStore::connect(&url, 2).await.unwrap();
+    let second = PgStore::connect(&url, 2).await.unwrap();
+    let (r1, r2) = tokio::join!(first.migrate(), second.migrate());
+    r1.unwrap();
+    r2.unwrap();
+    assert!(!first.pending_migrations().await.unwrap());
+    // The schema works.
+    let a = app(&second, Some("x")).await;
+    assert_eq!(
+        first
+            .get_application(&vow_store::AppKey::Uid("x".into()))
+            .await
+            .unwrap(),
+        Some(a)
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_unavailable() {
+    let started = Instant::now();
+    let err = PgStore::connect("postgres://postgres@127.0.0.1:1/postgres", 2)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    assert!(std::error::Error::source(&err).is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_closed_store_is_unavailable() {
+    let (store, _) = fresh_store().await;
+    store.close().await;
+    let err = store.ping().await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_connection_killed_by_the_server_is_unavailable_and_the_pool_recovers() {
+    let (store, url) = fresh_store().await;
+    let database: String = url.rsplit('/').next().unwrap().to_string();
+    // Hold a lock the store's next statement needs, so it is mid-query when its backend dies.
+    let mut holder = raw(&url).await;
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("LOCK TABLE settings IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let blocked = tokio::spawn({
+        let store = store.clone();
+        async move { store.admin_token_hash().await }
+    });
+    let mut killer = raw(&url).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let killed: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND application_name = 'vow' AND wait_event_type = 'Lock'",
+        )
+        .bind(&database)
+        .fetch_all(&mut killer)
+        .await
+        .unwrap();
+        if killed.contains(&true) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the store's query never blocked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let err = blocked.await.unwrap().unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    // The pool replaces the dead connection.
+    store.ping().await.unwrap();
+    assert_eq!(store.admin_token_hash().await.unwrap(), None);
+}
+
+#[test]
+fn debug_output_never_shows_the_password() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (_, url) = fresh_store().await;
+        let mut with_password = url::Url::parse(&url).unwrap();
+        if with_password.password().is_none() {
+            // The test server trusts us, so it ignores a password it did not ask for.
+            with_password.set_password(Some("s3cret-pw")).unwrap();
+        }
+        let password = with_password.password().unwrap().to_string();
+        let store = PgStore::connect(with_password.as_str(), 1).await.unwrap();
+        let shown = format!("{store:?}");
+        assert!(!shown.contains(&password), "{shown}");
+        assert!(!shown.contains("postgres://"), "{shown}");
+        assert!(shown.contains("PgStore"), "{shown}");
+    });
+}
+
+#[tokio::test]
+async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries() {
+    let (_store, url) = fresh_store().await;
+    let mut conn = raw(&url).await;
+    // Keyset pagination compares keys in the database; `String`'s order is byte order.
+    let not_bytewise: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns
+         WHERE table_schema = current_schema()
+           AND (column_name IN ('id', 'app_id', 'msg_id', 'endpoint_id')
+                OR (table_name = 'event_types' AND column_name = 'name'))
+           AND collation_name IS DISTINCT FROM 'C'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert!(not_bytewise.is_empty(), "{not_bytewise:?}");
+
+    let not_cascading: Vec<String> = sqlx::query_scalar(
+        "SELECT conname::text FROM pg_constraint WHERE contype = 'f' AND confdeltype <> 'c'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert!(not_cascading.is_empty(), "{not_cascading:?}");
+
+    let indexes: Vec<String> =
+        sqlx::query_scalar("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    for wanted in [
+        "ON public.deliveries USING btree (status, next_attempt_at)",
+        "UNIQUE INDEX messages_app_id_id_key ON public.messages USING btree (app_id, id)",
+        "UNIQUE INDEX messages_app_id_event_id_key ON public.messages USING btree (app_id, event_id)",
+        "UNIQUE INDEX endpoints_app_id_uid_key ON public.endpoints USING btree (app_id, uid)",
+        "UNIQUE INDEX applications_uid_key ON public.applications USING btree (uid)",
+    ] {
+        assert!(
+            indexes.iter().any(|i| i.contains(wanted)),
+            "no index like {wanted:?} in {indexes:#?}"
+        );
+    }
+}
