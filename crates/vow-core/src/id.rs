@@ -47,7 +47,10 @@ pub(crate) fn kind_of_id(s: &str) -> Option<&'static str> {
     if ulid::Ulid::from_string(rest).is_err() {
         return None;
     }
-    KINDS.iter().find(|(p, _)| *p == prefix).map(|(_, what)| *what)
+    KINDS
+        .iter()
+        .find(|(p, _)| *p == prefix)
+        .map(|(_, what)| *what)
 }
 
 /// Parses `<prefix>_<ULID>`, naming another kind's prefix when it finds one.
@@ -196,8 +199,19 @@ mod tests {
 
     #[test]
     fn garbage_is_malformed() {
-        for s in ["", "app_", "app_123", "app", "_", "app_01ARZ3NDEKTSV4RRFFQ69G5FAVX", "x_y"] {
-            assert!(matches!(AppId::parse(s), Err(IdError::Malformed { .. })), "{s}");
+        for s in [
+            "",
+            "app_",
+            "app_123",
+            "app",
+            "_",
+            "app_01ARZ3NDEKTSV4RRFFQ69G5FAVX",
+            "x_y",
+        ] {
+            assert!(
+                matches!(AppId::parse(s), Err(IdError::Malformed { .. })),
+                "{s}"
+            );
         }
     }
 

@@ -8,6 +8,8 @@
 //! - [`name`]: validated names: uids, event-type names, channels, endpoint URLs.
 //! - [`matching`]: which endpoints a message fans out to.
 //! - [`patch`]: the three states of a field in a PATCH body (absent, null, value).
+//! - [`style`]: how an endpoint wants deliveries signed.
+//! - [`retry`]: the delivery outcome policy: retry schedule, attempt classification, auto-disable.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -15,7 +17,14 @@ pub mod id;
 pub mod matching;
 pub mod name;
 pub mod patch;
+pub mod retry;
+pub mod style;
 
 pub use id::{AppId, AttemptId, DeliveryId, EndpointId, IdError, MessageId};
 pub use name::{Channel, EndpointUrl, EventTypeName, InvalidName, Uid};
 pub use patch::Patch;
+pub use retry::{
+    decide, should_disable, AttemptContext, AttemptResult, DeadLetterReason, Decision,
+    RetrySchedule, ScheduleError,
+};
+pub use style::SignatureStyle;

@@ -180,7 +180,10 @@ mod tests {
     #[test]
     fn uids_take_the_svix_alphabet() {
         assert!(Uid::parse("unique-app_identifier.1").is_ok());
-        assert_eq!(Uid::parse("").unwrap_err().kind, "value_error.any_str.min_length");
+        assert_eq!(
+            Uid::parse("").unwrap_err().kind,
+            "value_error.any_str.min_length"
+        );
         assert_eq!(Uid::parse("a b").unwrap_err().kind, "value_error.str.regex");
         assert!(Uid::parse("x".repeat(256)).is_ok());
         assert!(Uid::parse("x".repeat(257)).is_err());

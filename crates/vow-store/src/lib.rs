@@ -9,7 +9,8 @@
 //! # Layout
 //! - [`model`]: the rows: applications, event types, endpoints, messages, deliveries.
 //! - [`page`]: keyset pagination (`Seek`) and Svix-style pages (`iterator`, `prevIterator`).
-//! - [`error`]: [`StoreError`].
+//! - [`queue`]: [`DeliveryQueue`], the delivery queue workers claim from and record into.
+//! - [`error`]: the error type, [`StoreError`].
 //! - [`conformance`]: the shared behaviour suite and the macro that instantiates it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -18,6 +19,7 @@ pub mod conformance;
 pub mod error;
 pub mod model;
 pub mod page;
+pub mod queue;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -26,6 +28,7 @@ use vow_core::{AppId, EndpointId, MessageId};
 pub use error::{StoreError, StoreResult};
 pub use model::*;
 pub use page::{Order, Seek};
+pub use queue::DeliveryQueue;
 
 /// Everything vow persists. Implementations: `vow-store-sqlite`, `vow-store-postgres`.
 ///
@@ -61,8 +64,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replaces an application's fields. `NotFound` when it does not exist, `Conflict` when the
     /// new uid is taken.
-    async fn update_application(&self, id: AppId, fields: ApplicationFields)
-        -> StoreResult<Application>;
+    async fn update_application(
+        &self,
+        id: AppId,
+        fields: ApplicationFields,
+    ) -> StoreResult<Application>;
 
     /// Deletes an application and everything that belongs to it. `NotFound` when absent.
     async fn delete_application(&self, id: AppId) -> StoreResult<()>;

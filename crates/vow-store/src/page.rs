@@ -83,12 +83,7 @@ pub struct Page<T> {
 impl<T> Page<T> {
     /// Builds a page from the rows a backend returned for `seek`, which was derived by
     /// [`Seek::for_iterator`] from `iterator` and `order`.
-    pub fn build(
-        mut rows: Vec<T>,
-        seek: &Seek,
-        order: Order,
-        key: impl Fn(&T) -> String,
-    ) -> Self {
+    pub fn build(mut rows: Vec<T>, seek: &Seek, order: Order, key: impl Fn(&T) -> String) -> Self {
         let done = rows.len() <= seek.limit;
         rows.truncate(seek.limit);
         if seek.order != order {
@@ -161,7 +156,9 @@ mod tests {
         assert_eq!(p3.data, vec![16]);
         assert!(p3.done);
         let back = Seek::for_iterator(p3.prev_iterator.as_deref(), Order::Ascending, 3);
-        let pb = Page::build(fetch(&all, &back), &back, Order::Ascending, |x| x.to_string());
+        let pb = Page::build(fetch(&all, &back), &back, Order::Ascending, |x| {
+            x.to_string()
+        });
         assert_eq!(pb.data, vec![13, 14, 15]);
     }
 

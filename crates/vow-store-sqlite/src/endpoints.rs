@@ -1,0 +1,221 @@
+//! Endpoints of an application, and their signing secrets.
+//!
+//! Every query is scoped by `app_id`, so an endpoint of another application is simply not found.
+//! Secrets live in `endpoint_secrets`: exactly one current row (`valid_until IS NULL`, enforced
+//! by a partial unique index) plus rotated-out rows that stay valid until their deadline.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use vow_core::{AppId, EndpointId};
+use vow_store::{
+    Endpoint, EndpointFields, EndpointKey, EndpointSecret, NewEndpoint, Seek, StoreError,
+};
+
+use crate::apps;
+use crate::error::Result;
+use crate::rows::{
+    id, json, micros, opt_json, opt_time, seek_sql, throttle, time, to_json, to_opt_json, truncate,
+};
+
+const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
+                       throttle_rate, metadata, headers, created_at, updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
+    Ok(Endpoint {
+        id: id(row, 0)?,
+        app_id: id(row, 1)?,
+        fields: EndpointFields {
+            uid: row.get(2)?,
+            url: row.get(3)?,
+            description: row.get(4)?,
+            disabled: row.get(5)?,
+            event_types: opt_json(row, 6)?,
+            channels: opt_json(row, 7)?,
+            throttle_rate: throttle(row, 8)?,
+            metadata: json(row, 9)?,
+            headers: json(row, 10)?,
+        },
+        created_at: time(row, 11)?,
+        updated_at: time(row, 12)?,
+    })
+}
+
+fn not_found() -> crate::error::Error {
+    StoreError::NotFound("endpoint").into()
+}
+
+/// Fails with `NotFound("endpoint")` unless `app` has endpoint `ep`.
+fn require(conn: &Connection, app: &AppId, ep: &EndpointId) -> Result<()> {
+    conn.prepare_cached("SELECT 1 FROM endpoints WHERE app_id = ?1 AND id = ?2")?
+        .query_row([app.to_string(), ep.to_string()], |_| Ok(()))
+        .optional()?
+        .ok_or_else(not_found)
+}
+
+pub(crate) fn create(conn: &Connection, new: NewEndpoint) -> Result<Endpoint> {
+    apps::require(conn, &new.app_id)?;
+    let f = &new.fields;
+    conn.prepare_cached(
+        "INSERT INTO endpoints (id, app_id, uid, url, description, disabled, event_types,
+         channels, throttle_rate, metadata, headers, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+    )?
+    .execute(params![
+        new.id.to_string(),
+        new.app_id.to_string(),
+        f.uid,
+        f.url,
+        f.description,
+        f.disabled,
+        to_opt_json(f.event_types.as_ref())?,
+        to_opt_json(f.channels.as_ref())?,
+        f.throttle_rate,
+        to_json(&f.metadata)?,
+        to_json(&f.headers)?,
+        micros(new.now),
+    ])?;
+    insert_current_secret(conn, &new.id, &new.secret)?;
+    let now = truncate(new.now);
+    Ok(Endpoint {
+        id: new.id,
+        app_id: new.app_id,
+        fields: new.fields,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
+pub(crate) fn get(conn: &Connection, app: AppId, key: &EndpointKey) -> Result<Option<Endpoint>> {
+    let (sql, value) = match key {
+        EndpointKey::Id(id) => (
+            format!("SELECT {COLUMNS} FROM endpoints WHERE app_id = ?1 AND id = ?2"),
+            id.to_string(),
+        ),
+        EndpointKey::Uid(uid) => (
+            format!("SELECT {COLUMNS} FROM endpoints WHERE app_id = ?1 AND uid = ?2"),
+            uid.clone(),
+        ),
+    };
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row([app.to_string(), value], from_row)
+        .optional()?)
+}
+
+pub(crate) fn list(conn: &Connection, app: AppId, seek: &Seek) -> Result<Vec<Endpoint>> {
+    let sql = seek_sql(
+        &format!("{COLUMNS} FROM endpoints"),
+        &["app_id = ?1"],
+        "id",
+        seek,
+        2,
+        3,
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![app.to_string(), seek.after, seek.fetch()], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub(crate) fn update(
+    conn: &Connection,
+    app: AppId,
+    ep: EndpointId,
+    f: EndpointFields,
+    now: DateTime<Utc>,
+) -> Result<Endpoint> {
+    let sql = format!(
+        "UPDATE endpoints SET uid = ?3, url = ?4, description = ?5, disabled = ?6,
+         event_types = ?7, channels = ?8, throttle_rate = ?9, metadata = ?10, headers = ?11,
+         updated_at = ?12 WHERE app_id = ?1 AND id = ?2 RETURNING {COLUMNS}"
+    );
+    conn.prepare_cached(&sql)?
+        .query_row(
+            params![
+                app.to_string(),
+                ep.to_string(),
+                f.uid,
+                f.url,
+                f.description,
+                f.disabled,
+                to_opt_json(f.event_types.as_ref())?,
+                to_opt_json(f.channels.as_ref())?,
+                f.throttle_rate,
+                to_json(&f.metadata)?,
+                to_json(&f.headers)?,
+                micros(now),
+            ],
+            from_row,
+        )
+        .optional()?
+        .ok_or_else(not_found)
+}
+
+pub(crate) fn delete(conn: &Connection, app: AppId, ep: EndpointId) -> Result<()> {
+    let n = conn
+        .prepare_cached("DELETE FROM endpoints WHERE app_id = ?1 AND id = ?2")?
+        .execute([app.to_string(), ep.to_string()])?;
+    if n == 0 {
+        return Err(not_found());
+    }
+    Ok(())
+}
+
+fn insert_current_secret(conn: &Connection, ep: &EndpointId, key: &str) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO endpoint_secrets (endpoint_id, key, valid_until) VALUES (?1, ?2, NULL)",
+    )?
+    .execute([ep.to_string(), key.to_string()])?;
+    Ok(())
+}
+
+/// The secrets valid at `now`: the current one first, then rotated-out ones, newest first.
+pub(crate) fn secrets(
+    conn: &Connection,
+    app: AppId,
+    ep: EndpointId,
+    now: DateTime<Utc>,
+) -> Result<Vec<EndpointSecret>> {
+    // One statement, so "the endpoint exists" and "these are its secrets" are one snapshot: the
+    // endpoint's row is always there (LEFT JOIN), with NULL secret columns if none is valid.
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.key, s.valid_until FROM endpoints e
+         LEFT JOIN endpoint_secrets s
+           ON s.endpoint_id = e.id AND (s.valid_until IS NULL OR s.valid_until > ?3)
+         WHERE e.app_id = ?1 AND e.id = ?2
+         ORDER BY s.valid_until IS NOT NULL, s.seq DESC",
+    )?;
+    let rows = stmt.query_map(
+        params![app.to_string(), ep.to_string(), micros(now)],
+        |row| {
+            let key: Option<String> = row.get(0)?;
+            Ok(match key {
+                None => None,
+                Some(key) => Some(EndpointSecret {
+                    key,
+                    valid_until: opt_time(row, 1)?,
+                }),
+            })
+        },
+    )?;
+    let rows: Vec<Option<EndpointSecret>> = rows.collect::<rusqlite::Result<_>>()?;
+    if rows.is_empty() {
+        return Err(not_found());
+    }
+    Ok(rows.into_iter().flatten().collect())
+}
+
+/// Makes `new_key` current; the current one becomes valid until `old_valid_until`.
+pub(crate) fn rotate_secret(
+    conn: &Connection,
+    app: AppId,
+    ep: EndpointId,
+    new_key: &str,
+    old_valid_until: DateTime<Utc>,
+) -> Result<()> {
+    require(conn, &app, &ep)?;
+    conn.prepare_cached(
+        "UPDATE endpoint_secrets SET valid_until = ?2 WHERE endpoint_id = ?1 AND valid_until IS NULL",
+    )?
+    .execute(params![ep.to_string(), micros(old_valid_until)])?;
+    insert_current_secret(conn, &ep, new_key)
+}

@@ -1,0 +1,205 @@
+//! Messages and their deliveries: the hot write path.
+//!
+//! [`create`] is one writer job: it checks the application, inserts the message (the unique
+//! `(app_id, event_id)` index turns a duplicate into a `Conflict`), then writes one delivery row
+//! per endpoint that [`vow_core::matching::endpoint_matches`] accepts: `pending` and due now, or
+//! `held` when the endpoint is disabled. Its savepoint makes the whole of it all-or-nothing.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use vow_core::matching::{endpoint_matches, EndpointFilter};
+use vow_core::{AppId, DeliveryId, MessageId};
+use vow_store::{
+    CreatedMessage, Delivery, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
+};
+
+use crate::apps;
+use crate::error::Result;
+use crate::rows::{id, micros, opt_json, seek_sql, time, to_json, to_opt_json, truncate};
+
+const COLUMNS: &str =
+    "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        id: id(row, 0)?,
+        app_id: id(row, 1)?,
+        event_id: row.get(2)?,
+        event_type: row.get(3)?,
+        channels: opt_json(row, 4)?,
+        payload: row.get(5)?,
+        payload_expires_at: time(row, 6)?,
+        created_at: time(row, 7)?,
+    })
+}
+
+pub(crate) fn create(conn: &Connection, new: NewMessage) -> Result<CreatedMessage> {
+    apps::require(conn, &new.app_id)?;
+    let app = new.app_id.to_string();
+    let msg = new.id.to_string();
+    let now = micros(new.now);
+    conn.prepare_cached(
+        "INSERT INTO messages
+         (id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        msg,
+        app,
+        new.event_id,
+        new.event_type,
+        to_opt_json(new.channels.as_ref())?,
+        new.payload,
+        micros(new.payload_expires_at),
+        now,
+    ])?;
+
+    let channels: &[String] = new.channels.as_deref().unwrap_or(&[]);
+    let mut endpoints = conn.prepare_cached(
+        "SELECT id, event_types, channels, disabled FROM endpoints WHERE app_id = ?1",
+    )?;
+    let mut rows = endpoints.query([&app])?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO deliveries
+         (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)",
+    )?;
+    let mut deliveries = 0;
+    while let Some(row) = rows.next()? {
+        let event_types: Option<Vec<String>> = opt_json(row, 1)?;
+        let wanted: Option<Vec<String>> = opt_json(row, 2)?;
+        let filter = EndpointFilter {
+            event_types: event_types.as_deref(),
+            channels: wanted.as_deref(),
+        };
+        if !endpoint_matches(filter, &new.event_type, channels) {
+            continue;
+        }
+        let endpoint: String = row.get(0)?;
+        let disabled: bool = row.get(3)?;
+        let status = if disabled {
+            DeliveryStatus::Held
+        } else {
+            DeliveryStatus::Pending
+        };
+        insert.execute(params![
+            DeliveryId::new().to_string(),
+            app,
+            msg,
+            endpoint,
+            status.as_str(),
+            now,
+        ])?;
+        deliveries += 1;
+    }
+
+    Ok(CreatedMessage {
+        message: Message {
+            id: new.id,
+            app_id: new.app_id,
+            event_id: new.event_id,
+            event_type: new.event_type,
+            channels: new.channels,
+            payload: Some(new.payload),
+            payload_expires_at: truncate(new.payload_expires_at),
+            created_at: truncate(new.now),
+        },
+        deliveries,
+    })
+}
+
+pub(crate) fn get(conn: &Connection, app: AppId, key: &MessageKey) -> Result<Option<Message>> {
+    let (sql, value) = match key {
+        MessageKey::Id(id) => (
+            format!("SELECT {COLUMNS} FROM messages WHERE app_id = ?1 AND id = ?2"),
+            id.to_string(),
+        ),
+        MessageKey::EventId(event_id) => (
+            format!("SELECT {COLUMNS} FROM messages WHERE app_id = ?1 AND event_id = ?2"),
+            event_id.clone(),
+        ),
+    };
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row([app.to_string(), value], from_row)
+        .optional()?)
+}
+
+pub(crate) fn list(
+    conn: &Connection,
+    app: AppId,
+    filter: &MessageFilter,
+    seek: &Seek,
+) -> Result<Vec<Message>> {
+    // Only the conditions in use appear in the text (a handful of variants, each cached), and
+    // every parameter is always bound (NULL when unused).
+    let mut filters = vec!["app_id = ?1"];
+    if !filter.event_types.is_empty() {
+        filters.push("event_type IN (SELECT value FROM json_each(?2))");
+    }
+    if filter.channel.is_some() {
+        filters.push("EXISTS (SELECT 1 FROM json_each(messages.channels) WHERE value = ?3)");
+    }
+    if filter.before.is_some() {
+        filters.push("created_at < ?4");
+    }
+    if filter.after.is_some() {
+        filters.push("created_at > ?5");
+    }
+    let sql = seek_sql(
+        &format!("{COLUMNS} FROM messages"),
+        &filters,
+        "id",
+        seek,
+        6,
+        7,
+    );
+    let event_types = if filter.event_types.is_empty() {
+        None
+    } else {
+        Some(to_json(&filter.event_types)?)
+    };
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(
+        params![
+            app.to_string(),
+            event_types,
+            filter.channel,
+            filter.before.map(micros),
+            filter.after.map(micros),
+            seek.after,
+            seek.fetch(),
+        ],
+        from_row,
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
+    let status: String = row.get(4)?;
+    let status = DeliveryStatus::parse(&status).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            4,
+            rusqlite::types::Type::Text,
+            format!("unknown delivery status {status:?}").into(),
+        )
+    })?;
+    Ok(Delivery {
+        id: id(row, 0)?,
+        app_id: id(row, 1)?,
+        msg_id: id(row, 2)?,
+        endpoint_id: id(row, 3)?,
+        status,
+        attempts: row.get(5)?,
+        next_attempt_at: time(row, 6)?,
+        created_at: time(row, 7)?,
+    })
+}
+
+pub(crate) fn deliveries(conn: &Connection, app: AppId, msg: MessageId) -> Result<Vec<Delivery>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at
+         FROM deliveries WHERE app_id = ?1 AND msg_id = ?2 ORDER BY endpoint_id",
+    )?;
+    let rows = stmt.query_map([app.to_string(), msg.to_string()], delivery_from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}

@@ -1,0 +1,147 @@
+//! The behaviour suite every [`crate::Store`] backend must pass.
+//!
+//! Each case is a `pub async fn case_name(store: &dyn Store)` whose name is a sentence; it
+//! drives the store through the trait only and asserts on what is stored afterwards (rows read
+//! back, deliveries counted), not merely on `Ok`. [`conformance_suite!`](crate::conformance_suite)
+//! expands into one `#[tokio::test]` per case for a backend, given an async expression that
+//! builds a fresh, empty, migrated store. Cases assume the store is empty when they start
+//! (event types are global, so listings count them all), and every case gets its own store.
+//!
+//! Backends must agree on a few representation details the cases check:
+//! - times round-trip to the microsecond (what a create returns equals what a get returns);
+//! - text keys (ids, event-type names) are ordered bytewise, as `String`'s `Ord` orders them
+//!   (PostgreSQL: `COLLATE "C"`);
+//! - a message payload is returned byte for byte as given;
+//! - `Conflict` sentences name what clashed: "uid", "name", "eventId".
+//!
+//! # Layout
+//! - `apps`: applications, their uid, cascade on delete, paging.
+//! - `event_types`: event types, archiving, expunge, paging by name.
+//! - `endpoints`: endpoints, isolation between applications, secrets and rotation, paging.
+//! - `fanout`: which endpoints get a delivery row for a new message, `Pending` or `Held`.
+//! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
+//! - `settings`: the admin token hash and ping.
+//! - `support`: shared fixtures (fixed times, minimal rows, paging and concurrency helpers).
+
+mod apps;
+mod endpoints;
+mod event_types;
+mod fanout;
+mod messages;
+mod settings;
+mod support;
+
+pub use apps::*;
+pub use endpoints::*;
+pub use event_types::*;
+pub use fanout::*;
+pub use messages::*;
+pub use settings::*;
+
+/// Instantiates the conformance suite for a backend: one
+/// `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per case, named after it.
+///
+/// The argument is an expression evaluating to a future of `(store, guard)`: `store` is any type
+/// implementing [`Store`](crate::Store), fresh and migrated; `guard` is whatever must live until
+/// the test ends (a temporary directory, a throwaway database, or `()`). It is evaluated once per
+/// case; the store is dropped before the guard. The calling crate needs `tokio` (features
+/// `macros`, `rt-multi-thread`) among its dev-dependencies.
+///
+/// ```ignore
+/// // crates/vow-store-sqlite/tests/it/conformance.rs
+/// vow_store::conformance_suite!(async { vow_store_sqlite::testing::fresh_store() });
+///
+/// // A backend whose setup is async:
+/// vow_store::conformance_suite!(async {
+///     let db = my_backend::testing::fresh_database().await;
+///     (db.store(), db)
+/// });
+/// ```
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr $(,)?) => {
+        $crate::conformance_suite!(@cases ($make)
+            // applications
+            an_application_is_read_back_by_id_and_by_uid,
+            updating_an_application_replaces_its_fields,
+            deleting_an_application_removes_everything_under_it,
+            an_application_uid_conflict_writes_nothing,
+            a_missing_application_is_not_found,
+            applications_page_through_in_both_directions_without_gaps,
+            // event types
+            an_event_type_is_created_read_back_and_updated,
+            archived_event_types_are_listed_only_when_asked,
+            an_event_type_name_conflict_writes_nothing,
+            an_expunged_event_type_is_gone_and_its_name_is_free,
+            event_types_page_through_by_name_in_both_directions,
+            // endpoints and secrets
+            an_endpoint_round_trips_every_field,
+            an_endpoint_update_replaces_every_field,
+            an_endpoint_uid_conflict_writes_nothing,
+            an_endpoint_is_invisible_through_another_application,
+            an_endpoint_of_a_missing_application_is_not_found,
+            deleting_an_endpoint_removes_its_deliveries,
+            endpoints_page_through_in_both_directions_without_gaps,
+            the_current_secret_comes_first_and_a_rotated_one_lasts_until_its_deadline,
+            // messages and deliveries
+            a_message_fans_out_to_every_endpoint_without_filters,
+            event_type_filters_choose_the_endpoints,
+            channel_filters_choose_the_endpoints,
+            a_disabled_endpoint_gets_a_held_delivery,
+            a_duplicate_event_id_is_a_conflict_and_writes_nothing,
+            another_application_may_reuse_an_event_id,
+            a_message_for_a_deleted_application_is_not_found_and_writes_nothing,
+            a_message_is_read_back_by_id_and_by_event_id_with_its_payload_verbatim,
+            a_message_is_invisible_through_another_application,
+            listing_messages_filters_by_event_type_channel_and_time,
+            messages_are_listed_newest_first_and_page_without_gaps,
+            concurrent_creates_with_one_event_id_store_exactly_one_message,
+            // settings
+            the_first_admin_token_hash_wins,
+            a_fresh_store_answers_a_ping,
+        );
+    };
+    (@cases ($make:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (store, guard) = $make.await;
+                $crate::conformance::$case(&store).await;
+                drop(store);
+                drop(guard);
+            }
+        )*
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every `pub async fn` case in the submodules is listed in `conformance_suite!`, so no case
+    /// is silently left out of the backends' test runs.
+    #[test]
+    fn every_case_is_in_the_macro() {
+        let macro_text = include_str!("conformance.rs");
+        let modules = [
+            include_str!("conformance/apps.rs"),
+            include_str!("conformance/endpoints.rs"),
+            include_str!("conformance/event_types.rs"),
+            include_str!("conformance/fanout.rs"),
+            include_str!("conformance/messages.rs"),
+            include_str!("conformance/settings.rs"),
+        ];
+        let mut count = 0;
+        for source in modules {
+            for line in source.lines() {
+                if let Some(rest) = line.strip_prefix("pub async fn ") {
+                    let name = rest.split('(').next().unwrap_or_default();
+                    assert!(
+                        macro_text.contains(&format!("            {name},\n")),
+                        "case `{name}` is missing from conformance_suite!"
+                    );
+                    count += 1;
+                }
+            }
+        }
+        assert!(count >= 30, "found only {count} cases");
+    }
+}

@@ -1,0 +1,310 @@
+//! The delivery queue: what the delivery workers and the attempt/replay API need from a store.
+//!
+//! The store is the queue. A delivery row (written with its message, see
+//! [`Store::create_message`](crate::Store::create_message)) is *claimed* by a worker with an
+//! expiring lease and a fresh lease token; the worker attempts it and *records* the outcome, which
+//! only lands while the token still matches (fencing: a worker whose lease expired and was taken
+//! over cannot overwrite the newer owner's result). Claims and records are batched so one
+//! transaction serves many deliveries.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use vow_core::{AppId, AttemptId, DeliveryId, EndpointId, MessageId};
+
+use crate::model::{Delivery, EndpointSecret};
+use crate::{Seek, StoreResult};
+
+/// Identifies one lease of one delivery; a new claim makes a new token.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseToken(pub String);
+
+/// What a worker asks for.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// Claim deliveries with status `pending`, `next_attempt_at <= now`, and no lease or an
+    /// expired one (`lease_until <= now`).
+    pub now: DateTime<Utc>,
+    /// The lease lasts until `now + lease`.
+    pub lease: chrono::Duration,
+    /// At most this many, earliest `next_attempt_at` first.
+    pub limit: usize,
+    /// Skip deliveries to these endpoints (they are saturated in this process).
+    pub skip_endpoints: Vec<EndpointId>,
+}
+
+/// Everything a worker needs to attempt one delivery, read in the claiming transaction.
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    /// The delivery as it was claimed (attempts so far, client errors so far, ...).
+    pub delivery: Delivery,
+    /// The lease token to present when recording.
+    pub lease: LeaseToken,
+    /// The lease's end.
+    pub lease_until: DateTime<Utc>,
+    /// The message's event type.
+    pub event_type: String,
+    /// The exact payload text; `None` when it expired or was expunged (the delivery is then
+    /// dead-lettered without an attempt).
+    pub payload: Option<String>,
+    /// The endpoint's state when claimed.
+    pub endpoint: DeliveryTarget,
+}
+
+/// The parts of an endpoint a delivery attempt uses.
+#[derive(Debug, Clone)]
+pub struct DeliveryTarget {
+    /// URL to POST to.
+    pub url: String,
+    /// Custom headers.
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Disabled endpoints are not attempted (the delivery goes back to `held`).
+    pub disabled: bool,
+    /// Messages per second, if throttled.
+    pub throttle_rate: Option<u16>,
+    /// Secrets valid at claim time, current first.
+    pub secrets: Vec<EndpointSecret>,
+    /// When the endpoint last changed (lets workers cache per endpoint).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What an attempt produced, to be stored as an attempt row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAttempt {
+    /// Its id.
+    pub id: AttemptId,
+    /// When the request started.
+    pub started_at: DateTime<Utc>,
+    /// The URL attempted.
+    pub url: String,
+    /// HTTP status, when a response arrived.
+    pub response_status: Option<u16>,
+    /// Up to 4 KiB of the response body (lossy UTF-8), or the error text.
+    pub response: String,
+    /// Time to the response (or failure), in milliseconds.
+    pub duration_ms: u64,
+    /// Whether this attempt succeeded (2xx).
+    pub success: bool,
+    /// Why it failed, when it did not get a response (timeout, refused address, ...).
+    pub error: Option<String>,
+    /// `scheduled` or `manual`.
+    pub trigger: AttemptTrigger,
+}
+
+/// What started an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptTrigger {
+    /// The schedule (first attempt or a retry).
+    Scheduled,
+    /// An operator (resend, replay).
+    Manual,
+}
+
+/// Where a delivery goes after an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextState {
+    /// Delivered: done.
+    Delivered,
+    /// Try again at this time; `client_errors` is the new count of 4xx responses so far.
+    RetryAt {
+        /// When.
+        at: DateTime<Utc>,
+        /// 4xx responses so far, this one included.
+        client_errors: u32,
+    },
+    /// Give up: dead-lettered (kept, replayable).
+    DeadLetter {
+        /// Why, for the log and the API.
+        reason: String,
+        /// Disable the endpoint at once (410 Gone).
+        disable_endpoint: bool,
+    },
+    /// The endpoint was disabled when the worker got to it: back to `held`, no attempt row.
+    Hold,
+}
+
+/// One outcome to record.
+#[derive(Debug, Clone)]
+pub struct AttemptOutcome {
+    /// The delivery.
+    pub delivery_id: DeliveryId,
+    /// The lease it was attempted under.
+    pub lease: LeaseToken,
+    /// The attempt row to add (`None` for [`NextState::Hold`] and for a payload that expired).
+    pub attempt: Option<NewAttempt>,
+    /// The delivery's new state.
+    pub next: NextState,
+    /// Record time.
+    pub now: DateTime<Utc>,
+}
+
+/// What recording one outcome did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// Stored. `endpoint_disabled` is true when this outcome disabled the endpoint (410, or the
+    /// dead-letter that reached the auto-disable threshold).
+    Stored {
+        /// The endpoint was disabled by this outcome.
+        endpoint_disabled: bool,
+    },
+    /// The lease was no longer ours (expired and claimed by another worker, or the delivery was
+    /// deleted): nothing was written.
+    LeaseLost,
+}
+
+/// A stored attempt (Svix's `MessageAttemptOut`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Id.
+    pub id: AttemptId,
+    /// Owner.
+    pub app_id: AppId,
+    /// Message.
+    pub msg_id: MessageId,
+    /// Endpoint.
+    pub endpoint_id: EndpointId,
+    /// Delivery.
+    pub delivery_id: DeliveryId,
+    /// What was stored.
+    pub attempt: NewAttempt,
+}
+
+/// Filters for listing attempts.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptFilter {
+    /// Only this message's.
+    pub msg_id: Option<MessageId>,
+    /// Only to this endpoint.
+    pub endpoint_id: Option<EndpointId>,
+    /// Only successful (`Some(true)`) or failed (`Some(false)`) ones.
+    pub success: Option<bool>,
+    /// Only with this response status.
+    pub status_code: Option<u16>,
+    /// Only started before.
+    pub before: Option<DateTime<Utc>>,
+    /// Only started after.
+    pub after: Option<DateTime<Utc>>,
+}
+
+/// Which deliveries of an endpoint an operator replays.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayFilter {
+    /// Only deliveries created at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Only deliveries created before.
+    pub until: Option<DateTime<Utc>>,
+    /// Only these event types (empty = all).
+    pub event_types: Vec<String>,
+    /// Only deliveries whose last attempt got this status.
+    pub last_status: Option<u16>,
+}
+
+/// Counts of an endpoint's deliveries by state (Svix's `EndpointStats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeliveryStats {
+    /// Delivered.
+    pub success: u64,
+    /// Waiting for an attempt (held ones included).
+    pub pending: u64,
+    /// Leased by a worker right now.
+    pub sending: u64,
+    /// Dead-lettered.
+    pub fail: u64,
+}
+
+/// The delivery queue. Implemented by every backend next to [`crate::Store`].
+#[async_trait]
+pub trait DeliveryQueue: Send + Sync + 'static {
+    /// Claims due deliveries (see [`ClaimRequest`]), each with a new lease token, in one
+    /// transaction. Two concurrent claims never return the same delivery.
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>>;
+
+    /// Extends the leases that are still ours to `until`; returns how many were.
+    async fn renew_leases(
+        &self,
+        leases: &[(DeliveryId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize>;
+
+    /// Records outcomes, in one transaction, each only if its lease token still matches. A
+    /// dead-letter increments the endpoint's count of consecutive dead-letters and disables the
+    /// endpoint when it reaches `disable_after` (0 = never); a delivery resets the count. The
+    /// result has one entry per outcome, in order.
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+        disable_after: u32,
+    ) -> StoreResult<Vec<Recorded>>;
+
+    /// The earliest `next_attempt_at` of any pending delivery, so an idle worker knows when to
+    /// look again.
+    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// Lists an application's attempts, newest first unless `seek` says otherwise.
+    async fn list_attempts(
+        &self,
+        app: AppId,
+        filter: &AttemptFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<Attempt>>;
+
+    /// One attempt of a message.
+    async fn get_attempt(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        id: AttemptId,
+    ) -> StoreResult<Option<Attempt>>;
+
+    /// Makes the delivery of `msg` to `endpoint` due now again (creating the delivery row if the
+    /// message never went to that endpoint). `NotFound` for a missing message or endpoint.
+    async fn resend(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        endpoint: EndpointId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Delivery>;
+
+    /// Replays an endpoint's dead-lettered and held deliveries that match `filter`: makes them
+    /// pending again, due from `now` on, spaced `spacing` apart so a receiver that just came
+    /// back is not flooded. With `dry_run`, changes nothing. Returns how many match.
+    async fn replay(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &ReplayFilter,
+        now: DateTime<Utc>,
+        spacing: chrono::Duration,
+        dry_run: bool,
+    ) -> StoreResult<u64>;
+
+    /// An endpoint's delivery counts by state, for deliveries created in `[since, until)`.
+    async fn endpoint_stats(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        since: Option<DateTime<Utc>>,
+        until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<DeliveryStats>;
+
+    /// Removes a message's payload (and its attempts' response bodies). `NotFound` when absent.
+    async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()>;
+
+    /// Removes one attempt's response body. `NotFound` when absent.
+    async fn expunge_attempt_content(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        id: AttemptId,
+    ) -> StoreResult<()>;
+
+    /// Retention: clears payloads whose `payload_expires_at <= now` and attempt response bodies
+    /// older than `responses_before`, at most `batch` rows of each; returns rows changed.
+    async fn purge_expired(
+        &self,
+        now: DateTime<Utc>,
+        responses_before: DateTime<Utc>,
+        batch: usize,
+    ) -> StoreResult<u64>;
+}
