@@ -4,14 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-venv="${VOW_SDK_VENV:-target/sdk-venv}"
+venv="${VOW_TEST_SDK_VENV:-target/sdk-venv}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install -q -r tests/sdk/requirements.txt
 
 cargo build -q -p vow-server --bin vow --locked
-vow="$PWD/target/debug/vow"
+vow="${CARGO_TARGET_DIR:-$PWD/target}/debug/vow"  # where the cargo build above put it
 work=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
@@ -22,6 +22,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 run_against() { # $1 = label, $2 = database url, rest = extra serve args
   local label=$1 url=$2; shift 2
   local port; port=$(free_port)
+  # (vow ignores VOW_TEST_* variables; every other VOW_* must be a setting.)
   VOW_LISTEN="127.0.0.1:$port" VOW_DATABASE_URL="$url" VOW_ADMIN_TOKEN="sdk-test-token" \
     "$vow" serve "$@" >"$work/$label.log" 2>&1 &
   pid=$!

@@ -18,10 +18,10 @@ pub struct EndpointFilter<'a> {
 pub fn endpoint_matches(filter: EndpointFilter<'_>, event_type: &str, channels: &[String]) -> bool {
     let type_ok = filter
         .event_types
-        .map_or(true, |types| types.iter().any(|t| t == event_type));
+        .is_none_or(|types| types.iter().any(|t| t == event_type));
     let channel_ok = filter
         .channels
-        .map_or(true, |wanted| wanted.iter().any(|c| channels.contains(c)));
+        .is_none_or(|wanted| wanted.iter().any(|c| channels.contains(c)));
     type_ok && channel_ok
 }
 

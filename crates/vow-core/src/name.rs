@@ -161,7 +161,7 @@ fn check_url(s: &str) -> Result<(), InvalidName> {
             format!("must use http or https, not {:?}", url.scheme()),
         ));
     }
-    if url.host_str().map_or(true, str::is_empty) {
+    if url.host_str().is_none_or(str::is_empty) {
         return Err(InvalidName::new("value_error.url.host", "must have a host"));
     }
     Ok(())

@@ -31,6 +31,26 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Default grace period of a rotated-out endpoint secret.
     pub secret_rotation_grace_seconds: u32,
+    /// Run delivery workers in this process.
+    pub delivery_workers: bool,
+    /// Retry schedule text (empty = the default).
+    pub retry_schedule: String,
+    /// Per-attempt timeout.
+    pub delivery_timeout_ms: u32,
+    /// Attempts in flight per process.
+    pub delivery_max_in_flight: usize,
+    /// Attempts in flight per endpoint.
+    pub delivery_max_per_endpoint: usize,
+    /// Consecutive dead-letters that disable an endpoint.
+    pub disable_after_dead_letters: u32,
+    /// CIDRs deliveries may reach although special-purpose.
+    pub allowed_subnets: String,
+    /// Operational webhook URL (empty = off).
+    pub operational_webhook_url: String,
+    /// Default payload retention, days.
+    pub payload_retention_days: u16,
+    /// Attempt response body retention, days.
+    pub response_retention_days: u16,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -107,7 +127,19 @@ impl Config {
         if let Some(path) = file {
             fig = fig.merge(Toml::file_exact(path));
         }
-        fig.merge(Env::prefixed("VOW_"))
+        // `VOW_CONFIG` names the file (read by the CLI) and `VOW_TEST_*` belong to the test
+        // suite; every other `VOW_*` variable must be a setting, so a typo fails loudly.
+        fig.merge(
+            Env::prefixed("VOW_")
+                .ignore(&["config"])
+                .filter(|key| !key.as_str().to_ascii_lowercase().starts_with("test_")),
+        )
+    }
+
+    /// The built-in defaults with `toml` applied on top, ignoring files and the environment
+    /// (`vow demo`, tests).
+    pub fn from_defaults_and(toml: &str) -> Result<Config, ConfigError> {
+        Self::from_figment(Figment::from(Toml::string(DEFAULTS)).merge(Toml::string(toml)))
     }
 
     /// Extracts and validates a config from any figment.
@@ -137,10 +169,67 @@ impl Config {
                 "must be at most 604800 (7 days)",
             );
         }
+        self.schedule()?;
+        self.address_policy()?;
+        if !self.operational_webhook_url.is_empty() {
+            if let Err(e) = vow_core::EndpointUrl::parse(self.operational_webhook_url.as_str()) {
+                return invalid("operational_webhook_url", &e.message);
+            }
+        }
+        if !(1..=3650).contains(&self.payload_retention_days) {
+            return invalid("payload_retention_days", "must be between 1 and 3650");
+        }
+        if !(1..=3650).contains(&self.response_retention_days) {
+            return invalid("response_retention_days", "must be between 1 and 3650");
+        }
+        if !(100..=120_000).contains(&self.delivery_timeout_ms) {
+            return invalid("delivery_timeout_ms", "must be between 100 and 120000");
+        }
+        if self.delivery_max_in_flight == 0 || self.delivery_max_per_endpoint == 0 {
+            return invalid(
+                "delivery_max_in_flight",
+                "and delivery_max_per_endpoint must be at least 1",
+            );
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
             return invalid("log", &format!("is not a valid filter: {e}"));
         }
         Ok(())
+    }
+
+    /// The default retry schedule.
+    pub fn schedule(&self) -> Result<vow_core::RetrySchedule, ConfigError> {
+        if self.retry_schedule.trim().is_empty() {
+            return Ok(vow_core::RetrySchedule::default());
+        }
+        self.retry_schedule
+            .parse()
+            .map_err(|e: vow_core::ScheduleError| ConfigError::Invalid {
+                key: "retry_schedule",
+                problem: format!("is not a schedule: {e}"),
+            })
+    }
+
+    /// The SSRF guard's allow-list.
+    pub fn address_policy(&self) -> Result<vow_egress::AddressPolicy, ConfigError> {
+        vow_egress::AddressPolicy::parse_allow_list(&self.allowed_subnets).map_err(|e| {
+            ConfigError::Invalid {
+                key: "allowed_subnets",
+                problem: format!("is not a list of CIDRs: {e}"),
+            }
+        })
+    }
+
+    /// The delivery workers' settings.
+    pub fn delivery(&self) -> Result<crate::delivery::DeliverySettings, ConfigError> {
+        Ok(crate::delivery::DeliverySettings {
+            schedule: self.schedule()?,
+            timeout: std::time::Duration::from_millis(self.delivery_timeout_ms.into()),
+            max_in_flight: self.delivery_max_in_flight,
+            max_per_endpoint: self.delivery_max_per_endpoint,
+            disable_after: self.disable_after_dead_letters,
+            ..Default::default()
+        })
     }
 
     /// The store the database URL selects.
@@ -229,6 +318,29 @@ mod tests {
         assert!(err.contains("max_body_bytes"), "{err}");
         let err = with(&[("log_format", "xml")]).unwrap_err().to_string();
         assert!(err.contains("log_format"), "{err}");
+        let err = with(&[("retry_schedule", "1s,,2s")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("retry_schedule"), "{err}");
+        let err = with(&[("allowed_subnets", "10.0.0.0/99")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allowed_subnets"), "{err}");
+    }
+
+    #[test]
+    fn the_cli_and_test_variables_are_not_settings() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("VOW_CONFIG", "/nonexistent.toml");
+            jail.set_env("VOW_TEST_DATABASE_URL", "postgres://x");
+            jail.set_env("VOW_LISTEN", "127.0.0.1:9999");
+            let c = Config::from_figment(Config::figment(None)).expect("valid");
+            assert_eq!(c.listen.port(), 9999);
+            jail.set_env("VOW_LISTN", "127.0.0.1:1");
+            let err = Config::from_figment(Config::figment(None)).unwrap_err();
+            assert!(err.to_string().contains("listn"), "{err}");
+            Ok(())
+        });
     }
 
     #[test]

@@ -9,16 +9,22 @@
 //! - [`config`]: layered configuration (embedded defaults, file, `VOW_*`), validated at start.
 //! - [`startup`]: opening the store, running the server with graceful shutdown.
 //! - [`auth`]: the admin token.
+//! - [`demo`]: `vow demo`, seed 000's six scenarios end to end.
+//! - [`delivery`]: the delivery workers (claim, sign, attempt, record).
 //! - [`error`]: [`ApiError`](error::ApiError), the one error type of the API, and its wire shape.
 //! - [`http`]: router, middleware, extractors and the API handlers.
+//! - [`retention`]: the cleaner that deletes expired payloads and response bodies.
 //! - [`telemetry`]: logging set-up.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;
 pub mod config;
+pub mod delivery;
+pub mod demo;
 pub mod error;
 pub mod http;
+pub mod retention;
 pub mod startup;
 pub mod telemetry;
 

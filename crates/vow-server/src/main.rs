@@ -34,6 +34,9 @@ enum Command {
     },
     /// Apply pending database migrations, then exit.
     Migrate,
+    /// Run seed 000's six delivery scenarios end to end on a throwaway SQLite store and print
+    /// the transcript.
+    Demo,
     /// Print the built-in default configuration, with comments.
     ConfigDefaults,
 }
@@ -55,6 +58,7 @@ fn main() -> anyhow::Result<()> {
                 tracing::info!("migrations applied");
                 Ok(())
             }
+            Command::Demo => vow_server::demo::run().await.map(drop),
             Command::ConfigDefaults => Ok(()),
         }
     })
@@ -62,11 +66,11 @@ fn main() -> anyhow::Result<()> {
 
 async fn serve(config: Config, migrate: bool) -> anyhow::Result<()> {
     let migrate = if migrate { Migrate::Yes } else { Migrate::No };
-    let store = startup::open_store(&config, migrate).await?;
+    let stores = startup::open_store(&config, migrate).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {} (setting `listen`)", config.listen))?;
-    let server = Server::build(&config, store, listener).await?;
+    let server = Server::build(&config, stores, listener).await?;
     if let Some(token) = server.generated_token() {
         eprintln!(
             "\nvow generated an admin API token. It is shown only now; vow keeps just its hash.\n\n    {token}\n\nUse it as `Authorization: Bearer <token>`. Set VOW_ADMIN_TOKEN to choose your own.\n"

@@ -5,14 +5,37 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use vow_store::Store;
+use vow_store::{DeliveryQueue, Store};
 use vow_store_postgres::PgStore;
 use vow_store_sqlite::SqliteStore;
 
 use crate::auth::{self, AdminToken};
 use crate::config::{Config, Database};
+use crate::delivery::operational::Operational;
+use crate::delivery::Dispatcher;
 use crate::http::{self, ApiSettings, AppState};
+
+/// One backend, seen through both of its traits.
+#[derive(Clone)]
+pub struct Stores {
+    /// Everything the API reads and writes.
+    pub store: Arc<dyn Store>,
+    /// The delivery queue.
+    pub queue: Arc<dyn DeliveryQueue>,
+}
+
+impl Stores {
+    /// Wraps a backend.
+    pub fn new<S: Store + DeliveryQueue>(backend: S) -> Self {
+        let backend = Arc::new(backend);
+        Self {
+            store: backend.clone(),
+            queue: backend,
+        }
+    }
+}
 
 /// Whether `serve` may migrate PostgreSQL itself (SQLite always migrates on open).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,13 +47,13 @@ pub enum Migrate {
 }
 
 /// Opens the store the configuration names.
-pub async fn open_store(config: &Config, migrate: Migrate) -> anyhow::Result<Arc<dyn Store>> {
+pub async fn open_store(config: &Config, migrate: Migrate) -> anyhow::Result<Stores> {
     match config.database()? {
         Database::Sqlite(path) => {
             let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path))
                 .await?
                 .context("opening the SQLite store")?;
-            Ok(Arc::new(store))
+            Ok(Stores::new(store))
         }
         Database::Postgres(url) => {
             let store = PgStore::connect(&url, config.database_max_connections)
@@ -43,7 +66,7 @@ pub async fn open_store(config: &Config, migrate: Migrate) -> anyhow::Result<Arc
                     "the PostgreSQL schema is missing or out of date: run `vow migrate` or start with `vow serve --migrate`"
                 );
             }
-            Ok(Arc::new(store))
+            Ok(Stores::new(store))
         }
     }
 }
@@ -53,33 +76,72 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     open_store(config, Migrate::Yes).await.map(drop)
 }
 
+/// The delivery workers `config` describes, for `queue`; `wake` tells them new work is due.
+pub async fn dispatcher(
+    config: &Config,
+    stores: &Stores,
+    wake: Arc<Notify>,
+) -> anyhow::Result<Dispatcher> {
+    let settings = config.delivery()?;
+    let egress = vow_egress::EgressClient::new(vow_egress::EgressConfig {
+        policy: config.address_policy()?,
+        request_timeout: settings.timeout,
+        ..Default::default()
+    })
+    .context("building the outbound HTTP client")?;
+    let dispatcher = Dispatcher::new(stores.queue.clone(), egress, settings, wake.clone());
+    if config.operational_webhook_url.is_empty() {
+        return Ok(dispatcher);
+    }
+    let operational =
+        Operational::ensure(stores.store.clone(), &config.operational_webhook_url, wake)
+            .await
+            .context("setting up operational webhooks")?;
+    Ok(dispatcher.with_operational(operational))
+}
+
 /// A server that is bound and ready: tests read `addr`, then `run` it.
 pub struct Server {
     listener: TcpListener,
     state: AppState,
     admin: AdminToken,
+    dispatcher: Option<Dispatcher>,
+    queue: Arc<dyn DeliveryQueue>,
+    keep_responses: chrono::Duration,
 }
 
 impl Server {
     /// Binds `listener` for `store` with `config`'s settings, settling the admin token.
     pub async fn build(
         config: &Config,
-        store: Arc<dyn Store>,
+        stores: Stores,
         listener: TcpListener,
     ) -> anyhow::Result<Server> {
-        let admin = auth::resolve_admin_token(&config.admin_token, store.as_ref()).await?;
+        let admin = auth::resolve_admin_token(&config.admin_token, stores.store.as_ref()).await?;
+        let wake = Arc::new(Notify::new());
+        let dispatcher = if config.delivery_workers {
+            Some(dispatcher(config, &stores, wake.clone()).await?)
+        } else {
+            None
+        };
         let settings = ApiSettings {
             max_body_bytes: config.max_body_bytes,
             secret_rotation_grace: Duration::from_secs(config.secret_rotation_grace_seconds.into()),
+            payload_retention_days: config.payload_retention_days.into(),
         };
         let state = AppState {
-            store,
+            store: stores.store,
+            queue: stores.queue.clone(),
             settings: Arc::new(settings),
+            wake,
         };
         Ok(Server {
             listener,
             state,
             admin,
+            dispatcher,
+            queue: stores.queue,
+            keep_responses: chrono::Duration::days(config.response_retention_days.into()),
         })
     }
 
@@ -96,11 +158,23 @@ impl Server {
         }
     }
 
-    /// Serves until `shutdown` is cancelled.
+    /// Serves (and delivers) until `shutdown` is cancelled; then finishes in-flight requests
+    /// and attempts.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let workers = self
+            .dispatcher
+            .map(|d| tokio::spawn(d.run(shutdown.clone())));
+        tokio::spawn(crate::retention::run(
+            self.queue,
+            self.keep_responses,
+            Duration::from_secs(60),
+            shutdown.clone(),
+        ));
         let router = http::router(self.state, self.admin.hash());
-        http::serve(self.listener, router, shutdown)
-            .await
-            .context("serving HTTP")
+        let served = http::serve(self.listener, router, shutdown).await;
+        if let Some(workers) = workers {
+            workers.await.context("the delivery workers panicked")?;
+        }
+        served.context("serving HTTP")
     }
 }

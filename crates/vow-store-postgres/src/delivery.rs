@@ -1,5 +1,5 @@
-//! Deliveries: one row per (message, endpoint), written by `message::create`, claimed by the
-//! delivery workers by `(status, next_attempt_at)`. Here: reading them back.
+//! Deliveries: one row per (message, endpoint), written by `message::create`, claimed and
+//! recorded by the delivery workers through `queue`. Here: the row type and reading them back.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -9,21 +9,29 @@ use vow_store::{Delivery, DeliveryStatus, StoreResult};
 use crate::convert;
 use crate::error::{corrupt, db_error};
 
-/// One `deliveries` row.
+/// The columns [`DeliveryRow`] reads, unqualified.
+pub(crate) const COLUMNS: &str = "id, app_id, msg_id, endpoint_id, status, attempts, \
+                                  client_errors, last_status, dead_letter_reason, \
+                                  next_attempt_at, created_at";
+
+/// One `deliveries` row (lease and bookkeeping columns aside).
 #[derive(sqlx::FromRow)]
-struct DeliveryRow {
-    id: String,
-    app_id: String,
-    msg_id: String,
-    endpoint_id: String,
-    status: String,
-    attempts: i32,
-    next_attempt_at: DateTime<Utc>,
-    created_at: DateTime<Utc>,
+pub(crate) struct DeliveryRow {
+    pub(crate) id: String,
+    pub(crate) app_id: String,
+    pub(crate) msg_id: String,
+    pub(crate) endpoint_id: String,
+    pub(crate) status: String,
+    pub(crate) attempts: i32,
+    pub(crate) client_errors: i32,
+    pub(crate) last_status: Option<i32>,
+    pub(crate) dead_letter_reason: Option<String>,
+    pub(crate) next_attempt_at: DateTime<Utc>,
+    pub(crate) created_at: DateTime<Utc>,
 }
 
 impl DeliveryRow {
-    fn into_model(self) -> StoreResult<Delivery> {
+    pub(crate) fn into_model(self) -> StoreResult<Delivery> {
         Ok(Delivery {
             id: convert::id("deliveries.id", &self.id)?,
             app_id: convert::id("deliveries.app_id", &self.app_id)?,
@@ -32,6 +40,9 @@ impl DeliveryRow {
             status: DeliveryStatus::parse(&self.status)
                 .ok_or_else(|| corrupt(format!("deliveries.status {:?}", self.status)))?,
             attempts: convert::count("deliveries.attempts", self.attempts)?,
+            client_errors: convert::count("deliveries.client_errors", self.client_errors)?,
+            last_status: convert::status("deliveries.last_status", self.last_status)?,
+            dead_letter_reason: self.dead_letter_reason,
             next_attempt_at: self.next_attempt_at,
             created_at: self.created_at,
         })
@@ -44,10 +55,9 @@ pub(crate) async fn list_for_message(
     app: AppId,
     msg: MessageId,
 ) -> StoreResult<Vec<Delivery>> {
-    sqlx::query_as::<_, DeliveryRow>(
-        "SELECT id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at
-         FROM deliveries WHERE app_id = $1 AND msg_id = $2 ORDER BY id",
-    )
+    sqlx::query_as::<_, DeliveryRow>(&format!(
+        "SELECT {COLUMNS} FROM deliveries WHERE app_id = $1 AND msg_id = $2 ORDER BY id"
+    ))
     .bind(app.to_string())
     .bind(msg.to_string())
     .fetch_all(pool)

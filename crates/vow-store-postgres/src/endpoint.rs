@@ -16,7 +16,8 @@ use crate::seek::push_seek;
 
 /// The columns [`EndpointRow`] reads.
 const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
-                       throttle_rate, metadata, headers, created_at, updated_at";
+                       throttle_rate, metadata, headers, signature_style, timeout_ms, \
+                       retry_schedule, created_at, updated_at";
 
 /// One `endpoints` row.
 #[derive(sqlx::FromRow)]
@@ -32,6 +33,9 @@ struct EndpointRow {
     throttle_rate: Option<i32>,
     metadata: Json<Metadata>,
     headers: Json<BTreeMap<String, String>>,
+    signature_style: String,
+    timeout_ms: Option<i32>,
+    retry_schedule: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -51,6 +55,11 @@ impl EndpointRow {
                 throttle_rate: convert::rate("endpoints.throttle_rate", self.throttle_rate)?,
                 metadata: self.metadata.0,
                 headers: self.headers.0,
+                delivery: convert::delivery_options(
+                    &self.signature_style,
+                    self.timeout_ms,
+                    self.retry_schedule.as_deref(),
+                )?,
             },
             created_at: self.created_at,
             updated_at: self.updated_at,
@@ -63,14 +72,16 @@ impl EndpointRow {
 /// uid as `endpoints_app_id_uid_key` (→ `Conflict`).
 pub(crate) async fn create(pool: &PgPool, new: NewEndpoint) -> StoreResult<Endpoint> {
     let f = new.fields;
+    let (style, timeout_ms, schedule) = convert::delivery_options_params(&f.delivery)?;
     let app_id = new.app_id.to_string();
     let id = new.id.to_string();
     let mut tx = pool.begin().await.map_err(db_error)?;
     let row = sqlx::query_as::<_, EndpointRow>(&format!(
         "INSERT INTO endpoints
              (id, app_id, uid, url, description, disabled, event_types, channels, throttle_rate,
-              metadata, headers, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+              metadata, headers, signature_style, timeout_ms, retry_schedule, created_at,
+              updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, $14, $15, $12, $12)
          RETURNING {COLUMNS}"
     ))
     .bind(&id)
@@ -85,6 +96,9 @@ pub(crate) async fn create(pool: &PgPool, new: NewEndpoint) -> StoreResult<Endpo
     .bind(Json(f.metadata))
     .bind(Json(f.headers))
     .bind(new.now)
+    .bind(style)
+    .bind(timeout_ms)
+    .bind(schedule)
     .fetch_one(&mut *tx)
     .await
     .map_err(db_error)?;
@@ -144,11 +158,13 @@ pub(crate) async fn update(
     id: EndpointId,
     f: EndpointFields,
 ) -> StoreResult<Endpoint> {
+    let (style, timeout_ms, schedule) = convert::delivery_options_params(&f.delivery)?;
     // No clock in the trait here; `updated_at` never moves backwards (see application.rs).
     sqlx::query_as::<_, EndpointRow>(&format!(
         "UPDATE endpoints
          SET uid = $3, url = $4, description = $5, disabled = $6, event_types = $7,
              channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
+             signature_style = $13, timeout_ms = $14, retry_schedule = $15,
              updated_at = GREATEST(updated_at, $12)
          WHERE app_id = $1 AND id = $2
          RETURNING {COLUMNS}"
@@ -165,6 +181,9 @@ pub(crate) async fn update(
     .bind(Json(f.metadata))
     .bind(Json(f.headers))
     .bind(Utc::now())
+    .bind(style)
+    .bind(timeout_ms)
+    .bind(schedule)
     .fetch_optional(pool)
     .await
     .map_err(db_error)?

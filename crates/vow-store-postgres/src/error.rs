@@ -1,7 +1,7 @@
 //! Translation of PostgreSQL and sqlx errors into [`StoreError`], the only error callers see.
 //!
 //! Unique violations (SQLSTATE `23505`) become [`StoreError::Conflict`] with a sentence chosen by
-//! the constraint's name (the names are spelled out in `migrations/0001_init.sql`); a foreign key
+//! the constraint's name (the names are spelled out in `migrations/*.sql`); a foreign key
 //! pointing at a missing parent becomes [`StoreError::NotFound`]; anything that says "the database
 //! is not there or refused service right now" (IO errors, pool timeouts, SQLSTATE classes `08`
 //! connection exception, `53` insufficient resources, `57` operator intervention such as
@@ -42,6 +42,7 @@ fn conflict_message(constraint: Option<&str>) -> &'static str {
         Some("deliveries_pkey" | "deliveries_msg_id_endpoint_id_key") => {
             "a delivery of this message to this endpoint already exists"
         }
+        Some("attempts_pkey") => "an attempt with this id already exists",
         Some("endpoint_secrets_current_key") => "this endpoint already has a current secret",
         Some("settings_pkey") => "this setting already exists",
         _ => "a row with these values already exists",
@@ -51,9 +52,15 @@ fn conflict_message(constraint: Option<&str>) -> &'static str {
 /// What is missing when `constraint`, a foreign key, refused a write.
 fn missing_parent(constraint: Option<&str>) -> Option<&'static str> {
     match constraint {
-        Some("endpoints_app_id_fkey" | "messages_app_id_fkey") => Some("application"),
-        Some("endpoint_secrets_endpoint_fkey" | "deliveries_endpoint_fkey") => Some("endpoint"),
-        Some("deliveries_message_fkey") => Some("message"),
+        Some("endpoints_app_id_fkey" | "messages_app_id_fkey" | "attempts_app_id_fkey") => {
+            Some("application")
+        }
+        Some(
+            "endpoint_secrets_endpoint_fkey"
+            | "deliveries_endpoint_fkey"
+            | "attempts_endpoint_fkey",
+        ) => Some("endpoint"),
+        Some("deliveries_message_fkey" | "attempts_message_fkey") => Some("message"),
         _ => None,
     }
 }

@@ -23,6 +23,8 @@
 //! - `store`: the [`vow_store::Store`] impl, delegating to one module per entity:
 //!   `settings`, `application`, `event_type`, `endpoint`, `secret` (signing secrets and their
 //!   rotation), `message` (with the fan-out into deliveries) and `delivery`.
+//! - `queue`: the [`vow_store::DeliveryQueue`] impl: leased claims, fenced records, attempts,
+//!   resend/replay, retention; one module per concern.
 //! - `seek`: keyset pagination ([`vow_store::Seek`]) as SQL.
 //! - `convert`: reading stored values back into vow-core types.
 //! - `error`: PostgreSQL errors into [`StoreError`] (unique violation → `Conflict`, ...).
@@ -38,6 +40,7 @@ mod error;
 mod event_type;
 mod message;
 mod migrate;
+mod queue;
 mod secret;
 mod seek;
 mod settings;

@@ -5,10 +5,13 @@
 //! by a partial unique index) plus rotated-out rows that stay valid until their deadline.
 
 use chrono::{DateTime, Utc};
+use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use vow_core::{AppId, EndpointId};
+use vow_core::{AppId, EndpointId, RetrySchedule};
+use vow_store::queue::DeliveryTarget;
 use vow_store::{
-    Endpoint, EndpointFields, EndpointKey, EndpointSecret, NewEndpoint, Seek, StoreError,
+    DeliveryOptions, Endpoint, EndpointFields, EndpointKey, EndpointSecret, NewEndpoint, Seek,
+    StoreError,
 };
 
 use crate::apps;
@@ -18,7 +21,8 @@ use crate::rows::{
 };
 
 const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
-                       throttle_rate, metadata, headers, created_at, updated_at";
+                       throttle_rate, metadata, headers, created_at, updated_at, \
+                       signature_style, timeout_ms, retry_schedule";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
     Ok(Endpoint {
@@ -34,10 +38,41 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
             throttle_rate: throttle(row, 8)?,
             metadata: json(row, 9)?,
             headers: json(row, 10)?,
+            delivery: options(row, 13)?,
         },
         created_at: time(row, 11)?,
         updated_at: time(row, 12)?,
     })
+}
+
+/// Reads [`DeliveryOptions`] from three columns starting at `idx`: `signature_style`,
+/// `timeout_ms`, `retry_schedule`.
+pub(crate) fn options(row: &Row<'_>, idx: usize) -> rusqlite::Result<DeliveryOptions> {
+    let style: String = row.get(idx)?;
+    let timeout_ms = match row.get::<_, Option<i64>>(idx + 1)? {
+        None => None,
+        Some(v) => Some(u32::try_from(v).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(idx + 1, Type::Integer, Box::new(e))
+        })?),
+    };
+    let schedule: Option<String> = row.get(idx + 2)?;
+    Ok(DeliveryOptions {
+        signature_style: style
+            .parse()
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))?,
+        timeout_ms,
+        retry_schedule: schedule
+            .map(|s| s.parse::<RetrySchedule>())
+            .transpose()
+            .map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(idx + 2, Type::Text, Box::new(e))
+            })?,
+    })
+}
+
+/// The stored form of a retry schedule (its Display form).
+fn schedule_text(options: &DeliveryOptions) -> Option<String> {
+    options.retry_schedule.as_ref().map(ToString::to_string)
 }
 
 fn not_found() -> crate::error::Error {
@@ -45,7 +80,7 @@ fn not_found() -> crate::error::Error {
 }
 
 /// Fails with `NotFound("endpoint")` unless `app` has endpoint `ep`.
-fn require(conn: &Connection, app: &AppId, ep: &EndpointId) -> Result<()> {
+pub(crate) fn require(conn: &Connection, app: &AppId, ep: &EndpointId) -> Result<()> {
     conn.prepare_cached("SELECT 1 FROM endpoints WHERE app_id = ?1 AND id = ?2")?
         .query_row([app.to_string(), ep.to_string()], |_| Ok(()))
         .optional()?
@@ -57,8 +92,9 @@ pub(crate) fn create(conn: &Connection, new: NewEndpoint) -> Result<Endpoint> {
     let f = &new.fields;
     conn.prepare_cached(
         "INSERT INTO endpoints (id, app_id, uid, url, description, disabled, event_types,
-         channels, throttle_rate, metadata, headers, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+         channels, throttle_rate, metadata, headers, created_at, updated_at, signature_style,
+         timeout_ms, retry_schedule)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15)",
     )?
     .execute(params![
         new.id.to_string(),
@@ -73,6 +109,9 @@ pub(crate) fn create(conn: &Connection, new: NewEndpoint) -> Result<Endpoint> {
         to_json(&f.metadata)?,
         to_json(&f.headers)?,
         micros(new.now),
+        f.delivery.signature_style.as_str(),
+        f.delivery.timeout_ms,
+        schedule_text(&f.delivery),
     ])?;
     insert_current_secret(conn, &new.id, &new.secret)?;
     let now = truncate(new.now);
@@ -126,7 +165,8 @@ pub(crate) fn update(
     let sql = format!(
         "UPDATE endpoints SET uid = ?3, url = ?4, description = ?5, disabled = ?6,
          event_types = ?7, channels = ?8, throttle_rate = ?9, metadata = ?10, headers = ?11,
-         updated_at = ?12 WHERE app_id = ?1 AND id = ?2 RETURNING {COLUMNS}"
+         updated_at = ?12, signature_style = ?13, timeout_ms = ?14, retry_schedule = ?15
+         WHERE app_id = ?1 AND id = ?2 RETURNING {COLUMNS}"
     );
     conn.prepare_cached(&sql)?
         .query_row(
@@ -143,6 +183,9 @@ pub(crate) fn update(
                 to_json(&f.metadata)?,
                 to_json(&f.headers)?,
                 micros(now),
+                f.delivery.signature_style.as_str(),
+                f.delivery.timeout_ms,
+                schedule_text(&f.delivery),
             ],
             from_row,
         )
@@ -218,4 +261,42 @@ pub(crate) fn rotate_secret(
     )?
     .execute(params![ep.to_string(), micros(old_valid_until)])?;
     insert_current_secret(conn, &ep, new_key)
+}
+
+/// What a delivery attempt needs of endpoint `ep` at `now` (for claims); `None` when it is gone.
+/// Two point reads: the endpoint row, then its secrets valid at `now`, current first.
+pub(crate) fn target(conn: &Connection, ep: &str, now: i64) -> Result<Option<DeliveryTarget>> {
+    let found = conn
+        .prepare_cached(
+            "SELECT url, headers, disabled, throttle_rate, updated_at, signature_style,
+             timeout_ms, retry_schedule FROM endpoints WHERE id = ?1",
+        )?
+        .query_row([ep], |row| {
+            Ok(DeliveryTarget {
+                url: row.get(0)?,
+                headers: json(row, 1)?,
+                disabled: row.get(2)?,
+                throttle_rate: throttle(row, 3)?,
+                updated_at: time(row, 4)?,
+                options: options(row, 5)?,
+                secrets: Vec::new(),
+            })
+        })
+        .optional()?;
+    let Some(mut target) = found else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, valid_until FROM endpoint_secrets
+         WHERE endpoint_id = ?1 AND (valid_until IS NULL OR valid_until > ?2)
+         ORDER BY valid_until IS NOT NULL, seq DESC",
+    )?;
+    let rows = stmt.query_map(params![ep, now], |row| {
+        Ok(EndpointSecret {
+            key: row.get(0)?,
+            valid_until: opt_time(row, 1)?,
+        })
+    })?;
+    target.secrets = rows.collect::<rusqlite::Result<_>>()?;
+    Ok(Some(target))
 }

@@ -145,6 +145,7 @@ pub(crate) fn conflict_sentence(constraint: &str) -> String {
         "event_types.name" => "an event type with this name already exists",
         "messages.app_id, messages.event_id" => "a message with this eventId already exists",
         "messages.app_id, messages.id" => "a message with this id already exists",
+        "attempts.id" => "an attempt with this id already exists",
         other => return format!("a row with these values already exists ({other})"),
     };
     sentence.to_string()

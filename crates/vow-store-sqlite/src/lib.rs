@@ -15,6 +15,8 @@
 //! # Layout
 //! - [`SqliteStore`] (this file): opening (pragmas, migrations) and the `Store` impl, which
 //!   routes each method to the writer or the readers.
+//! - `queue`: the [`vow_store::DeliveryQueue`] impl (claims with leases, outcomes, attempts,
+//!   resend/replay, retention).
 //! - `writer`: the writer thread, batching and group commit.
 //! - `readers`: the read connection pool.
 //! - `migrate`: the embedded, forward-only migrations in `migrations/`.
@@ -31,6 +33,7 @@ mod error;
 mod event_types;
 mod messages;
 mod migrate;
+mod queue;
 mod readers;
 mod rows;
 mod settings;

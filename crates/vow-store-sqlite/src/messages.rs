@@ -14,7 +14,9 @@ use vow_store::{
 
 use crate::apps;
 use crate::error::Result;
-use crate::rows::{id, micros, opt_json, seek_sql, time, to_json, to_opt_json, truncate};
+use crate::rows::{
+    id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json, truncate,
+};
 
 const COLUMNS: &str =
     "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at";
@@ -174,7 +176,12 @@ pub(crate) fn list(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
+/// The columns [`delivery_from_row`] reads, in order.
+pub(crate) const DELIVERY_COLUMNS: &str = "id, app_id, msg_id, endpoint_id, status, attempts, \
+     next_attempt_at, created_at, client_errors, last_status, dead_letter_reason";
+
+/// Reads a delivery from [`DELIVERY_COLUMNS`] (starting at column 0).
+pub(crate) fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
     let status: String = row.get(4)?;
     let status = DeliveryStatus::parse(&status).ok_or_else(|| {
         rusqlite::Error::FromSqlConversionFailure(
@@ -190,16 +197,20 @@ fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
         endpoint_id: id(row, 3)?,
         status,
         attempts: row.get(5)?,
+        client_errors: row.get(8)?,
+        last_status: status_code(row, 9)?,
+        dead_letter_reason: row.get(10)?,
         next_attempt_at: time(row, 6)?,
         created_at: time(row, 7)?,
     })
 }
 
 pub(crate) fn deliveries(conn: &Connection, app: AppId, msg: MessageId) -> Result<Vec<Delivery>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at
-         FROM deliveries WHERE app_id = ?1 AND msg_id = ?2 ORDER BY endpoint_id",
-    )?;
+    let sql = format!(
+        "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE app_id = ?1 AND msg_id = ?2
+         ORDER BY endpoint_id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([app.to_string(), msg.to_string()], delivery_from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

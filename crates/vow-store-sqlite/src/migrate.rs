@@ -10,10 +10,16 @@ use rusqlite::Connection;
 
 /// `(name, SQL)` of every migration, in the order they apply. Append only; never edit one
 /// that shipped.
-pub(crate) const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_initial",
-    include_str!("../migrations/0001_initial.sql"),
-)];
+pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_initial",
+        include_str!("../migrations/0001_initial.sql"),
+    ),
+    (
+        "0002_delivery_queue",
+        include_str!("../migrations/0002_delivery_queue.sql"),
+    ),
+];
 
 /// A database written by a newer vow.
 #[derive(Debug, thiserror::Error)]

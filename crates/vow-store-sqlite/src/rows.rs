@@ -97,6 +97,11 @@ pub(crate) fn throttle(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<u16
     }
 }
 
+/// Reads an optional HTTP status code (`u16` stored as INTEGER).
+pub(crate) fn status_code(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<u16>> {
+    throttle(row, idx)
+}
+
 fn conversion(idx: usize, ty: Type, msg: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(idx, ty, msg.into())
 }

@@ -1,10 +1,11 @@
 //! The behaviour suite every [`crate::Store`] backend must pass.
 //!
-//! Each case is a `pub async fn case_name(store: &dyn Store)` whose name is a sentence; it
-//! drives the store through the trait only and asserts on what is stored afterwards (rows read
-//! back, deliveries counted), not merely on `Ok`. [`conformance_suite!`](crate::conformance_suite)
-//! expands into one `#[tokio::test]` per case for a backend, given an async expression that
-//! builds a fresh, empty, migrated store. Cases assume the store is empty when they start
+//! Each case is a `pub async fn case_name(store: &dyn Store)` (or `store: &dyn Backend` when it
+//! also needs the [`DeliveryQueue`]) whose name is a sentence; it drives the store through the
+//! traits only and asserts on what is stored afterwards (rows read back, deliveries counted), not
+//! merely on `Ok`. [`conformance_suite!`](crate::conformance_suite) expands into one
+//! `#[tokio::test]` per case for a backend, given an async expression that builds a fresh, empty,
+//! migrated store. Cases assume the store is empty when they start
 //! (event types are global, so listings count them all), and every case gets its own store.
 //!
 //! Backends must agree on a few representation details the cases check:
@@ -21,6 +22,8 @@
 //! - `fanout`: which endpoints get a delivery row for a new message, `Pending` or `Held`.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
 //! - `settings`: the admin token hash and ping.
+//! - `queue`: the [`DeliveryQueue`]: claims and leases, recording outcomes, auto-disabling,
+//!   attempts, resend and replay, stats, expunge and retention (see its own layout).
 //! - `support`: shared fixtures (fixed times, minimal rows, paging and concurrency helpers).
 
 mod apps;
@@ -28,6 +31,7 @@ mod endpoints;
 mod event_types;
 mod fanout;
 mod messages;
+mod queue;
 mod settings;
 mod support;
 
@@ -36,14 +40,26 @@ pub use endpoints::*;
 pub use event_types::*;
 pub use fanout::*;
 pub use messages::*;
+pub use queue::*;
 pub use settings::*;
+
+use crate::{DeliveryQueue, Store};
+
+/// What the suite runs against: a store that is also a delivery queue. Every backend type that
+/// implements both traits is one (blanket impl), so a backend passes `&store` and it coerces to
+/// `&dyn Backend` (queue cases) or `&dyn Store` (the others). Queue cases hand `store` to helpers
+/// taking `&dyn Store` through trait upcasting.
+pub trait Backend: Store + DeliveryQueue {}
+
+impl<T: Store + DeliveryQueue> Backend for T {}
 
 /// Instantiates the conformance suite for a backend: one
 /// `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per case, named after it.
 ///
 /// The argument is an expression evaluating to a future of `(store, guard)`: `store` is any type
-/// implementing [`Store`](crate::Store), fresh and migrated; `guard` is whatever must live until
-/// the test ends (a temporary directory, a throwaway database, or `()`). It is evaluated once per
+/// implementing [`Store`](crate::Store) and [`DeliveryQueue`](crate::DeliveryQueue) (so
+/// [`Backend`]), fresh and migrated; `guard` is whatever must live until the test ends (a
+/// temporary directory, a throwaway database, or `()`). It is evaluated once per
 /// case; the store is dropped before the guard. The calling crate needs `tokio` (features
 /// `macros`, `rt-multi-thread`) among its dev-dependencies.
 ///
@@ -99,6 +115,35 @@ macro_rules! conformance_suite {
             // settings
             the_first_admin_token_hash_wins,
             a_fresh_store_answers_a_ping,
+            // delivery queue: claims and leases
+            a_claim_takes_only_due_pending_unleased_deliveries_earliest_first,
+            a_claim_skips_the_endpoints_it_is_told_to_skip,
+            a_claim_carries_the_payload_the_event_type_and_the_endpoint_target,
+            an_expired_or_expunged_payload_is_claimed_as_none,
+            concurrent_claims_never_return_the_same_delivery,
+            an_expired_lease_is_taken_over_and_the_old_owner_can_no_longer_record,
+            renewing_a_lease_keeps_the_delivery_from_being_claimed,
+            next_due_is_the_earliest_time_a_claim_can_take_something,
+            // delivery queue: outcomes
+            a_delivered_outcome_stores_the_attempt_and_finishes_the_delivery,
+            a_retry_outcome_reschedules_the_delivery_with_its_counters,
+            a_dead_letter_keeps_its_reason_and_last_status,
+            a_hold_puts_the_delivery_back_to_held_without_an_attempt,
+            an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letters,
+            a_gone_endpoint_is_disabled_at_once_and_its_waiting_deliveries_are_held,
+            // delivery queue: attempts, expunge, retention
+            attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filters,
+            attempts_are_invisible_through_another_application,
+            expunging_a_message_removes_its_payload_and_its_attempts_responses,
+            expunging_an_attempt_removes_only_its_response,
+            deleting_an_endpoint_or_an_application_removes_its_attempts,
+            purging_respects_the_deadlines_and_the_batch_size,
+            // delivery queue: operators
+            resend_resets_an_existing_delivery_and_creates_a_missing_one,
+            resend_of_a_missing_message_or_endpoint_is_not_found,
+            replay_makes_failed_deliveries_pending_again_spaced_in_creation_order,
+            replay_filters_by_time_event_type_and_last_status_and_a_dry_run_changes_nothing,
+            endpoint_stats_count_deliveries_by_state_within_the_window,
         );
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
@@ -128,6 +173,13 @@ mod tests {
             include_str!("conformance/fanout.rs"),
             include_str!("conformance/messages.rs"),
             include_str!("conformance/settings.rs"),
+            include_str!("conformance/queue/claims.rs"),
+            include_str!("conformance/queue/leases.rs"),
+            include_str!("conformance/queue/outcomes.rs"),
+            include_str!("conformance/queue/attempts.rs"),
+            include_str!("conformance/queue/retention.rs"),
+            include_str!("conformance/queue/operators.rs"),
+            include_str!("conformance/queue/replay.rs"),
         ];
         let mut count = 0;
         for source in modules {
@@ -142,6 +194,6 @@ mod tests {
                 }
             }
         }
-        assert!(count >= 30, "found only {count} cases");
+        assert!(count >= 55, "found only {count} cases");
     }
 }

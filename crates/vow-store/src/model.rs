@@ -116,6 +116,19 @@ pub struct EndpointFields {
     pub metadata: Metadata,
     /// Custom headers sent with every delivery.
     pub headers: BTreeMap<String, String>,
+    /// How deliveries to it are signed, timed out and retried.
+    pub delivery: DeliveryOptions,
+}
+
+/// Per-endpoint delivery settings (vow extensions to Svix's endpoint).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeliveryOptions {
+    /// Signature headers to send.
+    pub signature_style: vow_core::SignatureStyle,
+    /// Per-attempt timeout in milliseconds; `None` = the server's default (10 s).
+    pub timeout_ms: Option<u32>,
+    /// Retry schedule; `None` = the server's default.
+    pub retry_schedule: Option<vow_core::RetrySchedule>,
 }
 
 /// A new endpoint.
@@ -281,8 +294,14 @@ pub struct Delivery {
     pub endpoint_id: EndpointId,
     /// Where it stands.
     pub status: DeliveryStatus,
-    /// Attempts made so far.
+    /// Attempts made in the current run of the schedule (reset by resend and replay).
     pub attempts: u32,
+    /// 4xx responses in the current run (the policy allows only a few).
+    pub client_errors: u32,
+    /// Status code of the last attempt's response, if it got one.
+    pub last_status: Option<u16>,
+    /// Why it was dead-lettered, when it was.
+    pub dead_letter_reason: Option<String>,
     /// When it is next due.
     pub next_attempt_at: DateTime<Utc>,
     /// When it was created.

@@ -63,6 +63,8 @@ pub struct DeliveryTarget {
     pub throttle_rate: Option<u16>,
     /// Secrets valid at claim time, current first.
     pub secrets: Vec<EndpointSecret>,
+    /// Signature style, timeout and retry schedule.
+    pub options: crate::model::DeliveryOptions,
     /// When the endpoint last changed (lets workers cache per endpoint).
     pub updated_at: DateTime<Utc>,
 }

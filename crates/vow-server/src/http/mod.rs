@@ -31,8 +31,12 @@ use extract::BodyLimit;
 pub struct AppState {
     /// The store.
     pub store: Arc<dyn Store>,
+    /// The delivery queue (the same backend as `store`).
+    pub queue: Arc<dyn vow_store::DeliveryQueue>,
     /// API settings.
     pub settings: Arc<ApiSettings>,
+    /// Wakes this process's delivery workers when work becomes due.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 /// Settings the handlers need.
@@ -42,6 +46,8 @@ pub struct ApiSettings {
     pub max_body_bytes: usize,
     /// Default grace period of a rotated-out secret.
     pub secret_rotation_grace: Duration,
+    /// Days a payload is kept when a message does not say.
+    pub payload_retention_days: i64,
 }
 
 impl AppState {

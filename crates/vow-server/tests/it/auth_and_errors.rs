@@ -146,10 +146,11 @@ on_both_stores!(
 #[tokio::test]
 async fn a_generated_admin_token_is_stored_only_as_a_hash_and_kept_across_restarts() {
     let (store, _dir) = vow_store_sqlite::testing::fresh_store();
-    let store: std::sync::Arc<dyn vow_store::Store> = std::sync::Arc::new(store);
+    let stores = vow_server::startup::Stores::new(store);
+    let store = stores.store.clone();
     let config = test_config(&[("admin_token", "")]);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let first = vow_server::startup::Server::build(&config, store.clone(), listener)
+    let first = vow_server::startup::Server::build(&config, stores.clone(), listener)
         .await
         .unwrap();
     let token = first
@@ -161,7 +162,7 @@ async fn a_generated_admin_token_is_stored_only_as_a_hash_and_kept_across_restar
     assert_eq!(stored.len(), 64, "a hex SHA-256");
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let second = vow_server::startup::Server::build(&config, store.clone(), listener)
+    let second = vow_server::startup::Server::build(&config, stores.clone(), listener)
         .await
         .unwrap();
     assert!(second.generated_token().is_none(), "printed only once");

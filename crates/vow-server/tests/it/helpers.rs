@@ -9,9 +9,9 @@ use figment::Figment;
 use reqwest::{Method, Response};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use vow_server::startup::Server;
+use vow_server::startup::{Server, Stores};
 use vow_server::Config;
-use vow_store::Store;
+use vow_store::{DeliveryQueue, Store};
 
 /// The admin token every test server uses.
 pub const TOKEN: &str = "test-admin-token";
@@ -25,16 +25,32 @@ pub enum Backend {
 
 /// A running server and what tests need to poke it.
 pub struct TestApp {
+    pub backend: Backend,
     pub base: String,
     pub client: reqwest::Client,
     pub store: Arc<dyn Store>,
+    pub queue: Arc<dyn DeliveryQueue>,
     shutdown: CancellationToken,
     _guard: Box<dyn Any + Send>,
 }
 
-/// A config from the built-in defaults only (the environment never leaks into tests).
+/// A config from the built-in defaults only (the environment never leaks into tests), with
+/// delivery workers off: API tests must not send anything anywhere.
 pub fn test_config(overrides: &[(&str, &str)]) -> Config {
+    config_with("delivery_workers = false", overrides)
+}
+
+/// A config with delivery workers on, fast retries (`schedule`), and loopback receivers allowed.
+pub fn delivery_config(schedule: &str, overrides: &[(&str, &str)]) -> Config {
+    let toml = format!(
+        "delivery_workers = true\nretry_schedule = {schedule:?}\nallowed_subnets = \"127.0.0.0/8\"\ndelivery_timeout_ms = 1000"
+    );
+    config_with(&toml, overrides)
+}
+
+fn config_with(toml: &str, overrides: &[(&str, &str)]) -> Config {
     let mut fig = Figment::from(Toml::string(vow_server::config::DEFAULTS))
+        .merge(Toml::string(toml))
         .merge(Serialized::default("admin_token", TOKEN));
     for (k, v) in overrides {
         fig = fig.merge(Serialized::default(k, v));
@@ -53,27 +69,29 @@ impl TestApp {
         if std::env::var_os("TEST_LOG").is_some() {
             vow_server::telemetry::init("debug", vow_server::config::LogFormat::Text);
         }
-        let (store, guard): (Arc<dyn Store>, Box<dyn Any + Send>) = match backend {
+        let (stores, guard): (Stores, Box<dyn Any + Send>) = match backend {
             Backend::Sqlite => {
                 let (store, dir) = vow_store_sqlite::testing::fresh_store();
-                (Arc::new(store), Box::new(dir))
+                (Stores::new(store), Box::new(dir))
             }
             Backend::Postgres => {
                 let (store, _url) = vow_store_postgres::testing::fresh_store().await;
-                (Arc::new(store), Box::new(()))
+                (Stores::new(store), Box::new(()))
             }
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = Server::build(&config, store.clone(), listener)
+        let server = Server::build(&config, stores.clone(), listener)
             .await
             .unwrap();
         let base = format!("http://{}", server.local_addr().unwrap());
         let shutdown = CancellationToken::new();
         tokio::spawn(server.run(shutdown.clone()));
         TestApp {
+            backend,
             base,
             client: reqwest::Client::new(),
-            store,
+            store: stores.store,
+            queue: stores.queue,
             shutdown,
             _guard: guard,
         }
@@ -123,6 +141,20 @@ impl TestApp {
             .await;
         assert_eq!(status, 201, "{body}");
         body["id"].as_str().unwrap().to_string()
+    }
+
+    /// Attempts everything due at `now` with `config`'s delivery settings, as a worker would;
+    /// returns how many attempts were recorded.
+    pub async fn drain_at(&self, config: &Config, now: chrono::DateTime<chrono::Utc>) -> usize {
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let stores = Stores {
+            store: self.store.clone(),
+            queue: self.queue.clone(),
+        };
+        let dispatcher = vow_server::startup::dispatcher(config, &stores, wake)
+            .await
+            .unwrap();
+        dispatcher.drain_at(now).await.unwrap()
     }
 
     /// Creates an endpoint from `body` and returns its id.

@@ -7,6 +7,9 @@ mod helpers;
 
 mod applications;
 mod auth_and_errors;
+mod delivery;
+mod demo;
 mod endpoints;
 mod event_types;
 mod messages;
+mod receiver;

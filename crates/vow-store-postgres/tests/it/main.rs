@@ -4,9 +4,11 @@
 //!
 //! - `conformance`: the shared suite every backend passes.
 //! - `postgres`: several processes on one database, migrations, a server that goes away.
+//! - `queue`: the delivery queue's main paths, concurrent claims, a stale lease owner.
 //! - `smoke`: quick checks of this backend's own choices (conflict sentences, byte order).
 
 mod conformance;
 mod postgres;
+mod queue;
 mod smoke;
 mod support;

@@ -220,7 +220,10 @@ async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries(
             .await
             .unwrap();
     for wanted in [
-        "ON public.deliveries USING btree (status, next_attempt_at)",
+        "deliveries_pending_next_attempt_at_idx ON public.deliveries USING btree (next_attempt_at) WHERE (status = 'pending'::text)",
+        "ON public.deliveries USING btree (endpoint_id, status, created_at)",
+        "ON public.attempts USING btree (app_id, msg_id, id)",
+        "ON public.attempts USING btree (app_id, endpoint_id, id)",
         "UNIQUE INDEX messages_app_id_id_key ON public.messages USING btree (app_id, id)",
         "UNIQUE INDEX messages_app_id_event_id_key ON public.messages USING btree (app_id, event_id)",
         "UNIQUE INDEX endpoints_app_id_uid_key ON public.endpoints USING btree (app_id, uid)",

@@ -108,7 +108,7 @@ async fn data_survives_closing_and_reopening_the_store() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 1, "each migration applied once");
+    assert_eq!(version, 2, "each migration applied once");
 }
 
 #[tokio::test]
@@ -220,6 +220,124 @@ async fn a_burst_of_messages_is_stored_completely() {
     assert_eq!(count("SELECT count(*) FROM pragma_foreign_key_check"), 0);
 }
 
+/// A database written by the first schema opens with the queue schema: existing endpoints get
+/// the default delivery options, existing deliveries are claimable with zeroed counters.
+#[tokio::test]
+async fn a_database_of_the_first_schema_is_migrated_with_its_rows() {
+    use vow_store::queue::ClaimRequest;
+    use vow_store::{DeliveryOptions, DeliveryQueue, DeliveryStatus};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let app = AppId::new();
+    let ep = EndpointId::new();
+    let msg = MessageId::new();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(include_str!("../../migrations/0001_initial.sql"))
+            .unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        let t = t0().timestamp_micros();
+        conn.execute(
+            "INSERT INTO applications VALUES (?1, NULL, 'Old', NULL, '{}', ?2, ?2)",
+            rusqlite::params![app.to_string(), t],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO endpoints (id, app_id, uid, url, description, disabled, event_types,
+             channels, throttle_rate, metadata, headers, created_at, updated_at)
+             VALUES (?1, ?2, NULL, 'https://example.com', '', 0, NULL, NULL, NULL, '{}', '{}',
+             ?3, ?3)",
+            rusqlite::params![ep.to_string(), app.to_string(), t],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO endpoint_secrets (endpoint_id, key) VALUES (?1, 'whsec_b2xk')",
+            [ep.to_string()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO messages VALUES (?1, ?2, NULL, 'user.created', NULL, '{}', ?3, ?3)",
+            rusqlite::params![msg.to_string(), app.to_string(), t],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO deliveries VALUES ('dlv_01HZZZZZZZZZZZZZZZZZZZZZZZ', ?1, ?2, ?3,
+             'pending', 0, ?4, ?4)",
+            rusqlite::params![app.to_string(), msg.to_string(), ep.to_string(), t],
+        )
+        .unwrap();
+    }
+
+    let store = SqliteStore::open(&path).unwrap();
+    let endpoint = store.get_endpoint(app, &EndpointKey::Id(ep)).await.unwrap();
+    assert_eq!(
+        endpoint.unwrap().fields.delivery,
+        DeliveryOptions::default()
+    );
+    let deliveries = store.list_deliveries(app, msg).await.unwrap();
+    assert_eq!(deliveries.len(), 1);
+    assert_eq!(deliveries[0].status, DeliveryStatus::Pending);
+    assert_eq!(
+        (deliveries[0].client_errors, deliveries[0].last_status),
+        (0, None)
+    );
+    let req = ClaimRequest {
+        now: t0(),
+        lease: chrono::Duration::seconds(30),
+        limit: 10,
+        skip_endpoints: Vec::new(),
+    };
+    let claimed = store.claim_deliveries(&req).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].endpoint.secrets.len(), 1);
+}
+
+/// A stored signature style or retry schedule this build cannot parse is corrupt data: reading
+/// the endpoint is a `Backend` error naming the column's problem, not a panic or a default.
+#[tokio::test]
+async fn an_unparseable_stored_delivery_option_is_a_backend_error() {
+    let (store, _dir) = fresh_store();
+    let app = new_app(None);
+    store.create_application(app.clone()).await.unwrap();
+    let ep = EndpointId::new();
+    store
+        .create_endpoint(NewEndpoint {
+            id: ep,
+            app_id: app.id,
+            fields: EndpointFields {
+                url: "https://example.com".into(),
+                ..EndpointFields::default()
+            },
+            secret: "whsec_eA==".into(),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let corrupt = [
+        "UPDATE endpoints SET retry_schedule = 'soon-ish'",
+        "UPDATE endpoints SET retry_schedule = NULL, signature_style = 'hmac'",
+    ];
+    for sql in corrupt {
+        conn.execute(sql, []).unwrap();
+        let err = store
+            .get_endpoint(app.id, &EndpointKey::Id(ep))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Backend(_)), "{sql}: {err:?}");
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "the cause is kept"
+        );
+    }
+    conn.execute("UPDATE endpoints SET signature_style = 'sha256'", [])
+        .unwrap();
+    let fixed = store.get_endpoint(app.id, &EndpointKey::Id(ep)).await;
+    let style = fixed.unwrap().unwrap().fields.delivery.signature_style;
+    assert_eq!(style, vow_core::SignatureStyle::SeedSha256);
+}
+
 #[test]
 fn the_store_is_shareable_across_tasks() {
     fn assert_send_sync<T: Send + Sync + 'static>() {}
@@ -277,5 +395,118 @@ async fn throughput_of_durable_message_creates() {
         "{total} messages in {secs:.2}s = {:.0}/s; {txs} transactions, {:.1} writes each",
         total as f64 / secs,
         (after.writes - before.writes) as f64 / txs as f64
+    );
+}
+
+/// Throughput probe, not a pass/fail test: `cargo test --release -p vow-store-sqlite --test it
+/// -- --ignored --nocapture throughput_of_claims`. Claims 256 deliveries at a time (4 workers at
+/// once) and records them delivered with an attempt row each; prints claims and records per
+/// second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a throughput probe; run by hand"]
+async fn throughput_of_claims_and_records() {
+    use vow_store::queue::{
+        AttemptOutcome, AttemptTrigger, ClaimRequest, NewAttempt, NextState, Recorded,
+    };
+    use vow_store::DeliveryQueue;
+
+    let (store, _dir) = fresh_store();
+    let store = std::sync::Arc::new(store);
+    let app = new_app(None);
+    store.create_application(app.clone()).await.unwrap();
+    for _ in 0..4 {
+        store
+            .create_endpoint(NewEndpoint {
+                id: EndpointId::new(),
+                app_id: app.id,
+                fields: EndpointFields {
+                    url: "https://example.com".into(),
+                    ..EndpointFields::default()
+                },
+                secret: "whsec_eA==".into(),
+                now: t0(),
+            })
+            .await
+            .unwrap();
+    }
+    let messages = 25_000;
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..64 {
+        let store = std::sync::Arc::clone(&store);
+        tasks.spawn(async move {
+            for i in (c..messages).step_by(64) {
+                let mut new = new_message(app.id, None);
+                new.payload = format!(r#"{{"i":{i},"pad":"{}"}}"#, "x".repeat(300));
+                store.create_message(new).await.unwrap();
+            }
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.unwrap();
+    }
+
+    let now = t0() + chrono::Duration::seconds(1);
+    let started = std::time::Instant::now();
+    let claim_time = std::sync::Arc::new(std::sync::Mutex::new(std::time::Duration::ZERO));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let store = std::sync::Arc::clone(&store);
+        let claim_time = std::sync::Arc::clone(&claim_time);
+        workers.spawn(async move {
+            let (mut claims, mut done) = (0u64, 0u64);
+            loop {
+                let req = ClaimRequest {
+                    now,
+                    lease: chrono::Duration::seconds(60),
+                    limit: 256,
+                    skip_endpoints: Vec::new(),
+                };
+                let began = std::time::Instant::now();
+                let claimed = store.claim_deliveries(&req).await.unwrap();
+                *claim_time.lock().unwrap() += began.elapsed();
+                if claimed.is_empty() {
+                    return (claims, done);
+                }
+                claims += 1;
+                let outcomes = claimed
+                    .iter()
+                    .map(|c| AttemptOutcome {
+                        delivery_id: c.delivery.id,
+                        lease: c.lease.clone(),
+                        attempt: Some(NewAttempt {
+                            id: vow_core::AttemptId::new(),
+                            started_at: now,
+                            url: c.endpoint.url.clone(),
+                            response_status: Some(200),
+                            response: "ok".into(),
+                            duration_ms: 3,
+                            success: true,
+                            error: None,
+                            trigger: AttemptTrigger::Scheduled,
+                        }),
+                        next: NextState::Delivered,
+                        now,
+                    })
+                    .collect();
+                let results = store.record_attempts(outcomes, 3).await.unwrap();
+                assert!(results.iter().all(|r| matches!(r, Recorded::Stored { .. })));
+                done += results.len() as u64;
+            }
+        });
+    }
+    let (mut claims, mut done) = (0, 0);
+    while let Some(joined) = workers.join_next().await {
+        let (c, d) = joined.unwrap();
+        claims += c;
+        done += d;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let in_claims = claim_time.lock().unwrap().as_secs_f64();
+    assert_eq!(done, messages as u64 * 4);
+    println!(
+        "{done} deliveries claimed and recorded in {secs:.2}s = {:.0}/s; {claims} claims of up \
+         to 256, {:.2} ms each on average",
+        done as f64 / secs,
+        in_claims * 1000.0 / claims as f64
     );
 }

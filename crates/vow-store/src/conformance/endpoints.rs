@@ -4,7 +4,9 @@
 use vow_core::{AppId, EndpointId};
 
 use super::support::*;
-use crate::{EndpointFields, EndpointKey, EndpointSecret, NewEndpoint, Order, Seek, Store};
+use crate::{
+    DeliveryOptions, EndpointFields, EndpointKey, EndpointSecret, NewEndpoint, Order, Seek, Store,
+};
 
 fn full_fields() -> EndpointFields {
     EndpointFields {
@@ -17,6 +19,11 @@ fn full_fields() -> EndpointFields {
         throttle_rate: Some(7),
         metadata: map(&[("team", "billing"), ("émoji", "✓")]),
         headers: map(&[("X-Custom", "1"), ("Authorization", "Bearer abc")]),
+        delivery: DeliveryOptions {
+            signature_style: vow_core::SignatureStyle::SeedTimestamped,
+            timeout_ms: Some(2_500),
+            retry_schedule: Some("1s,2m,1h".parse().expect("a valid schedule")),
+        },
     }
 }
 
@@ -90,6 +97,7 @@ pub async fn an_endpoint_update_replaces_every_field(store: &dyn Store) {
         throttle_rate: None,
         metadata: map(&[]),
         headers: map(&[("X-New", "yes")]),
+        delivery: DeliveryOptions::default(),
     };
     let updated = store
         .update_endpoint(app.id, created.id, replaced.clone())

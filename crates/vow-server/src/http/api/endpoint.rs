@@ -14,16 +14,21 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::AppId;
-use vow_core::{Channel, EndpointId, EndpointUrl, EventTypeName, Patch};
+use vow_core::{
+    Channel, EndpointId, EndpointUrl, EventTypeName, Patch, RetrySchedule, SignatureStyle,
+};
 use vow_signature::SymmetricKey;
 use vow_store::page::Page;
-use vow_store::{Endpoint, EndpointFields, NewEndpoint, Order};
+use vow_store::{DeliveryOptions, Endpoint, EndpointFields, NewEndpoint, Order};
 
 use super::headers::{check_headers, HeadersIn, HeadersOut, HeadersPatchIn};
 use super::{application, check_uid, endpoint_key, ListParams, ListResponse, Metadata, Problems};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJson, ValidQuery};
 use crate::http::AppState;
+
+/// The longest per-attempt timeout an endpoint may ask for.
+const MAX_TIMEOUT_MS: u32 = 60_000;
 
 /// Endpoint routes.
 pub fn routes() -> Router<AppState> {
@@ -71,6 +76,10 @@ pub struct EndpointIn {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     secret: Option<String>,
+    #[serde(default)]
+    signature_style: SignatureStyle,
+    timeout_ms: Option<u32>,
+    retry_schedule: Option<String>,
 }
 
 /// `EndpointPatch`.
@@ -89,6 +98,11 @@ pub struct EndpointPatch {
     #[serde(default)]
     throttle_rate: Patch<u16>,
     metadata: Option<Metadata>,
+    signature_style: Option<SignatureStyle>,
+    #[serde(default)]
+    timeout_ms: Patch<u32>,
+    #[serde(default)]
+    retry_schedule: Patch<String>,
 }
 
 /// `EndpointOut`.
@@ -104,6 +118,9 @@ pub struct EndpointOut {
     channels: Option<Vec<String>>,
     throttle_rate: Option<u16>,
     metadata: Metadata,
+    signature_style: SignatureStyle,
+    timeout_ms: Option<u32>,
+    retry_schedule: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -121,6 +138,9 @@ impl From<Endpoint> for EndpointOut {
             channels: f.channels,
             throttle_rate: f.throttle_rate,
             metadata: f.metadata,
+            signature_style: f.delivery.signature_style,
+            timeout_ms: f.delivery.timeout_ms,
+            retry_schedule: f.delivery.retry_schedule.map(|s| s.to_string()),
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
@@ -192,6 +212,25 @@ impl EndpointIn {
         check_headers(&mut p, &["body", "headers"], &self.headers);
         p.no_nul(&["body", "description"], &self.description);
         p.no_nul_in_map(&["body", "metadata"], &self.metadata);
+        p.require(
+            self.timeout_ms
+                .is_none_or(|t| (100..=MAX_TIMEOUT_MS).contains(&t)),
+            &["body", "timeoutMs"],
+            &format!("must be between 100 and {MAX_TIMEOUT_MS} (milliseconds)"),
+            "value_error.number.range",
+        );
+        let retry_schedule = self.retry_schedule.and_then(|text| {
+            text.parse::<RetrySchedule>()
+                .map_err(|e| {
+                    p.require(
+                        false,
+                        &["body", "retrySchedule"],
+                        &e.to_string(),
+                        "value_error.retry_schedule",
+                    )
+                })
+                .ok()
+        });
         let secret = self
             .secret
             .and_then(|s| check_secret(&mut p, &["body", "secret"], &s));
@@ -206,6 +245,11 @@ impl EndpointIn {
             throttle_rate: self.throttle_rate,
             metadata: self.metadata,
             headers: self.headers,
+            delivery: DeliveryOptions {
+                signature_style: self.signature_style,
+                timeout_ms: self.timeout_ms,
+                retry_schedule,
+            },
         };
         Ok((fields, secret))
     }
@@ -337,6 +381,11 @@ async fn patch_endpoint(
         metadata: patch.metadata.unwrap_or(f.metadata),
         headers: f.headers,
         secret: None,
+        signature_style: patch.signature_style.unwrap_or(f.delivery.signature_style),
+        timeout_ms: patch.timeout_ms.apply_to(f.delivery.timeout_ms),
+        retry_schedule: patch
+            .retry_schedule
+            .apply_to(f.delivery.retry_schedule.map(|s| s.to_string())),
     };
     let (fields, _) = merged.validate()?;
     let updated = state
@@ -437,7 +486,7 @@ async fn rotate_endpoint_secret(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
     MaybeJson(body): MaybeJson<EndpointSecretRotateIn>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<Json<EndpointSecretOut>> {
     let current = find(&state, &app_id, &endpoint_id).await?;
     let body = body.unwrap_or_default();
     let mut p = Problems::default();
@@ -459,14 +508,12 @@ async fn rotate_endpoint_secret(
     p.finish()?;
     let valid_until = state.now()
         + chrono::Duration::from_std(grace).map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let key = key.unwrap_or_else(generate_secret);
     state
         .store
-        .rotate_endpoint_secret(
-            current.app_id,
-            current.id,
-            key.unwrap_or_else(generate_secret),
-            valid_until,
-        )
+        .rotate_endpoint_secret(current.app_id, current.id, key.clone(), valid_until)
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    // The spec says 204, but the official SDKs (svix 2.x) parse an `EndpointSecretOut` from
+    // this response; a 200 with the new key satisfies both.
+    Ok(Json(EndpointSecretOut { key }))
 }

@@ -74,8 +74,6 @@ impl MessageOut {
     }
 }
 
-const DEFAULT_RETENTION_DAYS: i64 = 90;
-
 #[derive(Debug, Deserialize)]
 struct ContentParams {
     with_content: Option<bool>,
@@ -116,15 +114,16 @@ async fn create_message(
         "must be a JSON object",
         "type_error.dict",
     );
-    let retention = body
-        .payload_retention_period
-        .unwrap_or(DEFAULT_RETENTION_DAYS);
     p.require(
-        (5..=90).contains(&retention),
+        body.payload_retention_period
+            .is_none_or(|days| (5..=90).contains(&days)),
         &["body", "payloadRetentionPeriod"],
         "must be between 5 and 90 (days)",
         "value_error.number.range",
     );
+    let retention = body
+        .payload_retention_period
+        .unwrap_or(state.settings.payload_retention_days);
     let new_app = body
         .application
         .map(|a| a.validate(&["body", "application"]))
@@ -149,6 +148,9 @@ async fn create_message(
         now,
     };
     let created = state.store.create_message(new).await?;
+    if created.deliveries > 0 {
+        state.wake.notify_one();
+    }
     let out = MessageOut::new(created.message, params.with_content.unwrap_or(true))?;
     Ok((StatusCode::ACCEPTED, Json(out)))
 }
@@ -193,8 +195,15 @@ async fn list_messages(
     ValidQuery(params): ValidQuery<ListMessagesParams>,
 ) -> ApiResult<Json<ListResponse<MessageOut>>> {
     let app = application::resolve(&state, &app_id).await?;
+    // Repeated keys (`event_types=a&event_types=b`) and the SDKs' `event_types=a,b` alike.
+    let event_types: Vec<String> = params
+        .event_types
+        .iter()
+        .flat_map(|t| t.split(','))
+        .map(str::to_string)
+        .collect();
     let mut p = Problems::default();
-    for (i, t) in params.event_types.iter().enumerate() {
+    for (i, t) in event_types.iter().enumerate() {
         p.check(
             &["query", "event_types", &i.to_string()],
             EventTypeName::parse(t.as_str()),
@@ -207,7 +216,7 @@ async fn list_messages(
     let order = list.order(Order::Descending);
     let seek = list.seek(order, |it| MessageId::parse(it).map(|_| ()))?;
     let filter = MessageFilter {
-        event_types: params.event_types,
+        event_types,
         channel: params.channel,
         before: params.before,
         after: params.after,

@@ -5,6 +5,7 @@
 //! list response shape, and a collector for field-level validation errors.
 
 pub mod application;
+pub mod attempt;
 pub mod endpoint;
 pub mod event_type;
 pub mod headers;
@@ -24,6 +25,7 @@ use crate::error::{ApiError, ApiResult, ValidationItem};
 pub fn routes() -> Router<AppState> {
     Router::new()
         .merge(application::routes())
+        .merge(attempt::routes())
         .merge(event_type::routes())
         .merge(endpoint::routes())
         .merge(message::routes())

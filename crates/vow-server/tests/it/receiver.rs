@@ -1,0 +1,137 @@
+//! A real webhook receiver for tests: records every request (headers and exact body), answers
+//! with a scripted sequence of status codes, and verifies signatures with its own HMAC code,
+//! independent of `vow-signature`.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use axum::Router;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use tokio::sync::Notify;
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    received: Mutex<Vec<Received>>,
+    script: Mutex<VecDeque<u16>>,
+    arrived: Notify,
+}
+
+/// A receiver listening on 127.0.0.1.
+pub struct Receiver {
+    pub url: String,
+    inner: Arc<Inner>,
+}
+
+impl Receiver {
+    /// Starts a receiver that answers `script` in order, then 200.
+    pub async fn start(script: &[u16]) -> Receiver {
+        let inner = Arc::new(Inner::default());
+        inner.script.lock().unwrap().extend(script);
+        let app = Router::new()
+            .route("/hook", post(receive))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { url, inner }
+    }
+
+    /// Every request so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.inner.received.lock().unwrap().clone()
+    }
+
+    /// Waits (at most 10 s) until `n` requests have arrived.
+    pub async fn wait_for(&self, n: usize) -> Vec<Received> {
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let arrived = self.inner.arrived.notified();
+                if self.received().len() >= n {
+                    return;
+                }
+                arrived.await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "expected {n} requests, got {}",
+            self.received().len()
+        );
+        self.received()
+    }
+}
+
+async fn receive(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    inner
+        .received
+        .lock()
+        .unwrap()
+        .push(Received { headers, body });
+    inner.arrived.notify_waiters();
+    let status = inner.script.lock().unwrap().pop_front().unwrap_or(200);
+    StatusCode::from_u16(status).unwrap()
+}
+
+fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).unwrap();
+    for p in parts {
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Whether a Standard Webhooks request verifies with `secret` (`whsec_…`): some `v1,` entry of
+/// `webhook-signature` is HMAC-SHA256(base64-decoded key, "id.timestamp.body").
+pub fn standard_signature_ok(r: &Received, secret: &str) -> bool {
+    let key = STANDARD
+        .decode(secret.trim_start_matches("whsec_"))
+        .unwrap();
+    let expected = hmac_sha256(
+        &key,
+        &[
+            r.header("webhook-id").as_bytes(),
+            b".",
+            r.header("webhook-timestamp").as_bytes(),
+            b".",
+            &r.body,
+        ],
+    );
+    let expected = format!("v1,{}", STANDARD.encode(expected));
+    r.header("webhook-signature")
+        .split(' ')
+        .any(|entry| entry == expected)
+}
+
+/// Seed 000's check: `x-signature` is `sha256=` + hex HMAC keyed by the secret text.
+pub fn seed_sha256_ok(r: &Received, secret_text: &str) -> bool {
+    let expected = format!(
+        "sha256={}",
+        hex::encode(hmac_sha256(secret_text.as_bytes(), &[&r.body]))
+    );
+    r.header("x-signature") == expected
+}

@@ -1,0 +1,229 @@
+//! Claiming due deliveries under a lease, renewing leases, and when the next one falls due.
+//!
+//! A claim is three statements and no explicit transaction: the claiming `UPDATE` (atomic on its
+//! own), then one read of the claimed deliveries' messages and one of their endpoints (with the
+//! secrets valid at `now`), each `= ANY($ids)`. A message or endpoint deleted between the claim and
+//! the reads took its deliveries with it (ON DELETE CASCADE), so such a delivery no longer exists
+//! and is simply left out of the answer.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::PgPool;
+use vow_core::DeliveryId;
+use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
+use vow_store::{EndpointSecret, StoreResult};
+
+use crate::convert;
+use crate::delivery::{DeliveryRow, COLUMNS};
+use crate::error::db_error;
+
+/// A fresh lease token: 128 random bits, hex.
+fn new_token() -> LeaseToken {
+    LeaseToken(format!("{:032x}", rand::random::<u128>()))
+}
+
+/// The part of a message a claim needs.
+#[derive(sqlx::FromRow)]
+struct MessagePart {
+    id: String,
+    event_type: String,
+    /// NULL when expunged or expired at the claim's `now`.
+    payload: Option<String>,
+}
+
+/// The part of an endpoint a claim needs, with its secrets valid at the claim's `now`.
+#[derive(sqlx::FromRow)]
+struct TargetRow {
+    id: String,
+    url: String,
+    headers: Json<BTreeMap<String, String>>,
+    disabled: bool,
+    throttle_rate: Option<i32>,
+    signature_style: String,
+    timeout_ms: Option<i32>,
+    retry_schedule: Option<String>,
+    updated_at: DateTime<Utc>,
+    /// Current first, then rotated-out ones newest first (as `secret::valid_at`).
+    secret_keys: Vec<String>,
+    secret_valid_until: Vec<Option<DateTime<Utc>>>,
+}
+
+impl TargetRow {
+    fn into_target(self) -> StoreResult<DeliveryTarget> {
+        Ok(DeliveryTarget {
+            url: self.url,
+            headers: self.headers.0,
+            disabled: self.disabled,
+            throttle_rate: convert::rate("endpoints.throttle_rate", self.throttle_rate)?,
+            secrets: self
+                .secret_keys
+                .into_iter()
+                .zip(self.secret_valid_until)
+                .map(|(key, valid_until)| EndpointSecret { key, valid_until })
+                .collect(),
+            options: convert::delivery_options(
+                &self.signature_style,
+                self.timeout_ms,
+                self.retry_schedule.as_deref(),
+            )?,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+    if req.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let lease = new_token();
+    let lease_until = req
+        .now
+        .checked_add_signed(req.lease)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let skip: Vec<String> = req.skip_endpoints.iter().map(ToString::to_string).collect();
+    let mut conn = pool.acquire().await.map_err(db_error)?;
+
+    // `claimed_id`, not `id`, so RETURNING's bare column names can only mean `deliveries`.
+    let mut rows = sqlx::query_as::<_, DeliveryRow>(&format!(
+        "WITH c AS (
+             SELECT id AS claimed_id FROM deliveries
+             WHERE status = 'pending' AND next_attempt_at <= $1
+               AND (lease_until IS NULL OR lease_until <= $1)
+               AND endpoint_id <> ALL($2)
+             ORDER BY next_attempt_at
+             LIMIT $3
+             FOR UPDATE SKIP LOCKED)
+         UPDATE deliveries d SET lease_token = $4, lease_until = $5
+         FROM c WHERE d.id = c.claimed_id
+         RETURNING {COLUMNS}"
+    ))
+    .bind(req.now)
+    .bind(&skip)
+    .bind(convert::bigint_param(req.limit))
+    .bind(&lease.0)
+    .bind(lease_until)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    // RETURNING has no order; hand them out earliest due first, as they were picked.
+    rows.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+
+    let mut msg_ids: Vec<&str> = rows.iter().map(|r| r.msg_id.as_str()).collect();
+    msg_ids.sort_unstable();
+    msg_ids.dedup();
+    let messages: HashMap<String, MessagePart> = sqlx::query_as::<_, MessagePart>(
+        "SELECT id, event_type,
+                CASE WHEN payload_expires_at > $2 THEN payload END AS payload
+         FROM messages WHERE id = ANY($1)",
+    )
+    .bind(&msg_ids)
+    .bind(req.now)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_error)?
+    .into_iter()
+    .map(|m| (m.id.clone(), m))
+    .collect();
+
+    let mut endpoint_ids: Vec<&str> = rows.iter().map(|r| r.endpoint_id.as_str()).collect();
+    endpoint_ids.sort_unstable();
+    endpoint_ids.dedup();
+    let mut targets: HashMap<String, DeliveryTarget> = HashMap::new();
+    for row in sqlx::query_as::<_, TargetRow>(
+        "SELECT e.id, e.url, e.headers, e.disabled, e.throttle_rate, e.signature_style,
+                e.timeout_ms, e.retry_schedule, e.updated_at,
+                COALESCE(s.keys, '{}') AS secret_keys,
+                COALESCE(s.valid_until, '{}') AS secret_valid_until
+         FROM endpoints e
+         LEFT JOIN LATERAL (
+             SELECT array_agg(key ORDER BY valid_until IS NULL DESC, seq DESC) AS keys,
+                    array_agg(valid_until ORDER BY valid_until IS NULL DESC, seq DESC)
+                        AS valid_until
+             FROM endpoint_secrets
+             WHERE endpoint_id = e.id AND (valid_until IS NULL OR valid_until > $2)
+         ) s ON TRUE
+         WHERE e.id = ANY($1)",
+    )
+    .bind(&endpoint_ids)
+    .bind(req.now)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_error)?
+    {
+        let id = row.id.clone();
+        targets.insert(id, row.into_target()?);
+    }
+    drop(conn);
+
+    let mut claimed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (Some(message), Some(target)) =
+            (messages.get(&row.msg_id), targets.get(&row.endpoint_id))
+        else {
+            // Deleted since the claim, and the delivery with it.
+            continue;
+        };
+        let (event_type, payload) = (message.event_type.clone(), message.payload.clone());
+        let endpoint = target.clone();
+        claimed.push(ClaimedDelivery {
+            delivery: row.into_model()?,
+            lease: lease.clone(),
+            lease_until,
+            event_type,
+            payload,
+            endpoint,
+        });
+    }
+    Ok(claimed)
+}
+
+/// Extends the leases whose token still matches; returns how many did.
+pub(crate) async fn renew(
+    pool: &PgPool,
+    leases: &[(DeliveryId, LeaseToken)],
+    until: DateTime<Utc>,
+) -> StoreResult<usize> {
+    if leases.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<String> = leases.iter().map(|(id, _)| id.to_string()).collect();
+    let tokens: Vec<&str> = leases.iter().map(|(_, t)| t.0.as_str()).collect();
+    let done = sqlx::query(
+        "UPDATE deliveries d SET lease_until = $3
+         FROM UNNEST($1::text[], $2::text[]) AS u (id, token)
+         WHERE d.id = u.id AND d.lease_token = u.token AND d.status = 'pending'",
+    )
+    .bind(&ids)
+    .bind(&tokens)
+    .bind(until)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
+}
+
+/// When the next pending delivery can be claimed: its `next_attempt_at`, or the end of its lease
+/// when that is later (a lease that is running or that a crashed worker left behind).
+///
+/// Walks the claim index only up to the first un-leased pending row: every row after it is due
+/// no earlier, so only the leased rows before it (the ones in flight) can come sooner.
+pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {
+    sqlx::query_scalar(
+        "SELECT min(GREATEST(next_attempt_at, COALESCE(lease_until, next_attempt_at)))
+         FROM deliveries
+         WHERE status = 'pending'
+           AND next_attempt_at <= COALESCE(
+               (SELECT next_attempt_at FROM deliveries
+                WHERE status = 'pending' AND lease_until IS NULL
+                ORDER BY next_attempt_at LIMIT 1),
+               'infinity')",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(db_error)
+}

@@ -1,0 +1,394 @@
+//! Recording attempt outcomes: one transaction per batch, each outcome written only while its
+//! lease token still matches.
+//!
+//! The transaction:
+//! 1. locks the batch's deliveries (`FOR NO KEY UPDATE`, in id order) and reads their lease
+//!    tokens; the outcomes are then matched in order, here, exactly as if they were recorded one
+//!    by one (a second outcome for one delivery finds the lease already cleared by the first);
+//! 2. one statement inserts the attempt rows, updates the deliveries (clearing their leases) and
+//!    resets the dead-letter count of endpoints that only got deliveries (a reset that changes
+//!    nothing takes no lock: the `<> 0` guard leaves the row alone);
+//! 3. only when the batch dead-lettered something: the endpoints concerned are locked, their
+//!    counts replayed through the batch's outcomes in order, written back, and an endpoint that
+//!    reached the threshold (or got a 410) is disabled (its count restarts at 0, its
+//!    `updated_at` strictly grows so workers caching by it notice) and its pending deliveries
+//!    that hold no lease are moved to `held`. Only an enabled endpoint counts dead-letters.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgPool, Postgres, Transaction};
+use vow_store::queue::{AttemptOutcome, AttemptTrigger, NextState, Recorded};
+use vow_store::{DeliveryStatus, StoreResult};
+
+use crate::convert;
+use crate::error::db_error;
+
+/// A delivery as locked by step 1.
+#[derive(sqlx::FromRow)]
+struct LeaseRow {
+    id: String,
+    app_id: String,
+    msg_id: String,
+    endpoint_id: String,
+    lease_token: Option<String>,
+}
+
+/// What an outcome means for its endpoint's count of consecutive dead-letters.
+#[derive(Debug, Clone, Copy)]
+enum CountEvent {
+    /// Delivered: the count goes back to 0.
+    Delivered,
+    /// Dead-lettered: the count goes up, and the endpoint may be disabled.
+    DeadLetter {
+        /// A 410: disable whatever the count.
+        disable: bool,
+        /// The outcome's record time.
+        now: DateTime<Utc>,
+    },
+}
+
+/// The attempt rows to insert, as columns.
+#[derive(Default)]
+struct AttemptColumns {
+    id: Vec<String>,
+    app_id: Vec<String>,
+    msg_id: Vec<String>,
+    endpoint_id: Vec<String>,
+    delivery_id: Vec<String>,
+    started_at: Vec<DateTime<Utc>>,
+    url: Vec<String>,
+    response_status: Vec<Option<i32>>,
+    response: Vec<String>,
+    duration_ms: Vec<i64>,
+    success: Vec<bool>,
+    error: Vec<Option<String>>,
+    trigger: Vec<&'static str>,
+}
+
+/// The delivery updates, as columns. `None` keeps the stored value where the SQL says so.
+#[derive(Default)]
+struct DeliveryColumns {
+    id: Vec<String>,
+    status: Vec<&'static str>,
+    next_attempt_at: Vec<Option<DateTime<Utc>>>,
+    client_errors: Vec<Option<i32>>,
+    has_attempt: Vec<bool>,
+    last_status: Vec<Option<i32>>,
+    dead_letter_reason: Vec<Option<String>>,
+    now: Vec<DateTime<Utc>>,
+}
+
+/// The stored text of a trigger.
+pub(crate) fn trigger_str(trigger: AttemptTrigger) -> &'static str {
+    match trigger {
+        AttemptTrigger::Scheduled => "scheduled",
+        AttemptTrigger::Manual => "manual",
+    }
+}
+
+impl AttemptColumns {
+    fn push(&mut self, row: &LeaseRow, outcome: &AttemptOutcome) {
+        let Some(a) = &outcome.attempt else { return };
+        self.id.push(a.id.to_string());
+        self.app_id.push(row.app_id.clone());
+        self.msg_id.push(row.msg_id.clone());
+        self.endpoint_id.push(row.endpoint_id.clone());
+        self.delivery_id.push(row.id.clone());
+        self.started_at.push(a.started_at);
+        self.url.push(a.url.clone());
+        self.response_status
+            .push(convert::status_param(a.response_status));
+        self.response.push(a.response.clone());
+        self.duration_ms.push(convert::bigint_param(a.duration_ms));
+        self.success.push(a.success);
+        self.error.push(a.error.clone());
+        self.trigger.push(trigger_str(a.trigger));
+    }
+}
+
+impl DeliveryColumns {
+    fn push(&mut self, row: &LeaseRow, outcome: &AttemptOutcome) {
+        let (status, next_attempt_at, client_errors, reason) = match &outcome.next {
+            NextState::Delivered => (DeliveryStatus::Delivered, None, None, None),
+            NextState::RetryAt { at, client_errors } => (
+                DeliveryStatus::Pending,
+                Some(*at),
+                Some(convert::int_param(*client_errors)),
+                None,
+            ),
+            NextState::DeadLetter { reason, .. } => (
+                DeliveryStatus::DeadLettered,
+                None,
+                None,
+                Some(reason.clone()),
+            ),
+            NextState::Hold => (DeliveryStatus::Held, None, None, None),
+        };
+        self.id.push(row.id.clone());
+        self.status.push(status.as_str());
+        self.next_attempt_at.push(next_attempt_at);
+        self.client_errors.push(client_errors);
+        self.has_attempt.push(outcome.attempt.is_some());
+        self.last_status.push(
+            outcome
+                .attempt
+                .as_ref()
+                .and_then(|a| convert::status_param(a.response_status)),
+        );
+        self.dead_letter_reason.push(reason);
+        self.now.push(outcome.now);
+    }
+}
+
+pub(crate) async fn record(
+    pool: &PgPool,
+    outcomes: Vec<AttemptOutcome>,
+    disable_after: u32,
+) -> StoreResult<Vec<Recorded>> {
+    if outcomes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = outcomes.iter().map(|o| o.delivery_id.to_string()).collect();
+    let mut tx = pool.begin().await.map_err(db_error)?;
+
+    // 1. Lock the deliveries and match the lease tokens, in order.
+    let mut locked: HashMap<String, LeaseRow> = sqlx::query_as::<_, LeaseRow>(
+        "SELECT id, app_id, msg_id, endpoint_id, lease_token FROM deliveries
+         WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_error)?
+    .into_iter()
+    .map(|row| (row.id.clone(), row))
+    .collect();
+
+    let mut results = vec![Recorded::LeaseLost; outcomes.len()];
+    let mut attempts = AttemptColumns::default();
+    let mut deliveries = DeliveryColumns::default();
+    // Per endpoint, the count events of this batch in order, with the outcome's index.
+    let mut events: BTreeMap<String, Vec<(usize, CountEvent)>> = BTreeMap::new();
+    for (i, (outcome, id)) in outcomes.iter().zip(&ids).enumerate() {
+        let Some(row) = locked.get_mut(id) else {
+            continue;
+        };
+        if row.lease_token.as_deref() != Some(outcome.lease.0.as_str()) {
+            continue;
+        }
+        row.lease_token = None;
+        results[i] = Recorded::Stored {
+            endpoint_disabled: false,
+        };
+        attempts.push(row, outcome);
+        deliveries.push(row, outcome);
+        let event = match &outcome.next {
+            NextState::Delivered => CountEvent::Delivered,
+            NextState::DeadLetter {
+                disable_endpoint, ..
+            } => CountEvent::DeadLetter {
+                disable: *disable_endpoint,
+                now: outcome.now,
+            },
+            NextState::RetryAt { .. } | NextState::Hold => continue,
+        };
+        events
+            .entry(row.endpoint_id.clone())
+            .or_default()
+            .push((i, event));
+    }
+    if deliveries.id.is_empty() {
+        tx.rollback().await.map_err(db_error)?;
+        return Ok(results);
+    }
+
+    let (dead_lettering, reset_only): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        events.into_iter().partition(|(_, evs)| {
+            evs.iter()
+                .any(|(_, e)| matches!(e, CountEvent::DeadLetter { .. }))
+        });
+    let reset_only: Vec<String> = reset_only.into_keys().collect();
+
+    // 2. Attempts, deliveries and count resets, in one statement.
+    sqlx::query(
+        "WITH inserted AS (
+             INSERT INTO attempts
+                 (id, app_id, msg_id, endpoint_id, delivery_id, started_at, url,
+                  response_status, response, duration_ms, success, error, trigger)
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                  $6::timestamptz[], $7::text[], $8::int[], $9::text[],
+                                  $10::bigint[], $11::bool[], $12::text[], $13::text[])
+         ), reset AS (
+             UPDATE endpoints SET consecutive_dead_letters = 0
+             WHERE id = ANY($22) AND consecutive_dead_letters <> 0
+         )
+         UPDATE deliveries d SET
+             status = u.status,
+             attempts = d.attempts + CASE WHEN u.has_attempt THEN 1 ELSE 0 END,
+             next_attempt_at = COALESCE(u.next_attempt_at, d.next_attempt_at),
+             client_errors = COALESCE(u.client_errors, d.client_errors),
+             last_status = CASE WHEN u.has_attempt THEN u.last_status ELSE d.last_status END,
+             dead_letter_reason = u.dead_letter_reason,
+             lease_token = NULL,
+             lease_until = NULL,
+             updated_at = u.now
+         FROM UNNEST($14::text[], $15::text[], $16::timestamptz[], $17::int[], $18::bool[],
+                     $19::int[], $20::text[], $21::timestamptz[])
+             AS u (id, status, next_attempt_at, client_errors, has_attempt, last_status,
+                   dead_letter_reason, now)
+         WHERE d.id = u.id",
+    )
+    .bind(&attempts.id)
+    .bind(&attempts.app_id)
+    .bind(&attempts.msg_id)
+    .bind(&attempts.endpoint_id)
+    .bind(&attempts.delivery_id)
+    .bind(&attempts.started_at)
+    .bind(&attempts.url)
+    .bind(&attempts.response_status)
+    .bind(&attempts.response)
+    .bind(&attempts.duration_ms)
+    .bind(&attempts.success)
+    .bind(&attempts.error)
+    .bind(&attempts.trigger)
+    .bind(&deliveries.id)
+    .bind(&deliveries.status)
+    .bind(&deliveries.next_attempt_at)
+    .bind(&deliveries.client_errors)
+    .bind(&deliveries.has_attempt)
+    .bind(&deliveries.last_status)
+    .bind(&deliveries.dead_letter_reason)
+    .bind(&deliveries.now)
+    .bind(&reset_only)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+
+    // 3. Dead-letter counts and auto-disabling.
+    if !dead_lettering.is_empty() {
+        count_dead_letters(&mut tx, dead_lettering, disable_after, &mut results).await?;
+    }
+
+    tx.commit().await.map_err(db_error)?;
+    Ok(results)
+}
+
+/// An endpoint's dead-letter bookkeeping, as locked and then as replayed through the batch.
+#[derive(sqlx::FromRow)]
+struct CountRow {
+    id: String,
+    consecutive_dead_letters: i32,
+    disabled: bool,
+}
+
+/// Step 3 of [`record`]: for each endpoint in `events` (all with at least one dead-letter), lock
+/// it, replay its events in order, write the count back, disable it when due, and hold its
+/// pending deliveries that hold no lease. Marks in `results` the outcome that disabled it.
+async fn count_dead_letters(
+    tx: &mut Transaction<'static, Postgres>,
+    events: BTreeMap<String, Vec<(usize, CountEvent)>>,
+    disable_after: u32,
+    results: &mut [Recorded],
+) -> StoreResult<()> {
+    let endpoint_ids: Vec<&str> = events.keys().map(String::as_str).collect();
+    let rows = sqlx::query_as::<_, CountRow>(
+        "SELECT id, consecutive_dead_letters, disabled FROM endpoints
+         WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
+    )
+    .bind(&endpoint_ids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_error)?;
+
+    let mut ids = Vec::new();
+    let mut counts = Vec::new();
+    let mut disabled = Vec::new();
+    let mut changed_at = Vec::new();
+    // Endpoints to sweep into `held`, with the time of the dead-letter that disabled them.
+    let mut hold_ids = Vec::new();
+    let mut hold_at = Vec::new();
+    for row in rows {
+        // A missing endpoint was deleted, and its deliveries with it: nothing to count.
+        let Some(evs) = events.get(&row.id) else {
+            continue;
+        };
+        let mut count = convert::count(
+            "endpoints.consecutive_dead_letters",
+            row.consecutive_dead_letters,
+        )?;
+        let mut is_disabled = row.disabled;
+        let mut last_change = None;
+        for &(i, event) in evs {
+            match event {
+                CountEvent::Delivered => count = 0,
+                // Only an enabled endpoint counts: a delivery that was in flight when the
+                // endpoint got disabled does not.
+                CountEvent::DeadLetter { .. } if is_disabled => {}
+                CountEvent::DeadLetter { disable, now } => {
+                    count = count.saturating_add(1);
+                    if disable || vow_core::retry::should_disable(count, disable_after) {
+                        // The count restarts, so an operator who re-enables the endpoint gives
+                        // it a fresh budget.
+                        count = 0;
+                        is_disabled = true;
+                        last_change = Some(now);
+                        results[i] = Recorded::Stored {
+                            endpoint_disabled: true,
+                        };
+                    }
+                }
+            }
+        }
+        ids.push(row.id.clone());
+        counts.push(convert::int_param(count));
+        disabled.push(is_disabled);
+        changed_at.push(last_change);
+        if let Some(at) = last_change {
+            hold_ids.push(row.id);
+            hold_at.push(at);
+        }
+    }
+
+    sqlx::query(
+        "UPDATE endpoints e SET
+             consecutive_dead_letters = u.count,
+             disabled = u.disabled,
+             updated_at = CASE WHEN u.changed_at IS NULL THEN e.updated_at
+                               ELSE GREATEST(u.changed_at,
+                                             e.updated_at + interval '1 microsecond') END
+         FROM UNNEST($1::text[], $2::int[], $3::bool[], $4::timestamptz[])
+             AS u (id, count, disabled, changed_at)
+         WHERE e.id = u.id",
+    )
+    .bind(&ids)
+    .bind(&counts)
+    .bind(&disabled)
+    .bind(&changed_at)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_error)?;
+
+    if !hold_ids.is_empty() {
+        // Only rows that hold no lease: a leased one (even with an expired lease, whose worker
+        // may still record) comes back through its worker, which claims it with
+        // `disabled: true` and records `Hold`. For the same reason rows another transaction has
+        // locked (being claimed, resent or replayed right now) are skipped, not waited for.
+        sqlx::query(
+            "WITH c AS (
+                 SELECT d.id AS held_id, u.at AS held_at
+                 FROM UNNEST($1::text[], $2::timestamptz[]) AS u (endpoint_id, at)
+                 JOIN deliveries d ON d.endpoint_id = u.endpoint_id
+                 WHERE d.status = 'pending' AND d.lease_token IS NULL
+                 FOR UPDATE OF d SKIP LOCKED)
+             UPDATE deliveries d SET status = 'held', updated_at = c.held_at
+             FROM c WHERE d.id = c.held_id AND d.lease_token IS NULL",
+        )
+        .bind(&hold_ids)
+        .bind(&hold_at)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    }
+    Ok(())
+}

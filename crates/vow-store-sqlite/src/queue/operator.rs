@@ -1,0 +1,176 @@
+//! What operators do to deliveries: resend one, replay an endpoint's failed ones, count them.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
+use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_store::queue::{DeliveryStats, ReplayFilter};
+use vow_store::{Delivery, StoreError};
+
+use crate::endpoints;
+use crate::error::Result;
+use crate::messages::{delivery_from_row, DELIVERY_COLUMNS};
+use crate::rows::{micros, to_json};
+
+/// Makes the delivery of `msg` to `ep` pending and due at `now` with a fresh run of the
+/// schedule, writing it if the message never went to that endpoint.
+pub(crate) fn resend(
+    conn: &Connection,
+    app: AppId,
+    msg: MessageId,
+    ep: EndpointId,
+    now: DateTime<Utc>,
+) -> Result<Delivery> {
+    let (app_s, msg_s, ep_s) = (app.to_string(), msg.to_string(), ep.to_string());
+    let has_message = conn
+        .prepare_cached("SELECT 1 FROM messages WHERE app_id = ?1 AND id = ?2")?
+        .query_row([&app_s, &msg_s], |_| Ok(()))
+        .optional()?
+        .is_some();
+    if !has_message {
+        return Err(StoreError::NotFound("message").into());
+    }
+    endpoints::require(conn, &app, &ep)?;
+    let now = micros(now);
+    let sql = format!(
+        "UPDATE deliveries SET status = 'pending', next_attempt_at = ?4, attempts = 0,
+         client_errors = 0, dead_letter_reason = NULL, lease_token = NULL, lease_until = NULL,
+         updated_at = ?4
+         WHERE app_id = ?1 AND msg_id = ?2 AND endpoint_id = ?3 RETURNING {DELIVERY_COLUMNS}"
+    );
+    let reset = conn
+        .prepare_cached(&sql)?
+        .query_row(params![app_s, msg_s, ep_s, now], delivery_from_row)
+        .optional()?;
+    if let Some(delivery) = reset {
+        return Ok(delivery);
+    }
+    let sql = format!(
+        "INSERT INTO deliveries
+         (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at,
+          updated_at)
+         VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?5, ?5) RETURNING {DELIVERY_COLUMNS}"
+    );
+    Ok(conn.prepare_cached(&sql)?.query_row(
+        params![DeliveryId::new().to_string(), app_s, msg_s, ep_s, now],
+        delivery_from_row,
+    )?)
+}
+
+/// The WHERE clause (over `deliveries`) and parameters of a replay.
+fn replay_where(
+    app: AppId,
+    ep: EndpointId,
+    filter: &ReplayFilter,
+) -> Result<(String, Vec<Box<dyn ToSql>>)> {
+    let mut conds = vec![
+        "app_id = ?1".to_string(),
+        "endpoint_id = ?2".to_string(),
+        "status IN ('dead_lettered', 'held')".to_string(),
+    ];
+    let mut values: Vec<Box<dyn ToSql>> = vec![Box::new(app.to_string()), Box::new(ep.to_string())];
+    let mut add = |cond: &str, value: Box<dyn ToSql>| {
+        values.push(value);
+        conds.push(cond.replace('?', &format!("?{}", values.len())));
+    };
+    if let Some(since) = filter.since {
+        add("created_at >= ?", Box::new(micros(since)));
+    }
+    if let Some(until) = filter.until {
+        add("created_at < ?", Box::new(micros(until)));
+    }
+    if let Some(status) = filter.last_status {
+        add("last_status = ?", Box::new(status));
+    }
+    if !filter.event_types.is_empty() {
+        add(
+            "EXISTS (SELECT 1 FROM messages m WHERE m.app_id = deliveries.app_id
+                     AND m.id = deliveries.msg_id
+                     AND m.event_type IN (SELECT value FROM json_each(?)))",
+            Box::new(to_json(&filter.event_types)?),
+        );
+    }
+    Ok((conds.join(" AND "), values))
+}
+
+/// Counts (and unless `dry_run`, replays) an endpoint's dead-lettered and held deliveries that
+/// match, due from `now` on, `spacing` apart in creation order.
+pub(crate) fn replay(
+    conn: &Connection,
+    app: AppId,
+    ep: EndpointId,
+    filter: &ReplayFilter,
+    now: DateTime<Utc>,
+    spacing: chrono::Duration,
+    dry_run: bool,
+) -> Result<u64> {
+    endpoints::require(conn, &app, &ep)?;
+    let (conds, values) = replay_where(app, ep, filter)?;
+    let params = rusqlite::params_from_iter(values.iter());
+    if dry_run {
+        let sql = format!("SELECT count(*) FROM deliveries WHERE {conds}");
+        let n: i64 = conn.prepare_cached(&sql)?.query_row(params, |r| r.get(0))?;
+        return Ok(n as u64);
+    }
+    let sql = format!("SELECT id FROM deliveries WHERE {conds} ORDER BY created_at, id");
+    let ids: Vec<String> = conn
+        .prepare_cached(&sql)?
+        .query_map(params, |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut update = conn.prepare_cached(
+        "UPDATE deliveries SET status = 'pending', next_attempt_at = ?2, attempts = 0,
+         client_errors = 0, dead_letter_reason = NULL, lease_token = NULL, lease_until = NULL,
+         updated_at = ?3 WHERE id = ?1",
+    )?;
+    let step = spacing.num_microseconds().unwrap_or(i64::MAX).max(0);
+    let start = micros(now);
+    for (i, id) in ids.iter().enumerate() {
+        let offset = step.saturating_mul(i64::try_from(i).unwrap_or(i64::MAX));
+        update.execute(params![id, start.saturating_add(offset), start])?;
+    }
+    Ok(ids.len() as u64)
+}
+
+/// An endpoint's deliveries created in `[since, until)`, counted by state at `now`.
+pub(crate) fn stats(
+    conn: &Connection,
+    app: AppId,
+    ep: EndpointId,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<DeliveryStats> {
+    endpoints::require(conn, &app, &ep)?;
+    let mut conds = "app_id = ?1 AND endpoint_id = ?2".to_string();
+    if since.is_some() {
+        conds.push_str(" AND created_at >= ?3");
+    }
+    if until.is_some() {
+        conds.push_str(" AND created_at < ?4");
+    }
+    let sql = format!(
+        "SELECT count(*) FILTER (WHERE status = 'delivered'),
+                count(*) FILTER (WHERE status = 'held' OR (status = 'pending'
+                                 AND (lease_until IS NULL OR lease_until <= ?5))),
+                count(*) FILTER (WHERE status = 'pending' AND lease_until > ?5),
+                count(*) FILTER (WHERE status = 'dead_lettered')
+         FROM deliveries WHERE {conds}"
+    );
+    let counts = conn.prepare_cached(&sql)?.query_row(
+        params![
+            app.to_string(),
+            ep.to_string(),
+            since.map(micros),
+            until.map(micros),
+            micros(now)
+        ],
+        |r| {
+            Ok(DeliveryStats {
+                success: r.get::<_, i64>(0)? as u64,
+                pending: r.get::<_, i64>(1)? as u64,
+                sending: r.get::<_, i64>(2)? as u64,
+                fail: r.get::<_, i64>(3)? as u64,
+            })
+        },
+    )?;
+    Ok(counts)
+}

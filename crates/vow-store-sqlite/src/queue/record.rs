@@ -1,0 +1,132 @@
+//! Recording attempt outcomes: the fenced delivery update, the attempt row, and the endpoint's
+//! consecutive dead-letter count with auto-disabling. One writer job records a whole batch, in
+//! order, so a later outcome sees what an earlier one of the same batch did.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use vow_core::should_disable;
+use vow_store::queue::{AttemptOutcome, NextState, Recorded};
+
+use crate::error::Result;
+use crate::queue::attempts::{self, Owner};
+use crate::rows::micros;
+
+pub(crate) fn record(
+    conn: &Connection,
+    outcomes: &[AttemptOutcome],
+    disable_after: u32,
+) -> Result<Vec<Recorded>> {
+    outcomes
+        .iter()
+        .map(|o| record_one(conn, o, disable_after))
+        .collect()
+}
+
+fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Result<Recorded> {
+    let now = micros(o.now);
+    let (status, next_at, client_errors, reason) = match &o.next {
+        NextState::Delivered => ("delivered", None, None, None),
+        NextState::RetryAt { at, client_errors } => {
+            ("pending", Some(micros(*at)), Some(*client_errors), None)
+        }
+        NextState::DeadLetter { reason, .. } => ("dead_lettered", None, None, Some(reason)),
+        NextState::Hold => ("held", None, None, None),
+    };
+    let delivery = o.delivery_id.to_string();
+    // Only while the token matches; the lease ends with the record whatever the outcome.
+    // `last_status` follows the attempt when there is one (NULL when it got no response).
+    let owner: Option<(String, String, String)> = conn
+        .prepare_cached(
+            "UPDATE deliveries SET status = ?3, attempts = attempts + ?4,
+             last_status = CASE WHEN ?4 THEN ?5 ELSE last_status END,
+             next_attempt_at = coalesce(?6, next_attempt_at),
+             client_errors = coalesce(?7, client_errors), dead_letter_reason = ?8,
+             lease_token = NULL, lease_until = NULL, updated_at = ?9
+             WHERE id = ?1 AND lease_token = ?2
+             RETURNING app_id, msg_id, endpoint_id",
+        )?
+        .query_row(
+            params![
+                delivery,
+                o.lease.0,
+                status,
+                o.attempt.is_some(),
+                o.attempt.as_ref().and_then(|a| a.response_status),
+                next_at,
+                client_errors,
+                reason,
+                now,
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let Some((app, msg, endpoint)) = owner else {
+        return Ok(Recorded::LeaseLost);
+    };
+    if let Some(attempt) = &o.attempt {
+        let owner = Owner {
+            app: &app,
+            msg: &msg,
+            endpoint: &endpoint,
+            delivery: &delivery,
+        };
+        attempts::insert(conn, &owner, attempt)?;
+    }
+    let endpoint_disabled = match &o.next {
+        NextState::Delivered => {
+            conn.prepare_cached(
+                "UPDATE endpoints SET consecutive_dead_letters = 0
+                 WHERE id = ?1 AND consecutive_dead_letters <> 0",
+            )?
+            .execute([&endpoint])?;
+            false
+        }
+        NextState::DeadLetter {
+            disable_endpoint, ..
+        } => dead_lettered(conn, &app, &endpoint, *disable_endpoint, disable_after, now)?,
+        NextState::RetryAt { .. } | NextState::Hold => false,
+    };
+    Ok(Recorded::Stored { endpoint_disabled })
+}
+
+/// Counts a dead-letter against the endpoint and disables it at the threshold (or at once, for
+/// a 410). Returns whether this disabled it.
+///
+/// Only an enabled endpoint counts (an in-flight delivery that dead-letters after the endpoint
+/// was disabled does not), and disabling restarts the count: an endpoint an operator re-enables
+/// gets a fresh `disable_after` budget.
+fn dead_lettered(
+    conn: &Connection,
+    app: &str,
+    endpoint: &str,
+    disable_now: bool,
+    disable_after: u32,
+    now: i64,
+) -> Result<bool> {
+    let count: Option<u32> = conn
+        .prepare_cached(
+            "UPDATE endpoints SET consecutive_dead_letters = consecutive_dead_letters + 1
+             WHERE id = ?1 AND NOT disabled RETURNING consecutive_dead_letters",
+        )?
+        .query_row([endpoint], |r| r.get(0))
+        .optional()?;
+    let Some(count) = count else {
+        return Ok(false);
+    };
+    if !(disable_now || should_disable(count, disable_after)) {
+        return Ok(false);
+    }
+    // `updated_at` strictly grows, so workers caching the endpoint by it notice.
+    conn.prepare_cached(
+        "UPDATE endpoints SET disabled = 1, consecutive_dead_letters = 0,
+         updated_at = max(?2, updated_at + 1) WHERE id = ?1",
+    )?
+    .execute(params![endpoint, now])?;
+    // Its waiting deliveries are held; leased ones come back through their worker (a retry
+    // is claimed with `disabled: true` and recorded as `Hold`).
+    conn.prepare_cached(
+        "UPDATE deliveries SET status = 'held', updated_at = ?3
+         WHERE app_id = ?1 AND endpoint_id = ?2 AND status = 'pending' AND lease_token IS NULL",
+    )?
+    .execute(params![app, endpoint, now])?;
+    Ok(true)
+}

@@ -1,0 +1,203 @@
+//! Cases about listing attempts: filters, paging, and isolation between applications.
+
+use vow_core::AttemptId;
+
+use super::*;
+use crate::queue::{AttemptFilter, NextState};
+
+/// Attempts list by message and by endpoint, page through without gaps in both directions,
+/// and filter by success, status code and start time (strictly before / after).
+pub async fn attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filters(
+    store: &dyn Backend,
+) {
+    let app = create_app(store, "App").await;
+    let a = create_endpoint(store, app.id).await.id;
+    let b = create_endpoint(store, app.id).await.id;
+    let m1 = message_at(store, app.id, 10).await;
+    let m2 = message_at(store, app.id, 11).await;
+    let mut made = round(store, 100, 100, 500, retry_at(200)).await;
+    made.extend(round(store, 200, 200, 404, retry_at(300)).await);
+    made.extend(round(store, 300, 300, 200, || NextState::Delivered).await);
+    assert_eq!(made.len(), 12);
+    let all = made;
+
+    let by_message = |msg: MessageId| {
+        let filter = AttemptFilter {
+            msg_id: Some(msg),
+            ..AttemptFilter::default()
+        };
+        move |seek: Seek| {
+            let filter = filter.clone();
+            async move {
+                let rows = store.list_attempts(app.id, &filter, &seek).await.unwrap();
+                rows.into_iter()
+                    .map(|a| a.id.to_string())
+                    .collect::<Vec<_>>()
+            }
+        }
+    };
+    assert_pages(&ids_where(&all, |x| x.msg_id == m1), by_message(m1)).await;
+    assert_pages(&ids_where(&all, |x| x.msg_id == m2), by_message(m2)).await;
+    let by_endpoint = |ep: EndpointId| {
+        let filter = AttemptFilter {
+            endpoint_id: Some(ep),
+            ..AttemptFilter::default()
+        };
+        move |seek: Seek| {
+            let filter = filter.clone();
+            async move {
+                let rows = store.list_attempts(app.id, &filter, &seek).await.unwrap();
+                rows.into_iter()
+                    .map(|a| a.id.to_string())
+                    .collect::<Vec<_>>()
+            }
+        }
+    };
+    assert_pages(&ids_where(&all, |x| x.endpoint_id == a), by_endpoint(a)).await;
+
+    let newest = Seek::for_iterator(None, Order::Descending, 100);
+    let newest_first = store
+        .list_attempts(app.id, &AttemptFilter::default(), &newest)
+        .await
+        .unwrap();
+    let mut expected = ids_where(&all, |_| true);
+    expected.reverse();
+    let got: Vec<String> = newest_first.iter().map(|x| x.id.to_string()).collect();
+    assert_eq!(got, expected, "the whole application, descending");
+    let by_id = |id: AttemptId| all.iter().find(|x| x.id == id).cloned();
+    for got in newest_first {
+        assert_eq!(Some(got.clone()), by_id(got.id), "every field as recorded");
+    }
+
+    let f = AttemptFilter::default;
+    let cases: Vec<(AttemptFilter, Keep<'_>)> = vec![
+        (
+            AttemptFilter {
+                success: Some(true),
+                ..f()
+            },
+            Box::new(|x| x.attempt.success),
+        ),
+        (
+            AttemptFilter {
+                success: Some(false),
+                msg_id: Some(m1),
+                ..f()
+            },
+            Box::new(|x| !x.attempt.success && x.msg_id == m1),
+        ),
+        (
+            AttemptFilter {
+                status_code: Some(404),
+                ..f()
+            },
+            Box::new(|x| x.attempt.response_status == Some(404)),
+        ),
+        (
+            AttemptFilter {
+                msg_id: Some(m2),
+                endpoint_id: Some(b),
+                ..f()
+            },
+            Box::new(|x| x.msg_id == m2 && x.endpoint_id == b),
+        ),
+        (
+            AttemptFilter {
+                before: Some(t(102)),
+                ..f()
+            },
+            Box::new(|x| x.attempt.started_at < t(102)),
+        ),
+        (
+            AttemptFilter {
+                after: Some(t(300)),
+                endpoint_id: Some(a),
+                ..f()
+            },
+            Box::new(|x| x.attempt.started_at > t(300) && x.endpoint_id == a),
+        ),
+        (
+            AttemptFilter {
+                after: Some(t(100)),
+                before: Some(t(203)),
+                ..f()
+            },
+            Box::new(|x| x.attempt.started_at > t(100) && x.attempt.started_at < t(203)),
+        ),
+    ];
+    for (i, (filter, keep)) in cases.into_iter().enumerate() {
+        let expected = ids_where(&all, keep);
+        assert!(!expected.is_empty(), "filter {i} selects something");
+        assert!(
+            expected.len() < all.len(),
+            "filter {i} leaves something out"
+        );
+        assert_eq!(listed(store, app.id, filter).await, expected, "filter {i}");
+    }
+    assert_eq!(
+        listed(
+            store,
+            app.id,
+            AttemptFilter {
+                before: Some(t(100)),
+                ..f()
+            }
+        )
+        .await
+        .len(),
+        0
+    );
+}
+
+/// Application B sees none of A's attempts, whatever it filters on; an attempt read through the
+/// wrong application or message is not there, and cannot be expunged that way.
+pub async fn attempts_are_invisible_through_another_application(store: &dyn Backend) {
+    let a = create_app(store, "A").await;
+    let b = create_app(store, "B").await;
+    let ep_a = create_endpoint(store, a.id).await.id;
+    create_endpoint(store, b.id).await;
+    let m_a = message_at(store, a.id, 10).await;
+    let other_a = message_at(store, a.id, 11).await;
+    let m_b = message_at(store, b.id, 12).await;
+    let all = round(store, 50, 50, 500, retry_at(100)).await;
+    assert_eq!(all.len(), 3);
+    let mine = all.iter().find(|x| x.msg_id == m_a).unwrap().clone();
+    let theirs = all.iter().find(|x| x.msg_id == m_b).unwrap().clone();
+
+    for filter in [
+        AttemptFilter::default(),
+        AttemptFilter {
+            msg_id: Some(m_a),
+            ..AttemptFilter::default()
+        },
+        AttemptFilter {
+            endpoint_id: Some(ep_a),
+            ..AttemptFilter::default()
+        },
+    ] {
+        let seen = listed(store, b.id, filter).await;
+        assert!(!seen.contains(&mine.id.to_string()), "B sees A's attempt");
+    }
+    assert_eq!(
+        listed(store, b.id, AttemptFilter::default()).await,
+        vec![theirs.id.to_string()]
+    );
+    assert_eq!(store.get_attempt(b.id, m_a, mine.id).await.unwrap(), None);
+    assert_eq!(
+        store.get_attempt(a.id, other_a, mine.id).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.get_attempt(a.id, m_a, mine.id).await.unwrap(),
+        Some(mine.clone())
+    );
+    assert_not_found(
+        store.expunge_attempt_content(b.id, m_a, mine.id).await,
+        "attempt",
+    );
+    assert_not_found(store.expunge_message_content(b.id, m_a).await, "message");
+    assert_eq!(
+        store.get_attempt(a.id, m_a, mine.id).await.unwrap(),
+        Some(mine)
+    );
+}

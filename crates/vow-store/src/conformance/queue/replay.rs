@@ -1,0 +1,270 @@
+//! Cases about replaying an endpoint's failed deliveries: spacing, filters, dry runs.
+
+use chrono::Duration;
+
+use super::*;
+use crate::queue::ReplayFilter;
+use crate::DeliveryStatus;
+
+/// Replay makes an endpoint's dead-lettered and held deliveries pending with a fresh run, due
+/// from `now` on, `spacing` apart in creation order; other states and other endpoints are left
+/// alone, and a second replay finds nothing.
+pub async fn replay_makes_failed_deliveries_pending_again_spaced_in_creation_order(
+    store: &dyn Backend,
+) {
+    let app = create_app(store, "App").await;
+    let ep = create_endpoint(store, app.id).await.id;
+    let other = create_endpoint(store, app.id).await.id;
+    let mut ms = Vec::new();
+    // Written out of creation order.
+    for secs in [30, 10, 20, 40, 50] {
+        ms.push((secs, message_at(store, app.id, secs).await));
+    }
+    ms.sort();
+    let ms: Vec<MessageId> = ms.into_iter().map(|(_, m)| m).collect();
+    let claimed = claim_skipping(store, 100, &[other]).await;
+    assert_eq!(claimed_messages(&claimed), ms);
+    record_all(
+        store,
+        vec![
+            outcome(&claimed[0], Some(500), dead_letter("exhausted"), 101),
+            outcome(&claimed[1], Some(404), dead_letter("4xx"), 101),
+            outcome(&claimed[2], None, dead_letter("payload expired"), 101),
+            outcome(&claimed[3], None, NextState::Hold, 101),
+            outcome(&claimed[4], Some(200), NextState::Delivered, 101),
+        ],
+    )
+    .await;
+    let theirs = claim_skipping(store, 100, &[ep]).await;
+    record_all(
+        store,
+        vec![outcome(
+            &theirs[0],
+            Some(500),
+            dead_letter("exhausted"),
+            101,
+        )],
+    )
+    .await;
+    let pending = message_at(store, app.id, 60).await;
+    let before: Vec<Delivery> = {
+        let mut v = Vec::new();
+        for m in ms.iter().chain([&pending]) {
+            v.push(delivery(store, app.id, *m, ep).await);
+            v.push(delivery(store, app.id, *m, other).await);
+        }
+        v
+    };
+
+    let spacing = Duration::seconds(10);
+    let n = store
+        .replay(
+            app.id,
+            ep,
+            &ReplayFilter::default(),
+            t(1000),
+            spacing,
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 4);
+    for (i, m) in ms[..4].iter().enumerate() {
+        let d = delivery(store, app.id, *m, ep).await;
+        let was = before.iter().find(|b| b.id == d.id).unwrap();
+        let expected = Delivery {
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            client_errors: 0,
+            dead_letter_reason: None,
+            next_attempt_at: t(1000 + 10 * i as i64),
+            ..was.clone()
+        };
+        assert_eq!(d, expected, "replayed #{i}, last status kept");
+    }
+    for was in &before {
+        let replayed = was.endpoint_id == ep && ms[..4].contains(&was.msg_id);
+        if !replayed {
+            let now = delivery(store, app.id, was.msg_id, was.endpoint_id).await;
+            assert_eq!(&now, was, "not replayed");
+        }
+    }
+    let again = store
+        .replay(
+            app.id,
+            ep,
+            &ReplayFilter::default(),
+            t(2000),
+            spacing,
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, 0, "nothing left to replay");
+    let due = claim_skipping(store, 1015, &[other]).await;
+    assert_eq!(claimed_messages(&due), vec![pending, ms[0], ms[1]]);
+
+    let missing = EndpointId::new();
+    let r = store
+        .replay(
+            app.id,
+            missing,
+            &ReplayFilter::default(),
+            t(1),
+            spacing,
+            true,
+        )
+        .await;
+    assert_not_found(r, "endpoint");
+    let stranger = create_app(store, "Stranger").await;
+    let r = store
+        .replay(
+            stranger.id,
+            ep,
+            &ReplayFilter::default(),
+            t(1),
+            spacing,
+            false,
+        )
+        .await;
+    assert_not_found(r, "endpoint");
+}
+
+/// Replay filters: creation time in `[since, until)`, event types, last status; each filter
+/// combines with the others. A dry run only counts.
+pub async fn replay_filters_by_time_event_type_and_last_status_and_a_dry_run_changes_nothing(
+    store: &dyn Backend,
+) {
+    let app = create_app(store, "App").await;
+    let ep = create_endpoint(store, app.id).await.id;
+    let a = message_of_type(store, app.id, 10, "invoice.paid").await;
+    let b = message_of_type(store, app.id, 20, "user.created").await;
+    let c = message_of_type(store, app.id, 30, "invoice.paid").await;
+    let d = message_of_type(store, app.id, 40, "user.deleted").await;
+    let claimed = claim(store, 100).await;
+    assert_eq!(claimed_messages(&claimed), vec![a, b, c, d]);
+    record_all(
+        store,
+        vec![
+            outcome(&claimed[0], Some(500), dead_letter("exhausted"), 101),
+            outcome(&claimed[1], Some(404), dead_letter("4xx"), 101),
+            outcome(&claimed[2], Some(500), dead_letter("exhausted"), 101),
+            outcome(&claimed[3], None, dead_letter("payload expired"), 101),
+        ],
+    )
+    .await;
+    let snapshot = || async {
+        let mut v = Vec::new();
+        for m in [a, b, c, d] {
+            v.push(delivery(store, app.id, m, ep).await);
+        }
+        v
+    };
+    let before = snapshot().await;
+    let types = |names: &[&str]| strings(names);
+    let f = ReplayFilter::default;
+    let cases = [
+        (f(), 4),
+        (
+            ReplayFilter {
+                since: Some(t(20)),
+                ..f()
+            },
+            3,
+        ),
+        (
+            ReplayFilter {
+                until: Some(t(30)),
+                ..f()
+            },
+            2,
+        ),
+        (
+            ReplayFilter {
+                since: Some(t(20)),
+                until: Some(t(40)),
+                ..f()
+            },
+            2,
+        ),
+        (
+            ReplayFilter {
+                event_types: types(&["invoice.paid"]),
+                ..f()
+            },
+            2,
+        ),
+        (
+            ReplayFilter {
+                event_types: types(&["invoice.paid", "user.deleted"]),
+                ..f()
+            },
+            3,
+        ),
+        (
+            ReplayFilter {
+                last_status: Some(500),
+                ..f()
+            },
+            2,
+        ),
+        (
+            ReplayFilter {
+                last_status: Some(404),
+                event_types: types(&["user.created"]),
+                ..f()
+            },
+            1,
+        ),
+        (
+            ReplayFilter {
+                since: Some(t(20)),
+                event_types: types(&["invoice.paid"]),
+                last_status: Some(500),
+                ..f()
+            },
+            1,
+        ),
+        (
+            ReplayFilter {
+                event_types: types(&["nothing.here"]),
+                ..f()
+            },
+            0,
+        ),
+    ];
+    let spacing = Duration::seconds(1);
+    for (i, (filter, expected)) in cases.iter().enumerate() {
+        let n = store
+            .replay(app.id, ep, filter, t(1000), spacing, true)
+            .await
+            .unwrap();
+        assert_eq!(n, *expected, "dry run {i}");
+    }
+    assert_eq!(snapshot().await, before, "dry runs change nothing");
+
+    let paid = ReplayFilter {
+        event_types: types(&["invoice.paid"]),
+        ..f()
+    };
+    let n = store
+        .replay(app.id, ep, &paid, t(1000), spacing, false)
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    let after = snapshot().await;
+    assert_eq!(after[0].status, DeliveryStatus::Pending);
+    assert_eq!(after[0].next_attempt_at, t(1000));
+    assert_eq!(after[2].status, DeliveryStatus::Pending);
+    assert_eq!(after[2].next_attempt_at, t(1001));
+    assert_eq!(
+        (&after[1], &after[3]),
+        (&before[1], &before[3]),
+        "filtered out"
+    );
+    let rest = store
+        .replay(app.id, ep, &f(), t(1000), spacing, true)
+        .await
+        .unwrap();
+    assert_eq!(rest, 2, "b and d are still dead-lettered");
+}

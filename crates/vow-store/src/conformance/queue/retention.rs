@@ -1,0 +1,187 @@
+//! Cases about removing attempt content and attempts: expunge on request, cascades from
+//! endpoints and applications, and retention purges.
+
+use vow_core::AttemptId;
+
+use super::*;
+use crate::queue::AttemptFilter;
+use crate::{MessageKey, NewMessage};
+
+/// Expunging a message drops its payload and its attempts' response bodies, nothing else.
+pub async fn expunging_a_message_removes_its_payload_and_its_attempts_responses(
+    store: &dyn Backend,
+) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    create_endpoint(store, app.id).await;
+    let m1 = message_at(store, app.id, 10).await;
+    let m2 = message_at(store, app.id, 11).await;
+    let mut all = round(store, 50, 50, 500, retry_at(100)).await;
+    all.extend(round(store, 100, 100, 500, retry_at(200)).await);
+
+    store.expunge_message_content(app.id, m1).await.unwrap();
+    let payload = |m| async move {
+        let found = store.get_message(app.id, &MessageKey::Id(m)).await.unwrap();
+        found.expect("messages are kept").payload
+    };
+    assert_eq!(payload(m1).await, None);
+    assert!(payload(m2).await.is_some());
+    for before in &all {
+        let after = store.get_attempt(app.id, before.msg_id, before.id).await;
+        let after = after.unwrap().expect("the attempt is kept");
+        if before.msg_id == m1 {
+            let expunged = Attempt {
+                attempt: NewAttempt {
+                    response: String::new(),
+                    ..before.attempt.clone()
+                },
+                ..before.clone()
+            };
+            assert_eq!(after, expunged, "only the response goes");
+        } else {
+            assert_eq!(&after, before);
+        }
+    }
+    let claimed = claim(store, 200).await;
+    assert_eq!(claimed.len(), 4);
+    for c in claimed {
+        assert_eq!(c.payload.is_none(), c.delivery.msg_id == m1);
+    }
+    assert_not_found(
+        store
+            .expunge_message_content(app.id, MessageId::new())
+            .await,
+        "message",
+    );
+}
+
+/// Expunging an attempt drops its response body alone; a missing one is `NotFound`.
+pub async fn expunging_an_attempt_removes_only_its_response(store: &dyn Backend) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let m = message_at(store, app.id, 10).await;
+    let mut all = round(store, 50, 50, 500, retry_at(100)).await;
+    all.extend(round(store, 100, 100, 502, retry_at(200)).await);
+    let (gone, kept) = (&all[0], &all[1]);
+
+    store
+        .expunge_attempt_content(app.id, m, gone.id)
+        .await
+        .unwrap();
+    let after = store
+        .get_attempt(app.id, m, gone.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.attempt.response, "");
+    assert_eq!(after.attempt.response_status, Some(500), "the rest stays");
+    let other = store.get_attempt(app.id, m, kept.id).await.unwrap();
+    assert_eq!(other.as_ref(), Some(kept));
+    assert!(store
+        .get_message(app.id, &MessageKey::Id(m))
+        .await
+        .unwrap()
+        .unwrap()
+        .payload
+        .is_some());
+    assert_not_found(
+        store
+            .expunge_attempt_content(app.id, m, AttemptId::new())
+            .await,
+        "attempt",
+    );
+    assert_not_found(
+        store
+            .expunge_attempt_content(app.id, MessageId::new(), kept.id)
+            .await,
+        "attempt",
+    );
+}
+
+/// Deleting an endpoint deletes its attempts; deleting the application deletes the rest.
+pub async fn deleting_an_endpoint_or_an_application_removes_its_attempts(store: &dyn Backend) {
+    let app = create_app(store, "App").await;
+    let a = create_endpoint(store, app.id).await.id;
+    let b = create_endpoint(store, app.id).await.id;
+    message_at(store, app.id, 10).await;
+    message_at(store, app.id, 11).await;
+    let all = round(store, 50, 50, 500, retry_at(100)).await;
+    assert_eq!(all.len(), 4);
+
+    store.delete_endpoint(app.id, a).await.unwrap();
+    let left = listed(store, app.id, AttemptFilter::default()).await;
+    assert_eq!(left, ids_where(&all, |x| x.endpoint_id == b));
+    for x in all.iter().filter(|x| x.endpoint_id == a) {
+        assert_eq!(
+            store.get_attempt(app.id, x.msg_id, x.id).await.unwrap(),
+            None
+        );
+    }
+    let by_a = AttemptFilter {
+        endpoint_id: Some(a),
+        ..AttemptFilter::default()
+    };
+    assert!(listed(store, app.id, by_a).await.is_empty());
+
+    store.delete_application(app.id).await.unwrap();
+    assert!(listed(store, app.id, AttemptFilter::default())
+        .await
+        .is_empty());
+    for x in &all {
+        assert_eq!(
+            store.get_attempt(app.id, x.msg_id, x.id).await.unwrap(),
+            None
+        );
+    }
+}
+
+/// Retention clears payloads with `payload_expires_at <= now` and response bodies of attempts
+/// started before the cut-off, at most `batch` of each per call, and reports what it changed.
+pub async fn purging_respects_the_deadlines_and_the_batch_size(store: &dyn Backend) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let mut expiring = Vec::new();
+    for (i, expires) in [100, 100, 99, 101].into_iter().enumerate() {
+        let new = NewMessage {
+            now: t(5 + i as i64),
+            payload_expires_at: t(expires),
+            ..new_message(app.id, "user.created")
+        };
+        store.create_message(new.clone()).await.unwrap();
+        expiring.push((new.id, expires <= 100));
+    }
+    // Attempts started at t(10) to t(13), then at t(300) to t(303).
+    let mut all = round(store, 50, 10, 500, retry_at(60)).await;
+    all.extend(round(store, 60, 300, 500, retry_at(70)).await);
+    assert_eq!(all.len(), 8);
+    let responses_before = t(13);
+
+    let purge = || store.purge_expired(t(100), responses_before, 2);
+    assert_eq!(purge().await.unwrap(), 4, "2 payloads + 2 responses");
+    assert_eq!(purge().await.unwrap(), 2, "1 payload + 1 response");
+    assert_eq!(purge().await.unwrap(), 0, "nothing left to purge");
+
+    for (id, expired) in expiring {
+        let m = store
+            .get_message(app.id, &MessageKey::Id(id))
+            .await
+            .unwrap();
+        let payload = m.expect("messages are kept").payload;
+        assert_eq!(payload.is_none(), expired, "message {id}");
+    }
+    for x in &all {
+        let got = store
+            .get_attempt(app.id, x.msg_id, x.id)
+            .await
+            .unwrap()
+            .unwrap();
+        let old = x.attempt.started_at < responses_before;
+        assert_eq!(
+            got.attempt.response.is_empty(),
+            old,
+            "attempt at {}",
+            x.attempt.started_at
+        );
+        assert_eq!(got.attempt.response_status, Some(500));
+    }
+}

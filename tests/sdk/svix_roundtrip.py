@@ -1,0 +1,221 @@
+"""The official Svix Python SDK, unchanged, against a running vow.
+
+Run by scripts/sdk-compat.sh with VOW_URL and VOW_TOKEN set. Prints one line per step and exits
+non-zero on the first failure (an assert, or an SDK exception when vow's answer does not parse).
+"""
+
+import os
+import sys
+import uuid
+
+from svix.api import (
+    ApplicationIn,
+    EndpointIn,
+    EndpointPatch,
+    EndpointSecretRotateIn,
+    EndpointUpsertIn,
+    EventTypeIn,
+    EventTypeListOptions,
+    MessageGetOptions,
+    MessageIn,
+    MessageListOptions,
+    Svix,
+    SvixOptions,
+)
+from svix.exceptions import HttpError
+
+
+def step(msg: str) -> None:
+    print(f"ok  {msg}", flush=True)
+
+
+# Endpoints point at the discard port on loopback: vow's delivery workers (and its egress guard,
+# which refuses loopback unless allowed) never send anything off this machine.
+HOOK = "http://127.0.0.1:9/sdk-hook"
+
+
+def main() -> None:
+    url = os.environ["VOW_URL"]
+    token = os.environ["VOW_TOKEN"]
+    # No retries: a 5xx from vow should fail the run, not be papered over.
+    svix = Svix(token, SvixOptions(server_url=url, retry_schedule=[]))
+    run = uuid.uuid4().hex[:8]
+
+    # -- applications -------------------------------------------------------------------------
+    app_uid = f"sdk-app-{run}"
+    app = svix.application.create(
+        ApplicationIn(name="SDK app", uid=app_uid, metadata={"suite": "sdk"})
+    )
+    assert app.id.startswith("app_"), app.id
+    assert app.uid == app_uid and app.name == "SDK app", app
+    assert app.metadata == {"suite": "sdk"}, app.metadata
+    step(f"application.create -> {app.id}")
+
+    got = svix.application.get(app.id)
+    assert got.id == app.id and got.name == "SDK app", got
+    step("application.get by id")
+
+    by_uid = svix.application.get(app_uid)
+    assert by_uid.id == app.id, by_uid
+    step("application.get by uid")
+
+    same = svix.application.get_or_create(ApplicationIn(name="ignored", uid=app_uid))
+    assert same.id == app.id and same.name == "SDK app", same
+    step("application.get_or_create returns the existing one")
+
+    apps = svix.application.list()
+    assert any(a.id == app.id for a in apps.data), apps
+    step(f"application.list ({len(apps.data)} apps)")
+
+    # -- event types --------------------------------------------------------------------------
+    et_name = f"sdk.test_{run}.created"
+    et = svix.event_type.create(
+        EventTypeIn(
+            name=et_name,
+            description="Made by the SDK test",
+            schemas={"1": {"type": "object"}},
+        )
+    )
+    assert et.name == et_name and et.description == "Made by the SDK test", et
+    assert et.deprecated is False, et
+    step(f"event_type.create -> {et.name}")
+
+    et_got = svix.event_type.get(et_name)
+    assert et_got.name == et_name and et_got.schemas == {"1": {"type": "object"}}, et_got
+    step("event_type.get")
+
+    ets = svix.event_type.list(EventTypeListOptions(limit=250, with_content=True))
+    listed = [e for e in ets.data if e.name == et_name]
+    assert len(listed) == 1 and listed[0].schemas == {"1": {"type": "object"}}, ets
+    step(f"event_type.list ({len(ets.data)} event types)")
+
+    # -- endpoints ----------------------------------------------------------------------------
+    ep = svix.endpoint.create(
+        app.id,
+        EndpointIn(
+            url=HOOK,
+            uid=f"sdk-ep-{run}",
+            description="SDK endpoint",
+            event_types=[et_name],
+            channels=["project_1"],
+            metadata={"k": "v"},
+        ),
+    )
+    assert ep.id.startswith("ep_"), ep.id
+    assert ep.event_types == [et_name] and ep.channels == ["project_1"], ep
+    assert ep.url == HOOK, ep
+    step(f"endpoint.create -> {ep.id}")
+
+    ep_got = svix.endpoint.get(app.id, ep.id)
+    assert ep_got.id == ep.id and ep_got.description == "SDK endpoint", ep_got
+    assert svix.endpoint.get(app_uid, f"sdk-ep-{run}").id == ep.id
+    step("endpoint.get by id and by uid")
+
+    secret = svix.endpoint.get_secret(app.id, ep.id)
+    assert secret.key.startswith("whsec_"), "secret is not whsec_"
+    step("endpoint.get_secret is whsec_…")
+
+    updated = svix.endpoint.upsert(
+        app.id,
+        ep.id,
+        EndpointUpsertIn(
+            url=f"{HOOK}-2",
+            description="SDK endpoint, updated",
+            event_types=[et_name],
+            channels=["project_1", "project_2"],
+        ),
+    )
+    assert updated.id == ep.id and updated.url == f"{HOOK}-2", updated
+    assert updated.channels == ["project_1", "project_2"], updated
+    step("endpoint.upsert (update)")
+
+    patched = svix.endpoint.patch(app.id, ep.id, EndpointPatch(description="patched"))
+    assert patched.description == "patched" and patched.url == updated.url, patched
+    step("endpoint.patch")
+
+    eps = svix.endpoint.list(app.id)
+    assert [e.id for e in eps.data] == [ep.id], eps
+    step("endpoint.list")
+
+    svix.endpoint.rotate_secret(app.id, ep.id, EndpointSecretRotateIn())
+    rotated = svix.endpoint.get_secret(app.id, ep.id)
+    assert rotated.key.startswith("whsec_") and rotated.key != secret.key, "not rotated"
+    step("endpoint.rotate_secret gives a new key")
+
+    # -- messages -----------------------------------------------------------------------------
+    event_id = f"sdk-evt-{run}"
+    payload = {"user": "ada", "n": 1, "nested": {"ok": True}}
+    msg = svix.message.create(
+        app.id,
+        MessageIn(
+            event_type=et_name,
+            event_id=event_id,
+            payload=payload,
+            channels=["project_1"],
+        ),
+    )
+    assert msg.id.startswith("msg_") and msg.event_id == event_id, msg
+    assert msg.event_type == et_name, msg
+    step(f"message.create -> {msg.id}")
+
+    m_id = svix.message.get(app.id, msg.id, MessageGetOptions(with_content=True))
+    assert m_id.id == msg.id and m_id.payload == payload, m_id
+    step("message.get by id")
+
+    m_evt = svix.message.get(app.id, event_id, MessageGetOptions(with_content=True))
+    assert m_evt.id == msg.id and m_evt.payload == payload, m_evt
+    step("message.get by eventId")
+
+    other = svix.message.create(app.id, MessageIn(event_type="sdk.other", payload={"n": 2}))
+    msgs = svix.message.list(app.id)
+    assert [m.id for m in msgs.data] == [other.id, msg.id], msgs
+    filtered = svix.message.list(
+        app.id, MessageListOptions(event_types=[et_name, "sdk.unused"], with_content=True)
+    )
+    assert [m.id for m in filtered.data] == [msg.id], filtered
+    assert filtered.data[0].payload == payload, filtered
+    on_channel = svix.message.list(app.id, MessageListOptions(channel="project_1"))
+    assert [m.id for m in on_channel.data] == [msg.id], on_channel
+    step("message.list (newest first, by event_types, by channel)")
+
+    try:
+        svix.message.create(
+            app.id, MessageIn(event_type=et_name, event_id=event_id, payload={"again": True})
+        )
+        raise AssertionError("a repeated eventId was accepted")
+    except HttpError as e:
+        assert e.status_code == 409, e.status_code
+        assert e.code == "conflict", e.code
+    assert len(svix.message.list(app.id).data) == 2
+    step("message.create with a repeated eventId raises HttpError 409")
+
+    # -- clean up -----------------------------------------------------------------------------
+    svix.endpoint.delete(app.id, ep.id)
+    try:
+        svix.endpoint.get(app.id, ep.id)
+        raise AssertionError("the endpoint is still there")
+    except HttpError as e:
+        assert e.status_code == 404, e.status_code
+    step("endpoint.delete")
+
+    svix.application.delete(app.id)
+    try:
+        svix.application.get(app.id)
+        raise AssertionError("the application is still there")
+    except HttpError as e:
+        assert e.status_code == 404, e.status_code
+    step("application.delete")
+
+    svix.event_type.delete(et_name)
+    assert svix.event_type.get(et_name).archived is True
+    step("event_type.delete archives")
+
+    print("all SDK steps passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # noqa: BLE001 - report any failure and exit non-zero
+        print(f"FAIL {type(e).__name__}: {e}", file=sys.stderr)
+        raise
