@@ -41,6 +41,8 @@ pub struct Config {
     pub delivery_max_in_flight: usize,
     /// Attempts in flight per endpoint.
     pub delivery_max_per_endpoint: usize,
+    /// Delivery lease length.
+    pub delivery_lease_seconds: u32,
     /// Consecutive dead-letters that disable an endpoint.
     pub disable_after_dead_letters: u32,
     /// CIDRs deliveries may reach although special-purpose.
@@ -176,6 +178,9 @@ impl Config {
                 return invalid("operational_webhook_url", &e.message);
             }
         }
+        if !(1..=3600).contains(&self.delivery_lease_seconds) {
+            return invalid("delivery_lease_seconds", "must be between 1 and 3600");
+        }
         if !(1..=3650).contains(&self.payload_retention_days) {
             return invalid("payload_retention_days", "must be between 1 and 3650");
         }
@@ -228,6 +233,7 @@ impl Config {
             max_in_flight: self.delivery_max_in_flight,
             max_per_endpoint: self.delivery_max_per_endpoint,
             disable_after: self.disable_after_dead_letters,
+            lease: std::time::Duration::from_secs(self.delivery_lease_seconds.into()),
             ..Default::default()
         })
     }

@@ -7,6 +7,7 @@ mod helpers;
 
 mod applications;
 mod auth_and_errors;
+mod crash;
 mod delivery;
 mod demo;
 mod endpoints;

@@ -133,7 +133,6 @@ async fn a_closed_store_is_unavailable() {
 #[tokio::test]
 async fn a_connection_killed_by_the_server_is_unavailable_and_the_pool_recovers() {
     let (store, url) = fresh_store().await;
-    let database: String = url.rsplit('/').next().unwrap().to_string();
     // Hold a lock the store's next statement needs, so it is mid-query when its backend dies.
     let mut holder = raw(&url).await;
     sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
@@ -149,10 +148,11 @@ async fn a_connection_killed_by_the_server_is_unavailable_and_the_pool_recovers(
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let killed: Vec<bool> = sqlx::query_scalar(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = $1 AND application_name = 'vow' AND wait_event_type = 'Lock'",
+            // The store's connection waiting for this test's own `settings` table (tests share
+            // a database, each in its own schema).
+            "SELECT pg_terminate_backend(pid) FROM pg_locks
+             WHERE relation = 'settings'::regclass AND NOT granted",
         )
-        .bind(&database)
         .fetch_all(&mut killer)
         .await
         .unwrap();
@@ -207,18 +207,22 @@ async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries(
     assert!(not_bytewise.is_empty(), "{not_bytewise:?}");
 
     let not_cascading: Vec<String> = sqlx::query_scalar(
-        "SELECT conname::text FROM pg_constraint WHERE contype = 'f' AND confdeltype <> 'c'",
+        "SELECT conname::text FROM pg_constraint WHERE contype = 'f' AND confdeltype <> 'c'
+           AND connamespace = current_schema()::regnamespace",
     )
     .fetch_all(&mut conn)
     .await
     .unwrap();
     assert!(not_cascading.is_empty(), "{not_cascading:?}");
 
-    let indexes: Vec<String> =
-        sqlx::query_scalar("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
+    let indexes: Vec<String> = sqlx::query_scalar(
+        // Each test has its own schema; name it `public` as a deployment would.
+        "SELECT replace(indexdef, ' ON ' || current_schema() || '.', ' ON public.')
+             FROM pg_indexes WHERE schemaname = current_schema()",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
     for wanted in [
         "deliveries_pending_next_attempt_at_idx ON public.deliveries USING btree (next_attempt_at) WHERE (status = 'pending'::text)",
         "ON public.deliveries USING btree (endpoint_id, status, created_at)",

@@ -1,0 +1,303 @@
+//! Reliability with real processes: `kill -9` of `vow serve` under load loses no acknowledged
+//! message, and two processes sharing one PostgreSQL never attempt a delivery at the same time.
+//! The receiver counts every `webhook-id` it gets and flags an attempt that starts while another
+//! attempt of the same message is still open.
+
+use std::collections::{HashMap, HashSet};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use axum::Router;
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::helpers::{into_parts, TOKEN};
+
+#[derive(Default)]
+struct Seen {
+    count: HashMap<String, u32>,
+    open: HashSet<String>,
+    overlaps: u32,
+}
+
+#[derive(Clone, Default)]
+struct Receiver {
+    seen: Arc<Mutex<Seen>>,
+    arrived: Arc<Notify>,
+}
+
+async fn receive(State(r): State<Receiver>, headers: HeaderMap) -> StatusCode {
+    let id = headers["webhook-id"].to_str().unwrap().to_string();
+    {
+        let mut s = r.seen.lock().unwrap();
+        if !s.open.insert(id.clone()) {
+            s.overlaps += 1;
+        }
+    }
+    // Hold the attempt open a little, so overlapping attempts would be seen.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    {
+        let mut s = r.seen.lock().unwrap();
+        s.open.remove(&id);
+        *s.count.entry(id).or_default() += 1;
+    }
+    r.arrived.notify_waiters();
+    StatusCode::OK
+}
+
+impl Receiver {
+    async fn start() -> (Receiver, String) {
+        let r = Receiver::default();
+        let app = Router::new()
+            .route("/hook", post(receive))
+            .with_state(r.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (r, url)
+    }
+
+    /// Waits (at most 60 s) until every id in `ids` arrived at least once.
+    async fn wait_for_all(&self, ids: &[String]) {
+        let all = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let arrived = self.arrived.notified();
+                let missing = {
+                    let s = self.seen.lock().unwrap();
+                    ids.iter().filter(|id| !s.count.contains_key(*id)).count()
+                };
+                if missing == 0 {
+                    return;
+                }
+                arrived.await;
+            }
+        })
+        .await;
+        let s = self.seen.lock().unwrap();
+        let missing: Vec<_> = ids.iter().filter(|id| !s.count.contains_key(*id)).collect();
+        assert!(
+            all.is_ok(),
+            "{} acknowledged messages never arrived: {:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        );
+    }
+
+    fn duplicates(&self) -> u32 {
+        self.seen
+            .lock()
+            .unwrap()
+            .count
+            .values()
+            .map(|n| n - 1)
+            .sum()
+    }
+
+    fn overlaps(&self) -> u32 {
+        self.seen.lock().unwrap().overlaps
+    }
+}
+
+/// A `vow serve` child process.
+struct Vow {
+    child: Child,
+    base: String,
+}
+
+impl Vow {
+    async fn start(database_url: &str) -> Vow {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vow"))
+            .args(["serve", "--migrate"])
+            .env_clear()
+            .env("VOW_LISTEN", format!("127.0.0.1:{port}"))
+            .env("VOW_DATABASE_URL", database_url)
+            .env("VOW_ADMIN_TOKEN", TOKEN)
+            .env("VOW_ALLOWED_SUBNETS", "127.0.0.0/8")
+            .env("VOW_RETRY_SCHEDULE", "1s,1s,1s,1s,1s")
+            .env("VOW_DELIVERY_LEASE_SECONDS", "2")
+            .env("VOW_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("vow starts");
+        // vow logs "vow is listening" once it serves; keep draining its log afterwards.
+        let (ready, listening) = tokio::sync::oneshot::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut ready = Some(ready);
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.contains("vow is listening") {
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+        });
+        let started = tokio::time::timeout(Duration::from_secs(30), listening).await;
+        assert!(matches!(started, Ok(Ok(()))), "vow did not start");
+        Vow {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn kill_9(&mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Vow {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn post_json(base: &str, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await;
+    match resp {
+        Ok(r) => into_parts(r).await,
+        Err(_) => (0, serde_json::Value::Null),
+    }
+}
+
+/// Posts `n` messages from 8 concurrent clients, killing `victim` after `kill_after` acks;
+/// returns the ids vow acknowledged.
+async fn load(bases: &[String], app: &str, n: usize) -> Vec<String> {
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for c in 0..8 {
+        let (bases, app, acked) = (bases.to_vec(), app.to_string(), acked.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in (c..n).step_by(8) {
+                let base = &bases[i % bases.len()];
+                let body = json!({"eventType": "load.test", "payload": {"i": i}});
+                let (status, out) = post_json(base, &format!("/api/v1/app/{app}/msg"), body).await;
+                if status == 202 {
+                    acked
+                        .lock()
+                        .unwrap()
+                        .push(out["id"].as_str().unwrap().to_string());
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let ids = acked.lock().unwrap().clone();
+    ids
+}
+
+async fn setup_app(base: &str, url: &str) -> String {
+    let (_, app) = post_json(base, "/api/v1/app", json!({"name": "load"})).await;
+    let app = app["id"].as_str().unwrap().to_string();
+    let (status, _) = post_json(
+        base,
+        &format!("/api/v1/app/{app}/endpoint"),
+        json!({"url": url}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    app
+}
+
+async fn kill_9_under_load_loses_no_acknowledged_message(database_url: String) {
+    let (receiver, url) = Receiver::start().await;
+    let mut vow = Vow::start(&database_url).await;
+    let app = setup_app(&vow.base, &url).await;
+    let base = vow.base.clone();
+    let loader = tokio::spawn(async move { load(&[base], &app, 400).await });
+    // Kill it while messages are being accepted and delivered.
+    let first = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let arrived = receiver.arrived.notified();
+            if receiver.seen.lock().unwrap().count.len() >= 50 {
+                return;
+            }
+            arrived.await;
+        }
+    })
+    .await;
+    assert!(first.is_ok(), "deliveries started");
+    vow.kill_9();
+    let acked = loader.await.unwrap();
+    assert!(
+        acked.len() >= 50,
+        "some messages were acknowledged before the kill"
+    );
+    let _restarted = Vow::start(&database_url).await;
+    receiver.wait_for_all(&acked).await;
+    println!(
+        "kill -9: {} acknowledged, all delivered, {} duplicates",
+        acked.len(),
+        receiver.duplicates()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_kill_9_under_load_loses_no_acknowledged_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/vow.db", dir.path().display());
+    kill_9_under_load_loses_no_acknowledged_message(url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_kill_9_under_load_loses_no_acknowledged_message() {
+    let (_store, url) = vow_store_postgres::testing::fresh_store().await;
+    kill_9_under_load_loses_no_acknowledged_message(url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_postgres_and_never_attempt_a_delivery_at_once() {
+    let (_store, url) = vow_store_postgres::testing::fresh_store().await;
+    let (receiver, hook) = Receiver::start().await;
+    let mut a = Vow::start(&url).await;
+    let b = Vow::start(&url).await;
+    let app = setup_app(&a.base, &hook).await;
+    let bases = vec![a.base.clone(), b.base.clone()];
+    let loader = tokio::spawn(async move { load(&bases, &app, 400).await });
+    let some = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let arrived = receiver.arrived.notified();
+            if receiver.seen.lock().unwrap().count.len() >= 50 {
+                return;
+            }
+            arrived.await;
+        }
+    })
+    .await;
+    assert!(some.is_ok());
+    a.kill_9();
+    let acked = loader.await.unwrap();
+    receiver.wait_for_all(&acked).await;
+    assert_eq!(
+        receiver.overlaps(),
+        0,
+        "a delivery was attempted by both processes at once"
+    );
+    println!(
+        "two processes, one killed: {} acknowledged, all delivered, {} duplicates",
+        acked.len(),
+        receiver.duplicates()
+    );
+}
