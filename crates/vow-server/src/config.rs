@@ -335,6 +335,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure returns figment's own error
     fn the_cli_and_test_variables_are_not_settings() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("VOW_CONFIG", "/nonexistent.toml");
