@@ -24,6 +24,9 @@ pub struct Stores {
     pub store: Arc<dyn Store>,
     /// The delivery queue.
     pub queue: Arc<dyn DeliveryQueue>,
+    /// Notified whenever delivery work may have become due (by this process or, on
+    /// PostgreSQL, by any process).
+    pub wake: Arc<Notify>,
 }
 
 impl Stores {
@@ -33,6 +36,7 @@ impl Stores {
         Self {
             store: backend.clone(),
             queue: backend,
+            wake: Arc::new(Notify::new()),
         }
     }
 }
@@ -66,7 +70,9 @@ pub async fn open_store(config: &Config, migrate: Migrate) -> anyhow::Result<Sto
                     "the PostgreSQL schema is missing or out of date: run `vow migrate` or start with `vow serve --migrate`"
                 );
             }
-            Ok(Stores::new(store))
+            let stores = Stores::new(store.clone());
+            store.spawn_work_listener(stores.wake.clone());
+            Ok(stores)
         }
     }
 }
@@ -118,7 +124,7 @@ impl Server {
         listener: TcpListener,
     ) -> anyhow::Result<Server> {
         let admin = auth::resolve_admin_token(&config.admin_token, stores.store.as_ref()).await?;
-        let wake = Arc::new(Notify::new());
+        let wake = stores.wake.clone();
         let dispatcher = if config.delivery_workers {
             Some(dispatcher(config, &stores, wake.clone()).await?)
         } else {

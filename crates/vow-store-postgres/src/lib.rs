@@ -25,10 +25,12 @@
 //!   rotation), `message` (with the fan-out into deliveries) and `delivery`.
 //! - `queue`: the [`vow_store::DeliveryQueue`] impl: leased claims, fenced records, attempts,
 //!   resend/replay, retention; one module per concern.
+//! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
+//!   process's workers.
 //! - `seek`: keyset pagination ([`vow_store::Seek`]) as SQL.
 //! - `convert`: reading stored values back into vow-core types.
 //! - `error`: PostgreSQL errors into [`StoreError`] (unique violation → `Conflict`, ...).
-//! - `testing` (feature `testing`): a fresh migrated database per test.
+//! - `testing` (feature `testing`): a fresh migrated schema per test.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -38,6 +40,7 @@ mod delivery;
 mod endpoint;
 mod error;
 mod event_type;
+mod listen;
 mod message;
 mod migrate;
 mod queue;

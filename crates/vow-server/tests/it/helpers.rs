@@ -150,6 +150,7 @@ impl TestApp {
         let stores = Stores {
             store: self.store.clone(),
             queue: self.queue.clone(),
+            wake: wake.clone(),
         };
         let dispatcher = vow_server::startup::dispatcher(config, &stores, wake)
             .await

@@ -239,3 +239,25 @@ async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries(
         );
     }
 }
+
+#[tokio::test]
+async fn a_message_written_by_one_process_wakes_the_workers_of_another() {
+    let (writer, url) = fresh_store().await;
+    let listener = PgStore::connect(&url, 2).await.unwrap();
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    listener.spawn_work_listener(wake.clone());
+    // The listener wakes once when it starts listening (to catch up on anything missed).
+    tokio::time::timeout(Duration::from_secs(10), wake.notified())
+        .await
+        .expect("the listener connects");
+    let owner = app(&writer, None).await;
+    endpoint(&writer, owner.id, endpoint_fields("https://example.com/h")).await;
+    let woken = wake.notified();
+    writer
+        .create_message(message(owner.id, "a.b", None))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), woken)
+        .await
+        .expect("the other process was woken by NOTIFY");
+}
