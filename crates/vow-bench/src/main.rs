@@ -1,0 +1,221 @@
+//! `vow-bench`: the load generator, receiver and ledger behind `BENCHMARKS.md`.
+//!
+//! Starts `vow serve` as a child process on a fresh SQLite file (or, with `--pg`, a fresh
+//! PostgreSQL database), points its deliveries at an in-process hyper receiver, drives load
+//! over loopback, and prints one result block per run. Every run keeps a ledger (sent,
+//! acknowledged, stored, delivered, duplicates); one that does not balance is marked VOID and
+//! left out of the medians. With `--runs N` each scenario repeats N times (scenarios
+//! interleaved) and a summary gives the median, min and max of every metric.
+//!
+//! # Layout
+//! - [`machine`]: `/proc` readings (load, CPU per process and thread, peak RSS).
+//! - [`vow_process`]: the database and the `vow serve` child.
+//! - [`receiver`]: the endpoints, recording first arrival per `webhook-id`.
+//! - [`api`]: the few API calls a run makes, and the 1 KiB message body.
+//! - [`load`]: closed- and open-loop generators, and the per-second sampler.
+//! - [`ledger`]: the ledger, reports, histograms.
+//! - [`scenarios`]: one module per scenario.
+
+#![forbid(unsafe_code)]
+
+mod api;
+mod ledger;
+mod load;
+mod machine;
+mod receiver;
+mod scenarios;
+mod vow_process;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+
+use ledger::{spread, Report};
+use scenarios::Options;
+use vow_process::VowSettings;
+
+/// Benchmarks vow end to end on this machine (loopback only, bounded in count and time).
+#[derive(Debug, Parser)]
+#[command(name = "vow-bench")]
+struct Cli {
+    /// Which scenario to run.
+    scenario: Scenario,
+
+    /// The `vow` binary to test (default: `vow` next to this binary, i.e. the release build
+    /// in the same target dir).
+    #[arg(long, value_name = "PATH")]
+    vow_bin: Option<PathBuf>,
+
+    /// Run against PostgreSQL instead of SQLite (a fresh database per run).
+    #[arg(long)]
+    pg: bool,
+
+    /// PostgreSQL server URL used to create and drop the per-run databases.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+    pg_url: String,
+
+    /// Seconds of load per run (default per scenario: ingest 20, e2e 60, slow-neighbour 30).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<u64>,
+
+    /// Closed-loop clients (ingest, backlog-drain's queueing phase).
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+
+    /// Open-loop offered deliveries per second (e2e, slow-neighbour); with N endpoints,
+    /// rate/N messages per second are posted.
+    #[arg(long, default_value_t = 10_000.0)]
+    rate: f64,
+
+    /// Endpoint counts for e2e, comma-separated (e.g. `1,10,100`).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    endpoints: Vec<usize>,
+
+    /// Most POSTs outstanding in open-loop runs (past it the schedule slips).
+    #[arg(long, default_value_t = 1024)]
+    max_in_flight: usize,
+
+    /// Messages queued by backlog-drain.
+    #[arg(long, default_value_t = 100_000)]
+    messages: u64,
+
+    /// Sequential messages sent by idle-latency.
+    #[arg(long, default_value_t = 200)]
+    idle_count: usize,
+
+    /// Repeat every scenario this many times and print medians.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+
+    /// Sets VOW_DELIVERY_MAX_IN_FLIGHT for the vow under test (default: vow's own).
+    #[arg(long)]
+    vow_max_in_flight: Option<usize>,
+
+    /// Sets VOW_DELIVERY_MAX_PER_ENDPOINT for the vow under test (default: vow's own).
+    #[arg(long)]
+    vow_max_per_endpoint: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    CommitBaseline,
+    Ingest,
+    E2e,
+    IdleLatency,
+    SlowNeighbour,
+    BacklogDrain,
+    All,
+}
+
+impl Scenario {
+    fn expand(self) -> Vec<Scenario> {
+        match self {
+            Scenario::All => vec![
+                Scenario::CommitBaseline,
+                Scenario::Ingest,
+                Scenario::E2e,
+                Scenario::IdleLatency,
+                Scenario::SlowNeighbour,
+                Scenario::BacklogDrain,
+            ],
+            one => vec![one],
+        }
+    }
+
+    async fn run(self, opts: &Options) -> anyhow::Result<Vec<Report>> {
+        match self {
+            Scenario::CommitBaseline => scenarios::commit_baseline::run(opts).await,
+            Scenario::Ingest => scenarios::ingest::run(opts).await,
+            Scenario::E2e => scenarios::e2e::run(opts).await,
+            Scenario::IdleLatency => scenarios::idle_latency::run(opts).await,
+            Scenario::SlowNeighbour => scenarios::slow_neighbour::run(opts).await,
+            Scenario::BacklogDrain => scenarios::backlog_drain::run(opts).await,
+            Scenario::All => unreachable!("expanded before running"),
+        }
+    }
+}
+
+fn default_vow_bin() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("vow")))
+        .unwrap_or_else(|| PathBuf::from("target/release/vow"))
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let bin = cli.vow_bin.clone().unwrap_or_else(default_vow_bin);
+    anyhow::ensure!(
+        bin.exists(),
+        "{} not found: build it with `cargo build --release -p vow-server --bin vow` or pass --vow-bin",
+        bin.display()
+    );
+    let opts = Options {
+        vow: VowSettings {
+            bin,
+            workers: true,
+            max_in_flight: cli.vow_max_in_flight,
+            max_per_endpoint: cli.vow_max_per_endpoint,
+        },
+        pg: cli.pg.then(|| cli.pg_url.clone()),
+        duration: cli.duration.map(Duration::from_secs),
+        concurrency: cli.concurrency.max(1),
+        rate: cli.rate.max(1.0),
+        endpoints: cli.endpoints.iter().copied().filter(|n| *n > 0).collect(),
+        max_in_flight: cli.max_in_flight.max(1),
+        messages: cli.messages,
+        idle_count: cli.idle_count,
+    };
+    println!("{}", machine::banner());
+    println!(
+        "vow: {} ({})",
+        opts.vow.bin.display(),
+        if opts.pg.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        }
+    );
+    let runtime = tokio::runtime::Runtime::new().context("starting tokio")?;
+    runtime.block_on(run_all(cli.scenario, cli.runs.max(1), &opts))
+}
+
+async fn run_all(scenario: Scenario, runs: usize, opts: &Options) -> anyhow::Result<()> {
+    // title -> metric -> values of valid runs; title -> (valid, total) runs.
+    let mut values: BTreeMap<String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for run in 1..=runs {
+        for s in scenario.expand() {
+            println!(
+                "\n-- run {run}/{runs}: {s:?} (load average {})",
+                machine::load_average()
+            );
+            for report in s.run(opts).await? {
+                print!("{}", report.render());
+                let c = counts.entry(report.title.clone()).or_default();
+                c.1 += 1;
+                if report.valid {
+                    c.0 += 1;
+                    let m = values.entry(report.title.clone()).or_default();
+                    for (name, v) in &report.metrics {
+                        m.entry(name.clone()).or_default().push(*v);
+                    }
+                }
+            }
+        }
+    }
+    if runs > 1 {
+        println!("\n== summary over {runs} runs: median [min .. max] of valid runs");
+        for (title, (valid, total)) in &counts {
+            println!("{title} ({valid} of {total} runs valid)");
+            for (name, vs) in values.get(title).into_iter().flatten() {
+                let (median, min, max) = spread(vs);
+                println!("  {name:<34} {median:>12.2}  [{min:.2} .. {max:.2}]");
+            }
+        }
+    }
+    Ok(())
+}

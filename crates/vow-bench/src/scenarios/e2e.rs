@@ -1,0 +1,144 @@
+//! `e2e`: the whole pipeline at a fixed offered rate, with delivery workers on.
+//!
+//! An open-loop generator offers `--rate` deliveries per second (default 10,000) for D seconds
+//! (default 60): with N endpoints it posts rate/N messages per second, each fanned out to all N.
+//! Reports delivered/s while the load ran (whole window and its second half), the backlog
+//! (acked × N − delivered, sampled every second) at the start, middle and end of the window,
+//! end-to-end latency from just before the POST to the receiver's first byte, and the drain
+//! after the load stops. Target: ≥ 10,000 deliveries/s sustained with a flat backlog.
+
+use std::time::Duration;
+
+use super::{cpu_lines, secs, Options, Rig};
+use crate::ledger::Report;
+use crate::load::{Sample, Sampler};
+
+/// Runs one e2e measurement per `--endpoints` value.
+pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
+    let mut out = Vec::new();
+    for &n in &opts.endpoints {
+        out.push(run_one(opts, n).await?);
+    }
+    Ok(out)
+}
+
+async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
+    let duration = opts.duration_or(60);
+    let msg_rate = opts.rate / n as f64;
+    let mut rig = Rig::start(opts, true, n, &[]).await?;
+    let sampler = Sampler::start(rig.target.counters.clone(), rig.receiver.clone(), n as u64);
+    rig.begin_window();
+    let load = rig
+        .target
+        .open_loop(msg_rate, duration, opts.max_in_flight)
+        .await;
+    let expected = load.acked.len() as u64 * n as u64;
+    let cap = Duration::from_secs((2 * duration.as_secs()).max(120));
+    let drained = tokio::time::timeout(cap, rig.receiver.drain(expected, Duration::from_secs(15)))
+        .await
+        .unwrap_or(false);
+    let cpu = rig.end_window();
+    let samples = sampler.stop();
+    let closed = rig.close(&load, true, None).await?;
+    let j = &closed.joined;
+
+    let mut r = Report::new(format!(
+        "e2e {} endpoints={n} rate={} deliveries/s duration={}s",
+        opts.backend(),
+        opts.rate,
+        duration.as_secs()
+    ));
+    let (start, end) = (
+        load.window_us.0,
+        load.last_send_us.max(load.window_us.0 + 1),
+    );
+    let mid = start + (end - start) / 2;
+    let offered = load.sent as f64 * n as f64 / secs(end - start);
+    let during = j.count_between(0..n, start, end) as f64 / secs(end - start);
+    let second_half = j.count_between(0..n, mid, end) as f64 / secs(end - mid);
+    r.metric("offered_deliveries_per_s", offered);
+    r.metric("delivered_per_s", during);
+    r.metric("delivered_per_s_second_half", second_half);
+    r.line(format!(
+        "offered {offered:.0} deliveries/s ({:.0} msg/s x {n}); delivered/s during load {during:.0} (second half {second_half:.0})",
+        offered / n as f64
+    ));
+    let window = secs(end - start);
+    let in_window: Vec<Sample> = samples
+        .iter()
+        .copied()
+        .filter(|s| s.t <= window + 0.5)
+        .collect();
+    let flat = backlog_lines(&mut r, &in_window, opts.rate);
+    let last = j.last_arrival();
+    let drain_s = secs(last.saturating_sub(end));
+    r.metric("drain_after_load_s", drain_s);
+    r.line(format!(
+        "after the load: {} in {drain_s:.1} s (last delivery {:.1} s after the first POST)",
+        if drained { "drained" } else { "NOT drained" },
+        secs(last.saturating_sub(start))
+    ));
+    let e2e = r.latency("e2e", &j.latency(0..n));
+    r.line(e2e);
+    let ack = r.latency("ack", &load.ack_latency);
+    r.line(ack);
+    let met = second_half >= 10_000.0 && flat;
+    r.line(format!(
+        "target >= 10,000 deliveries/s sustained with a flat backlog: {}",
+        if met { "MET" } else { "MISSED" }
+    ));
+    cpu_lines(
+        &mut r,
+        &cpu,
+        closed.ledger.delivered,
+        "deliveries",
+        closed.peak_rss,
+    );
+    r.ledger(&closed.ledger);
+    Ok(r)
+}
+
+/// Prints the backlog at start, middle and end of the load window (and every 5 s); returns
+/// whether it was flat: it grew by less than half a second of offered deliveries over the
+/// window's second half.
+pub fn backlog_lines(r: &mut Report, samples: &[Sample], rate: f64) -> bool {
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        r.line("backlog: no samples");
+        return false;
+    };
+    let mid = samples[samples.len() / 2];
+    let growth = last.backlog - mid.backlog;
+    let flat = (growth as f64) < 0.5 * rate;
+    r.metric("backlog_start", first.backlog as f64);
+    r.metric("backlog_middle", mid.backlog as f64);
+    r.metric("backlog_end", last.backlog as f64);
+    r.line(format!(
+        "backlog (acked x endpoints - delivered): start {} (t={:.0}s), middle {} (t={:.0}s), end {} (t={:.0}s) -> {}",
+        first.backlog,
+        first.t,
+        mid.backlog,
+        mid.t,
+        last.backlog,
+        last.t,
+        if flat { "flat" } else { "GROWING" }
+    ));
+    let backlogs: Vec<String> = samples
+        .iter()
+        .step_by(5)
+        .map(|s| s.backlog.to_string())
+        .collect();
+    r.line(format!("backlog every 5 s: {}", backlogs.join(" ")));
+    let every5: Vec<Sample> = samples.iter().step_by(5).copied().collect();
+    let rates: Vec<String> = every5
+        .windows(2)
+        .map(|w| {
+            let (a, b) = (w[0], w[1]);
+            format!(
+                "{:.0}",
+                (b.delivered - a.delivered) as f64 / (b.t - a.t).max(1e-9)
+            )
+        })
+        .collect();
+    r.line(format!("delivered/s per 5 s: {}", rates.join(" ")));
+    flat
+}

@@ -1,0 +1,376 @@
+//! The scenarios, and the rig they share: a fresh database, `vow serve`, a receiver, an
+//! application with N endpoints, and the accounting that closes every run.
+//!
+//! # Layout
+//! - [`commit_baseline`]: single-row durable commits/s, the yardstick for ingest.
+//! - [`ingest`]: closed-loop POSTs with delivery workers off.
+//! - [`e2e`]: open-loop POSTs with workers on, 1..N endpoints (fan-out).
+//! - [`idle_latency`]: one message at a time into an idle system.
+//! - [`slow_neighbour`]: 10 endpoints, one answering after 2 s, against a run with none slow.
+//! - [`backlog_drain`]: queue with workers off, restart with workers on, time the drain.
+
+pub mod backlog_drain;
+pub mod commit_baseline;
+pub mod e2e;
+pub mod idle_latency;
+pub mod ingest;
+pub mod slow_neighbour;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::api::Api;
+use crate::ledger::{histogram, Ledger, Report};
+use crate::load::{Counters, LoadResult, Target};
+use crate::machine::{self, CpuUse, ProcSample};
+use crate::receiver::{Clock, Receiver};
+use crate::vow_process::{Database, VowProcess, VowSettings};
+
+/// Everything the command line decided.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How to start vow (the `workers` field is set per scenario).
+    pub vow: VowSettings,
+    /// PostgreSQL maintenance URL when running against PostgreSQL.
+    pub pg: Option<String>,
+    /// Overrides each scenario's default duration.
+    pub duration: Option<Duration>,
+    /// Closed-loop clients.
+    pub concurrency: usize,
+    /// Open-loop offered deliveries per second.
+    pub rate: f64,
+    /// Endpoint counts for `e2e`.
+    pub endpoints: Vec<usize>,
+    /// Bound on outstanding POSTs in open-loop runs.
+    pub max_in_flight: usize,
+    /// Messages queued by `backlog-drain`.
+    pub messages: u64,
+    /// Sequential messages sent by `idle-latency`.
+    pub idle_count: usize,
+}
+
+impl Options {
+    /// The scenario's duration: `--duration`, else `default`.
+    pub fn duration_or(&self, default: u64) -> Duration {
+        self.duration.unwrap_or(Duration::from_secs(default))
+    }
+
+    /// "sqlite" or "postgres".
+    pub fn backend(&self) -> &'static str {
+        if self.pg.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        }
+    }
+}
+
+/// CPU readings at the start of a measurement window.
+struct Window {
+    at: Instant,
+    vow: ProcSample,
+    bench: ProcSample,
+    postgres: Option<ProcSample>,
+}
+
+/// CPU used over a measurement window.
+#[derive(Debug)]
+pub struct Cpu {
+    /// The vow process.
+    pub vow: CpuUse,
+    /// This process (load generator and receiver).
+    pub bench: CpuUse,
+    /// The PostgreSQL server's processes, in `--pg` runs.
+    pub postgres: Option<CpuUse>,
+}
+
+/// A running system under test with its receiver and an application.
+pub struct Rig {
+    /// The run's database.
+    pub db: Database,
+    vow: Option<VowProcess>,
+    settings: VowSettings,
+    /// The in-process endpoints.
+    pub receiver: Receiver,
+    /// Where load goes.
+    pub target: Target,
+    /// Endpoints created.
+    pub endpoints: usize,
+    window: Option<Window>,
+    peak_rss: f64,
+}
+
+impl Rig {
+    /// A fresh database, vow (`workers` on or off), a receiver with `endpoints` endpoints
+    /// (`delays[i]` before endpoint i answers), an application and its endpoints.
+    pub async fn start(
+        opts: &Options,
+        workers: bool,
+        endpoints: usize,
+        delays: &[Duration],
+    ) -> anyhow::Result<Self> {
+        let db = match &opts.pg {
+            Some(url) => Database::postgres(url).await?,
+            None => Database::sqlite()?,
+        };
+        let settings = VowSettings {
+            workers,
+            ..opts.vow.clone()
+        };
+        let vow = VowProcess::start(&settings, &db).await?;
+        let clock = Clock::start();
+        let receiver = Receiver::start(clock, endpoints, delays).await?;
+        let api = Api::new(vow.base_url(), opts.max_in_flight.max(opts.concurrency))?;
+        let app = api.create_app().await?;
+        for i in 0..endpoints {
+            api.create_endpoint(&app, &receiver.url(i)).await?;
+        }
+        let target = Target {
+            api,
+            app,
+            clock,
+            counters: Arc::new(Counters::default()),
+        };
+        Ok(Self {
+            db,
+            vow: Some(vow),
+            settings,
+            receiver,
+            target,
+            endpoints,
+            window: None,
+            peak_rss: 0.0,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.vow.as_ref().map_or(0, VowProcess::pid)
+    }
+
+    /// Starts the CPU accounting window (vow, this process, and PostgreSQL's processes).
+    pub fn begin_window(&mut self) {
+        self.window = Some(Window {
+            at: Instant::now(),
+            vow: machine::sample(self.pid()),
+            bench: machine::sample(std::process::id()),
+            postgres: self
+                .db
+                .is_postgres()
+                .then(|| machine::sample_named("postgres")),
+        });
+    }
+
+    /// CPU used since [`Rig::begin_window`].
+    pub fn end_window(&mut self) -> Cpu {
+        let w = self.window.take().expect("begin_window first");
+        let wall = w.at.elapsed().as_secs_f64();
+        Cpu {
+            vow: CpuUse::between(&w.vow, &machine::sample(self.pid()), wall),
+            bench: CpuUse::between(&w.bench, &machine::sample(std::process::id()), wall),
+            postgres: w
+                .postgres
+                .map(|p0| CpuUse::between(&p0, &machine::sample_named("postgres"), wall)),
+        }
+    }
+
+    /// Stops vow (recording its peak RSS first).
+    pub async fn stop_vow(&mut self) -> anyhow::Result<()> {
+        if let Some(vow) = self.vow.take() {
+            self.peak_rss = self.peak_rss.max(machine::peak_rss_mib(vow.pid()));
+            if vow.log_lines() > 0 {
+                eprintln!("vow logged (last lines):\n{}", vow.log_tail());
+            }
+            vow.stop().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts vow again on the same database, with workers on or off.
+    pub async fn restart(&mut self, workers: bool) -> anyhow::Result<()> {
+        self.stop_vow().await?;
+        self.settings.workers = workers;
+        let vow = VowProcess::start(&self.settings, &self.db).await?;
+        self.vow = Some(vow);
+        Ok(())
+    }
+
+    /// Stops vow, counts what was stored, matches deliveries against acknowledged messages,
+    /// and drops the database. With `expect_deliveries`, every acknowledged message must reach
+    /// every endpoint, except that endpoint `may_lag` may leave some queued (the cutoff).
+    pub async fn close(
+        mut self,
+        load: &LoadResult,
+        expect_deliveries: bool,
+        may_lag: Option<usize>,
+    ) -> anyhow::Result<Closed> {
+        self.stop_vow().await?;
+        let stored = self.db.count_messages().await?;
+        let joined = Joined::new(load, &self.receiver, 0..self.endpoints);
+        let cutoff = may_lag.map_or(0, |ep| {
+            (load.acked.len() as u64).saturating_sub(joined.arrivals[ep].len() as u64)
+        });
+        let ledger = Ledger {
+            sent: load.sent,
+            acked: load.acked.len() as u64,
+            rejected: load.rejected,
+            failed: load.failed,
+            stored,
+            endpoints: if expect_deliveries {
+                self.endpoints as u64
+            } else {
+                0
+            },
+            delivered: joined.delivered,
+            cutoff,
+            duplicates: self.receiver.duplicates(),
+            unexpected: joined.unexpected + self.receiver.strays(),
+        };
+        if !expect_deliveries && joined.delivered > 0 {
+            eprintln!("warning: deliveries arrived although workers were off");
+        }
+        self.db.cleanup().await?;
+        Ok(Closed {
+            ledger,
+            joined,
+            peak_rss: self.peak_rss,
+        })
+    }
+}
+
+/// What a closed rig leaves: its books, the matched deliveries and vow's peak memory.
+#[derive(Debug)]
+pub struct Closed {
+    /// The run's ledger.
+    pub ledger: Ledger,
+    /// Deliveries matched to acknowledged messages.
+    pub joined: Joined,
+    /// Peak RSS (MiB) over every vow process the rig ran.
+    pub peak_rss: f64,
+}
+
+/// Deliveries matched against the messages that were acknowledged.
+#[derive(Debug)]
+pub struct Joined {
+    /// Unique deliveries of acknowledged ids.
+    pub delivered: u64,
+    /// Deliveries of ids not acknowledged.
+    pub unexpected: u64,
+    /// Arrival times (µs) per endpoint, of acknowledged ids, with their POST start time.
+    pub arrivals: Vec<Vec<(u64, u64)>>,
+}
+
+impl Joined {
+    /// Joins `load`'s acknowledged ids with what `receiver` saw on `endpoints`.
+    pub fn new(load: &LoadResult, receiver: &Receiver, endpoints: std::ops::Range<usize>) -> Self {
+        let sent: HashMap<&str, u64> = load.acked.iter().map(|a| (&*a.id, a.sent_us)).collect();
+        let mut out = Self {
+            delivered: 0,
+            unexpected: 0,
+            arrivals: Vec::new(),
+        };
+        for ep in endpoints {
+            let mut list = Vec::new();
+            for (id, at) in receiver.seen_at(ep) {
+                match sent.get(&*id) {
+                    Some(s) => list.push((at, *s)),
+                    None => out.unexpected += 1,
+                }
+            }
+            out.delivered += list.len() as u64;
+            out.arrivals.push(list);
+        }
+        out
+    }
+
+    /// POST -> receiver's first byte, over the endpoints `eps`.
+    pub fn latency(&self, eps: std::ops::Range<usize>) -> Histogram<u64> {
+        let mut h = histogram();
+        for ep in eps {
+            for (at, sent) in &self.arrivals[ep] {
+                let _ = h.record(at.saturating_sub(*sent).max(1));
+            }
+        }
+        h
+    }
+
+    /// Deliveries to endpoints `eps` that arrived in `[from, to]` µs.
+    pub fn count_between(&self, eps: std::ops::Range<usize>, from: u64, to: u64) -> u64 {
+        eps.map(|ep| {
+            self.arrivals[ep]
+                .iter()
+                .filter(|(at, _)| (from..=to).contains(at))
+                .count() as u64
+        })
+        .sum()
+    }
+
+    /// The last arrival (µs) on any endpoint.
+    pub fn last_arrival(&self) -> u64 {
+        self.arrivals
+            .iter()
+            .flatten()
+            .map(|(at, _)| *at)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The first arrival (µs) on any endpoint.
+    pub fn first_arrival(&self) -> u64 {
+        self.arrivals
+            .iter()
+            .flatten()
+            .map(|(at, _)| *at)
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+/// Adds the CPU and memory lines: vow's CPU per 1,000 `units` (and PostgreSQL's, in `--pg`
+/// runs), peak RSS, the busiest threads, this process's share and how busy the machine was.
+pub fn cpu_lines(r: &mut Report, cpu: &Cpu, units: u64, unit: &str, rss: f64) {
+    let per_1000 = |seconds: f64| {
+        if units == 0 {
+            0.0
+        } else {
+            seconds * 1000.0 / units as f64
+        }
+    };
+    let vow = &cpu.vow;
+    r.metric(&format!("vow_cpu_s_per_1000_{unit}"), per_1000(vow.seconds));
+    r.metric("vow_cores", vow.seconds / vow.wall.max(1e-9));
+    r.metric("vow_peak_rss_mib", rss);
+    r.metric("machine_busy_pct", 100.0 * cpu.bench.machine_busy);
+    r.line(format!(
+        "vow: {:.1} CPU-s in {:.1} s wall ({:.2} cores) = {:.3} CPU-s per 1,000 {unit}; peak RSS {rss:.1} MiB",
+        vow.seconds,
+        vow.wall,
+        vow.seconds / vow.wall.max(1e-9),
+        per_1000(vow.seconds)
+    ));
+    r.line(format!("vow threads: {}", vow.top_threads(4)));
+    if let Some(pg) = &cpu.postgres {
+        r.metric(&format!("pg_cpu_s_per_1000_{unit}"), per_1000(pg.seconds));
+        r.line(format!(
+            "postgres server: {:.1} CPU-s ({:.2} cores) = {:.3} CPU-s per 1,000 {unit}",
+            pg.seconds,
+            pg.seconds / pg.wall.max(1e-9),
+            per_1000(pg.seconds)
+        ));
+    }
+    let me = &cpu.bench;
+    r.line(format!(
+        "bench process (load + receiver): {:.2} cores; machine busy {:.0}% of {} CPUs; load avg now {}",
+        me.seconds / me.wall.max(1e-9),
+        100.0 * me.machine_busy,
+        machine::cpus(),
+        machine::load_average()
+    ));
+}
+
+/// "x.xx s" for µs.
+pub fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
