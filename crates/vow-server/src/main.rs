@@ -26,7 +26,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the API (and, as they land, the delivery and inbound workers) until SIGINT/SIGTERM.
+    /// Serve the API and run the delivery workers until SIGINT/SIGTERM (then finish in-flight
+    /// requests and attempts).
     Serve {
         /// Apply PostgreSQL migrations before serving (SQLite always migrates on start).
         #[arg(long)]
