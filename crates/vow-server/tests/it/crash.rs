@@ -30,21 +30,35 @@ struct Receiver {
     arrived: Arc<Notify>,
 }
 
+/// Marks an attempt open until it finishes or its connection goes away (the server drops the
+/// handler when a killed process's connection closes, so its attempt does not stay "open").
+struct OpenAttempt {
+    seen: Arc<Mutex<Seen>>,
+    id: String,
+}
+
+impl Drop for OpenAttempt {
+    fn drop(&mut self) {
+        self.seen.lock().unwrap().open.remove(&self.id);
+    }
+}
+
 async fn receive(State(r): State<Receiver>, headers: HeaderMap) -> StatusCode {
     let id = headers["webhook-id"].to_str().unwrap().to_string();
-    {
+    let attempt = {
         let mut s = r.seen.lock().unwrap();
         if !s.open.insert(id.clone()) {
             s.overlaps += 1;
         }
-    }
+        OpenAttempt {
+            seen: r.seen.clone(),
+            id: id.clone(),
+        }
+    };
     // Hold the attempt open a little, so overlapping attempts would be seen.
     tokio::time::sleep(Duration::from_millis(5)).await;
-    {
-        let mut s = r.seen.lock().unwrap();
-        s.open.remove(&id);
-        *s.count.entry(id).or_default() += 1;
-    }
+    drop(attempt);
+    *r.seen.lock().unwrap().count.entry(id).or_default() += 1;
     r.arrived.notify_waiters();
     StatusCode::OK
 }
@@ -123,7 +137,7 @@ impl Vow {
             .env("VOW_ADMIN_TOKEN", TOKEN)
             .env("VOW_ALLOWED_SUBNETS", "127.0.0.0/8")
             .env("VOW_RETRY_SCHEDULE", "1s,1s,1s,1s,1s")
-            .env("VOW_DELIVERY_LEASE_SECONDS", "2")
+            .env("VOW_DELIVERY_LEASE_SECONDS", "5")
             .env("VOW_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
