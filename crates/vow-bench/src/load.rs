@@ -45,6 +45,9 @@ pub struct LoadResult {
     pub window_us: (u64, u64),
     /// When the last POST was started (µs), to tell the achieved offered rate.
     pub last_send_us: u64,
+    /// Open loop: scheduled POSTs not sent by the end of the duration (the generator was held
+    /// back by `max_in_flight` because answers were slow).
+    pub unsent: u64,
 }
 
 impl LoadResult {
@@ -59,6 +62,7 @@ impl LoadResult {
             first_rejection: None,
             window_us: (0, 0),
             last_send_us: 0,
+            unsent: 0,
         }
     }
 
@@ -177,8 +181,9 @@ impl Target {
     }
 
     /// Posts `rate` messages per second for `duration` on a fixed schedule, whatever the
-    /// answers' latency, with at most `max_in_flight` POSTs outstanding (when that bound is hit
-    /// the schedule slips; the achieved offered rate is reported).
+    /// answers' latency, with at most `max_in_flight` POSTs outstanding. When that bound is hit
+    /// the schedule slips; sending still stops at `duration` (what was not sent by then is
+    /// [`LoadResult::unsent`]), so the achieved offered rate is sent / duration.
     pub async fn open_loop(
         &self,
         rate: f64,
@@ -189,15 +194,18 @@ impl Target {
         let start = self.clock.now_us();
         let sem = Arc::new(Semaphore::new(max_in_flight));
         let results = Arc::new(Mutex::new(LoadResult::new()));
+        let end = start + u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
         let mut issued = 0u64;
-        while issued < total {
+        while issued < total && self.clock.now_us() < end {
             let elapsed = (self.clock.now_us() - start) as f64 / 1e6;
             let due = ((elapsed * rate) as u64 + 1).min(total);
             while issued < due {
-                let permit = Arc::clone(&sem)
-                    .acquire_owned()
-                    .await
-                    .expect("semaphore open");
+                let wait = Duration::from_micros(end.saturating_sub(self.clock.now_us()));
+                let Ok(Ok(permit)) =
+                    tokio::time::timeout(wait, Arc::clone(&sem).acquire_owned()).await
+                else {
+                    break;
+                };
                 let target = self.clone();
                 let results = Arc::clone(&results);
                 tokio::spawn(async move {
@@ -215,6 +223,7 @@ impl Target {
         let _ = sem.acquire_many(all).await;
         let mut out = std::mem::take(&mut *results.lock().expect("results lock"));
         out.window_us = (start, self.clock.now_us());
+        out.unsent = total - issued;
         out
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 /// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux unless told otherwise).
 fn ticks_per_second() -> f64 {
@@ -72,6 +73,30 @@ pub fn machine_ticks() -> (u64, u64) {
     // idle + iowait are not busy.
     let idle = nums.get(3).copied().unwrap_or(0) + nums.get(4).copied().unwrap_or(0);
     (total - idle, total)
+}
+
+/// Whole-machine busy fraction (0..=1) over the next `window`.
+pub async fn busy_over(window: Duration) -> f64 {
+    let (b0, t0) = machine_ticks();
+    tokio::time::sleep(window).await;
+    let (b1, t1) = machine_ticks();
+    b1.saturating_sub(b0) as f64 / t1.saturating_sub(t0).max(1) as f64
+}
+
+/// Waits until the machine is quiet: busy below `max_busy` (0..=1) over 3 s, checked for up to
+/// `timeout`. Returns the last busy fraction seen and whether it was quiet.
+pub async fn wait_quiet(max_busy: f64, timeout: Duration) -> (f64, bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let busy = busy_over(Duration::from_secs(3)).await;
+        if busy <= max_busy {
+            return (busy, true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return (busy, false);
+        }
+        tokio::time::sleep(Duration::from_secs(7)).await;
+    }
 }
 
 /// utime + stime (ticks) and the `comm` of a `/proc/.../stat` line.

@@ -78,6 +78,11 @@ struct Cli {
     #[arg(long, default_value_t = 1024)]
     max_in_flight: usize,
 
+    /// Longest wait, after an open-loop load ends, for its deliveries to drain (e2e,
+    /// slow-neighbour); a run not drained by then is VOID.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    drain_cap: u64,
+
     /// Messages queued by backlog-drain.
     #[arg(long, default_value_t = 100_000)]
     messages: u64,
@@ -89,6 +94,11 @@ struct Cli {
     /// Repeat every scenario this many times and print medians.
     #[arg(long, default_value_t = 1)]
     runs: usize,
+
+    /// Before each scenario run, wait (up to 20 min) until the machine is below this busy
+    /// percentage over 3 s; 0 disables the wait.
+    #[arg(long, default_value_t = 0.0, value_name = "PCT")]
+    quiet_below: f64,
 
     /// Sets VOW_DELIVERY_MAX_IN_FLIGHT for the vow under test (default: vow's own).
     #[arg(long)]
@@ -166,6 +176,7 @@ fn main() -> anyhow::Result<()> {
         rate: cli.rate.max(1.0),
         endpoints: cli.endpoints.iter().copied().filter(|n| *n > 0).collect(),
         max_in_flight: cli.max_in_flight.max(1),
+        drain_cap: Duration::from_secs(cli.drain_cap),
         messages: cli.messages,
         idle_count: cli.idle_count,
     };
@@ -180,15 +191,35 @@ fn main() -> anyhow::Result<()> {
         }
     );
     let runtime = tokio::runtime::Runtime::new().context("starting tokio")?;
-    runtime.block_on(run_all(cli.scenario, cli.runs.max(1), &opts))
+    runtime.block_on(run_all(
+        cli.scenario,
+        cli.runs.max(1),
+        cli.quiet_below / 100.0,
+        &opts,
+    ))
 }
 
-async fn run_all(scenario: Scenario, runs: usize, opts: &Options) -> anyhow::Result<()> {
-    // title -> metric -> values of valid runs; title -> (valid, total) runs.
+async fn run_all(
+    scenario: Scenario,
+    runs: usize,
+    quiet_below: f64,
+    opts: &Options,
+) -> anyhow::Result<()> {
+    // title -> metric -> values (valid and VOID runs apart); title -> (valid, total) runs.
     let mut values: BTreeMap<String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    let mut void_values = values.clone();
     let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for run in 1..=runs {
         for s in scenario.expand() {
+            if quiet_below > 0.0 {
+                let (busy, quiet) =
+                    machine::wait_quiet(quiet_below, Duration::from_secs(1200)).await;
+                println!(
+                    "\n(machine busy {:.0}% over 3 s before this run{})",
+                    100.0 * busy,
+                    if quiet { "" } else { ": NOT QUIET, ran anyway" }
+                );
+            }
             println!(
                 "\n-- run {run}/{runs}: {s:?} (load average {})",
                 machine::load_average()
@@ -197,21 +228,30 @@ async fn run_all(scenario: Scenario, runs: usize, opts: &Options) -> anyhow::Res
                 print!("{}", report.render());
                 let c = counts.entry(report.title.clone()).or_default();
                 c.1 += 1;
-                if report.valid {
-                    c.0 += 1;
-                    let m = values.entry(report.title.clone()).or_default();
-                    for (name, v) in &report.metrics {
-                        m.entry(name.clone()).or_default().push(*v);
-                    }
+                c.0 += usize::from(report.valid);
+                let into = if report.valid {
+                    &mut values
+                } else {
+                    &mut void_values
+                };
+                let m = into.entry(report.title.clone()).or_default();
+                for (name, v) in &report.metrics {
+                    m.entry(name.clone()).or_default().push(*v);
                 }
             }
         }
     }
     if runs > 1 {
-        println!("\n== summary over {runs} runs: median [min .. max] of valid runs");
+        println!("\n== summary over {runs} runs: median [min .. max]");
         for (title, (valid, total)) in &counts {
-            println!("{title} ({valid} of {total} runs valid)");
-            for (name, vs) in values.get(title).into_iter().flatten() {
+            // Medians of the valid runs; when none balanced, of the VOID ones, so labelled.
+            let (which, set) = if *valid > 0 {
+                ("valid runs", &values)
+            } else {
+                ("VOID runs only", &void_values)
+            };
+            println!("{title} ({valid} of {total} runs valid; medians of {which})");
+            for (name, vs) in set.get(title).into_iter().flatten() {
                 let (median, min, max) = spread(vs);
                 println!("  {name:<34} {median:>12.2}  [{min:.2} .. {max:.2}]");
             }

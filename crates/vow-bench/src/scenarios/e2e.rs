@@ -33,7 +33,7 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
         .open_loop(msg_rate, duration, opts.max_in_flight)
         .await;
     let expected = load.acked.len() as u64 * n as u64;
-    let cap = Duration::from_secs((2 * duration.as_secs()).max(120));
+    let cap = opts.drain_cap;
     let drained = tokio::time::timeout(cap, rig.receiver.drain(expected, Duration::from_secs(15)))
         .await
         .unwrap_or(false);
@@ -59,9 +59,12 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
     r.metric("offered_deliveries_per_s", offered);
     r.metric("delivered_per_s", during);
     r.metric("delivered_per_s_second_half", second_half);
+    r.metric("unsent_messages", load.unsent as f64);
     r.line(format!(
-        "offered {offered:.0} deliveries/s ({:.0} msg/s x {n}); delivered/s during load {during:.0} (second half {second_half:.0})",
-        offered / n as f64
+        "offered {offered:.0} deliveries/s ({:.0} msg/s x {n}; {} scheduled messages unsent: {} POSTs were outstanding); delivered/s during load {during:.0} (second half {second_half:.0})",
+        offered / n as f64,
+        load.unsent,
+        opts.max_in_flight
     ));
     let window = secs(end - start);
     let in_window: Vec<Sample> = samples

@@ -46,6 +46,8 @@ pub struct Options {
     pub endpoints: Vec<usize>,
     /// Bound on outstanding POSTs in open-loop runs.
     pub max_in_flight: usize,
+    /// Longest wait for an open-loop run's deliveries to drain after the load.
+    pub drain_cap: Duration,
     /// Messages queued by `backlog-drain`.
     pub messages: u64,
     /// Sequential messages sent by `idle-latency`.
@@ -361,9 +363,13 @@ pub fn cpu_lines(r: &mut Report, cpu: &Cpu, units: u64, unit: &str, rss: f64) {
         ));
     }
     let me = &cpu.bench;
+    let cores = |c: &CpuUse| c.seconds / c.wall.max(1e-9);
+    let ours = cores(vow) + cores(me) + cpu.postgres.as_ref().map_or(0.0, cores);
+    let others = (me.machine_busy * machine::cpus() as f64 - ours).max(0.0);
+    r.metric("other_processes_cores", others);
     r.line(format!(
-        "bench process (load + receiver): {:.2} cores; machine busy {:.0}% of {} CPUs; load avg now {}",
-        me.seconds / me.wall.max(1e-9),
+        "bench process (load + receiver): {:.2} cores; machine busy {:.0}% of {} CPUs, of which other processes {others:.2} cores; load avg now {}",
+        cores(me),
         100.0 * me.machine_busy,
         machine::cpus(),
         machine::load_average()

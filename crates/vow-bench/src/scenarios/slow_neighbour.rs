@@ -32,7 +32,7 @@ async fn measure(opts: &Options, slow: bool) -> anyhow::Result<Measured> {
     let acked = load.acked.len() as u64;
     let first = usize::from(slow);
     let fast_expected = acked * (ENDPOINTS - first) as u64;
-    let cap = Duration::from_secs((2 * duration.as_secs()).max(120));
+    let cap = opts.drain_cap;
     let drained = rig
         .receiver
         .wait_until(cap, |r| {
