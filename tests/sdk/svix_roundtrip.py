@@ -14,8 +14,10 @@ from svix.api import (
     EndpointPatch,
     EndpointSecretRotateIn,
     EndpointUpsertIn,
+    EventExampleIn,
     EventTypeIn,
     EventTypeListOptions,
+    MessageAttemptListAttemptedMessagesOptions,
     MessageGetOptions,
     MessageIn,
     MessageListOptions,
@@ -188,6 +190,26 @@ def main() -> None:
         assert e.code == "conflict", e.code
     assert len(svix.message.list(app.id).data) == 2
     step("message.create with a repeated eventId raises HttpError 409")
+
+    # -- deliveries ---------------------------------------------------------------------------
+    # The discard port is refused by the egress guard, so the delivery may be anything but sent.
+    dests = svix.message_attempt.list_attempted_destinations(app.id, msg.id)
+    assert [d.id for d in dests.data] == [ep.id], dests
+    assert dests.data[0].status_text in ("pending", "sending", "fail"), dests
+    step("message_attempt.list_attempted_destinations")
+
+    sent = svix.message_attempt.list_attempted_messages(
+        app.id, ep.id, MessageAttemptListAttemptedMessagesOptions(with_content=True)
+    )
+    assert [m.id for m in sent.data] == [msg.id] and sent.data[0].payload == payload, sent
+    step("message_attempt.list_attempted_messages")
+
+    example = svix.endpoint.send_example(app.id, ep.id, EventExampleIn(event_type=et_name))
+    assert example.event_type == et_name and example.id != msg.id, example
+    sent = svix.message_attempt.list_attempted_messages(app.id, ep.id)
+    assert [m.id for m in sent.data] == [example.id, msg.id], sent
+    assert len(svix.message.list(app.id).data) == 3
+    step("endpoint.send_example")
 
     # -- clean up -----------------------------------------------------------------------------
     svix.endpoint.delete(app.id, ep.id)

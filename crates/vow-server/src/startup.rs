@@ -92,6 +92,9 @@ pub async fn dispatcher(
     let egress = vow_egress::EgressClient::new(vow_egress::EgressConfig {
         policy: config.address_policy()?,
         request_timeout: settings.timeout,
+        // Many endpoints can share one host (a gateway, or one receiver in tests): every
+        // connection an attempt may hold stays open, rather than reconnecting per attempt.
+        pool_max_idle_per_host: settings.max_in_flight,
         ..Default::default()
     })
     .context("building the outbound HTTP client")?;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgPool, Postgres, QueryBuilder};
-use vow_core::{AppId, EndpointId};
+use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::{Endpoint, EndpointFields, EndpointKey, Metadata, NewEndpoint, Seek, StoreResult};
 
 use crate::convert::{self, not_found};
@@ -138,13 +138,25 @@ pub(crate) async fn get(
     .transpose()
 }
 
-pub(crate) async fn list(pool: &PgPool, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
+/// An application's endpoints; with `msg`, only those that message has a delivery to.
+pub(crate) async fn list<'c>(
+    ex: impl sqlx::PgExecutor<'c>,
+    app: AppId,
+    msg: Option<MessageId>,
+    seek: &Seek,
+) -> StoreResult<Vec<Endpoint>> {
     let mut qb =
         QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM endpoints WHERE app_id = "));
     qb.push_bind(app.to_string());
+    if let Some(msg) = msg {
+        qb.push(" AND id IN (SELECT endpoint_id FROM deliveries WHERE app_id = endpoints.app_id")
+            .push(" AND msg_id = ")
+            .push_bind(msg.to_string())
+            .push(")");
+    }
     push_seek(&mut qb, "id", seek);
     qb.build_query_as::<EndpointRow>()
-        .fetch_all(pool)
+        .fetch_all(ex)
         .await
         .map_err(db_error)?
         .into_iter()

@@ -2,12 +2,13 @@
 //! message, in the same transaction.
 //!
 //! The payload is stored as TEXT exactly as the client sent it: JSONB would reorder keys and
-//! change what the endpoint's signature covers.
+//! change what the endpoint's signature covers. With `only`, a message goes to that one endpoint
+//! whatever its filters (send-example).
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, QueryBuilder};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
-use vow_core::{AppId, DeliveryId};
+use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_store::{
     CreatedMessage, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
     StoreResult,
@@ -63,7 +64,11 @@ struct FanOutRow {
 /// application's endpoints are read (key-share locked: a concurrent delete waits and then
 /// cascades to our rows) and one delivery per match is inserted in a single `UNNEST` statement.
 /// Any error drops the transaction, which rolls it back.
-pub(crate) async fn create(pool: &PgPool, new: NewMessage) -> StoreResult<CreatedMessage> {
+pub(crate) async fn create(
+    pool: &PgPool,
+    new: NewMessage,
+    only: Option<EndpointId>,
+) -> StoreResult<CreatedMessage> {
     let app_id = new.app_id.to_string();
     let msg_id = new.id.to_string();
     let mut tx = pool.begin().await.map_err(db_error)?;
@@ -96,12 +101,16 @@ pub(crate) async fn create(pool: &PgPool, new: NewMessage) -> StoreResult<Create
 
     let endpoints = sqlx::query_as::<_, FanOutRow>(
         "SELECT id, disabled, event_types, channels FROM endpoints
-         WHERE app_id = $1 ORDER BY id FOR KEY SHARE",
+         WHERE app_id = $1 AND ($2::text IS NULL OR id = $2) ORDER BY id FOR KEY SHARE",
     )
     .bind(&app_id)
+    .bind(only.map(|ep| ep.to_string()))
     .fetch_all(&mut *tx)
     .await
     .map_err(db_error)?;
+    if only.is_some() && endpoints.is_empty() {
+        return Err(not_found("endpoint"));
+    }
 
     let channels = new.channels.as_deref().unwrap_or_default();
     let mut ids = Vec::new();
@@ -112,7 +121,7 @@ pub(crate) async fn create(pool: &PgPool, new: NewMessage) -> StoreResult<Create
             event_types: ep.event_types.as_deref(),
             channels: ep.channels.as_deref(),
         };
-        if !endpoint_matches(filter, &new.event_type, channels) {
+        if only.is_none() && !endpoint_matches(filter, &new.event_type, channels) {
             continue;
         }
         let status = if ep.disabled {
@@ -175,10 +184,19 @@ pub(crate) async fn get(
     .transpose()
 }
 
-pub(crate) async fn list(
-    pool: &PgPool,
+/// Restricts a message listing to the messages with a delivery to one endpoint, optionally in
+/// one state (an SQL condition over `deliveries`; `$now` stands for the bound time).
+pub(crate) struct DeliveredTo {
+    pub(crate) endpoint: EndpointId,
+    pub(crate) status: Option<&'static str>,
+    pub(crate) now: DateTime<Utc>,
+}
+
+pub(crate) async fn list<'c>(
+    ex: impl sqlx::PgExecutor<'c>,
     app: AppId,
     filter: &MessageFilter,
+    delivered_to: Option<&DeliveredTo>,
     seek: &Seek,
 ) -> StoreResult<Vec<Message>> {
     let mut qb =
@@ -200,9 +218,23 @@ pub(crate) async fn list(
     if let Some(after) = filter.after {
         qb.push(" AND created_at > ").push_bind(after);
     }
+    if let Some(to) = delivered_to {
+        qb.push(" AND id IN (SELECT msg_id FROM deliveries WHERE app_id = messages.app_id")
+            .push(" AND endpoint_id = ")
+            .push_bind(to.endpoint.to_string());
+        if let Some(status) = to.status {
+            let mut parts = status.split("$now");
+            qb.push(" AND (").push(parts.next().unwrap_or_default());
+            for part in parts {
+                qb.push_bind(to.now).push(part);
+            }
+            qb.push(")");
+        }
+        qb.push(")");
+    }
     push_seek(&mut qb, "id", seek);
     qb.build_query_as::<MessageRow>()
-        .fetch_all(pool)
+        .fetch_all(ex)
         .await
         .map_err(db_error)?
         .into_iter()

@@ -92,7 +92,7 @@ impl Store for PgStore {
     }
 
     async fn list_endpoints(&self, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
-        endpoint::list(&self.pool, app, seek).await
+        endpoint::list(&self.pool, app, None, seek).await
     }
 
     async fn update_endpoint(
@@ -128,7 +128,15 @@ impl Store for PgStore {
     }
 
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
-        message::create(&self.pool, new).await
+        message::create(&self.pool, new, None).await
+    }
+
+    async fn create_message_to_endpoint(
+        &self,
+        new: NewMessage,
+        endpoint: EndpointId,
+    ) -> StoreResult<CreatedMessage> {
+        message::create(&self.pool, new, Some(endpoint)).await
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {
@@ -141,7 +149,7 @@ impl Store for PgStore {
         filter: &MessageFilter,
         seek: &Seek,
     ) -> StoreResult<Vec<Message>> {
-        message::list(&self.pool, app, filter, seek).await
+        message::list(&self.pool, app, filter, None, seek).await
     }
 
     async fn list_deliveries(&self, app: AppId, msg: MessageId) -> StoreResult<Vec<Delivery>> {

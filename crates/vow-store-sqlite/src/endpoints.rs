@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use vow_core::{AppId, EndpointId, RetrySchedule};
+use vow_core::{AppId, EndpointId, MessageId, RetrySchedule};
 use vow_store::queue::DeliveryTarget;
 use vow_store::{
     DeliveryOptions, Endpoint, EndpointFields, EndpointKey, EndpointSecret, NewEndpoint, Seek,
@@ -141,17 +141,36 @@ pub(crate) fn get(conn: &Connection, app: AppId, key: &EndpointKey) -> Result<Op
         .optional()?)
 }
 
-pub(crate) fn list(conn: &Connection, app: AppId, seek: &Seek) -> Result<Vec<Endpoint>> {
+/// An application's endpoints; with `msg`, only those that message has a delivery to.
+pub(crate) fn list(
+    conn: &Connection,
+    app: AppId,
+    msg: Option<MessageId>,
+    seek: &Seek,
+) -> Result<Vec<Endpoint>> {
+    let mut filters = vec!["app_id = ?1"];
+    if msg.is_some() {
+        filters
+            .push("id IN (SELECT endpoint_id FROM deliveries WHERE app_id = ?1 AND msg_id = ?2)");
+    }
     let sql = seek_sql(
         &format!("{COLUMNS} FROM endpoints"),
-        &["app_id = ?1"],
+        &filters,
         "id",
         seek,
-        2,
         3,
+        4,
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![app.to_string(), seek.after, seek.fetch()], from_row)?;
+    let rows = stmt.query_map(
+        params![
+            app.to_string(),
+            msg.map(|m| m.to_string()),
+            seek.after,
+            seek.fetch()
+        ],
+        from_row,
+    )?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

@@ -19,6 +19,7 @@
 //!   resend/replay, retention).
 //! - `writer`: the writer thread, batching and group commit.
 //! - `readers`: the read connection pool.
+//! - `checkpointer`: WAL checkpoints on their own thread, off the writer's path.
 //! - `migrate`: the embedded, forward-only migrations in `migrations/`.
 //! - `error`: SQLite errors → [`vow_store::StoreError`] (unique violations → `Conflict`, ...).
 //! - `rows`: column encodings shared by the entity modules (times, ids, JSON, keyset seeks).
@@ -28,6 +29,7 @@
 #![warn(missing_docs)]
 
 mod apps;
+mod checkpointer;
 mod endpoints;
 mod error;
 mod event_types;
@@ -57,6 +59,7 @@ use vow_store::{
     NewEndpoint, NewMessage, Seek, Store, StoreError, StoreResult,
 };
 
+use crate::checkpointer::Checkpointer;
 use crate::readers::Readers;
 use crate::writer::Writer;
 
@@ -75,6 +78,7 @@ pub struct SqliteStore {
     path: PathBuf,
     writer: Writer,
     readers: Arc<Readers>,
+    _checkpointer: Checkpointer,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -146,10 +150,13 @@ impl SqliteStore {
             Readers::open(path, READERS, configure).map_err(|e| failed(error::from_sqlite(e)))?;
         let writer =
             Writer::spawn(conn).map_err(|e| failed(StoreError::Unavailable(Box::new(e))))?;
+        let checkpointer = Checkpointer::spawn(path, configure)
+            .map_err(|e| failed(StoreError::Unavailable(Box::new(e))))?;
         Ok(SqliteStore {
             path: path.to_owned(),
             writer,
             readers,
+            _checkpointer: checkpointer,
         })
     }
 
@@ -331,7 +338,8 @@ impl Store for SqliteStore {
 
     async fn list_endpoints(&self, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
         let seek = seek.clone();
-        self.read(move |c| endpoints::list(c, app, &seek)).await
+        self.read(move |c| endpoints::list(c, app, None, &seek))
+            .await
     }
 
     async fn update_endpoint(
@@ -371,7 +379,16 @@ impl Store for SqliteStore {
     }
 
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
-        self.write(move |c| messages::create(c, new)).await
+        self.write(move |c| messages::create(c, new, None)).await
+    }
+
+    async fn create_message_to_endpoint(
+        &self,
+        new: NewMessage,
+        endpoint: EndpointId,
+    ) -> StoreResult<CreatedMessage> {
+        self.write(move |c| messages::create(c, new, Some(endpoint)))
+            .await
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {
@@ -387,7 +404,7 @@ impl Store for SqliteStore {
     ) -> StoreResult<Vec<Message>> {
         let filter = filter.clone();
         let seek = seek.clone();
-        self.read(move |c| messages::list(c, app, &filter, &seek))
+        self.read(move |c| messages::list(c, app, &filter, None, &seek))
             .await
     }
 

@@ -4,19 +4,20 @@
 //! `(app_id, event_id)` index turns a duplicate into a `Conflict`), then writes one delivery row
 //! per endpoint that [`vow_core::matching::endpoint_matches`] accepts: `pending` and due now, or
 //! `held` when the endpoint is disabled. Its savepoint makes the whole of it all-or-nothing.
+//! With `only`, the message goes to that one endpoint whatever its filters (send-example).
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
-use vow_core::{AppId, DeliveryId, MessageId};
+use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
 use vow_store::{
     CreatedMessage, Delivery, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
 };
 
-use crate::apps;
 use crate::error::Result;
 use crate::rows::{
     id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json, truncate,
 };
+use crate::{apps, endpoints};
 
 const COLUMNS: &str =
     "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at";
@@ -34,8 +35,15 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
     })
 }
 
-pub(crate) fn create(conn: &Connection, new: NewMessage) -> Result<CreatedMessage> {
+pub(crate) fn create(
+    conn: &Connection,
+    new: NewMessage,
+    only: Option<EndpointId>,
+) -> Result<CreatedMessage> {
     apps::require(conn, &new.app_id)?;
+    if let Some(ep) = &only {
+        endpoints::require(conn, &new.app_id, ep)?;
+    }
     let app = new.app_id.to_string();
     let msg = new.id.to_string();
     let now = micros(new.now);
@@ -57,9 +65,11 @@ pub(crate) fn create(conn: &Connection, new: NewMessage) -> Result<CreatedMessag
 
     let channels: &[String] = new.channels.as_deref().unwrap_or(&[]);
     let mut endpoints = conn.prepare_cached(
-        "SELECT id, event_types, channels, disabled FROM endpoints WHERE app_id = ?1",
+        "SELECT id, event_types, channels, disabled FROM endpoints
+         WHERE app_id = ?1 AND (?2 IS NULL OR id = ?2)",
     )?;
-    let mut rows = endpoints.query([&app])?;
+    let only = only.map(|ep| ep.to_string());
+    let mut rows = endpoints.query(params![app, only])?;
     let mut insert = conn.prepare_cached(
         "INSERT INTO deliveries
          (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
@@ -73,7 +83,7 @@ pub(crate) fn create(conn: &Connection, new: NewMessage) -> Result<CreatedMessag
             event_types: event_types.as_deref(),
             channels: wanted.as_deref(),
         };
-        if !endpoint_matches(filter, &new.event_type, channels) {
+        if only.is_none() && !endpoint_matches(filter, &new.event_type, channels) {
             continue;
         }
         let endpoint: String = row.get(0)?;
@@ -126,34 +136,50 @@ pub(crate) fn get(conn: &Connection, app: AppId, key: &MessageKey) -> Result<Opt
         .optional()?)
 }
 
+/// Restricts a message listing to the messages with a delivery to one endpoint, optionally in
+/// one state (an SQL condition over `deliveries` that may use `?7` for now).
+pub(crate) struct DeliveredTo {
+    pub(crate) endpoint: EndpointId,
+    pub(crate) status: Option<&'static str>,
+    pub(crate) now: i64,
+}
+
 pub(crate) fn list(
     conn: &Connection,
     app: AppId,
     filter: &MessageFilter,
+    delivered_to: Option<&DeliveredTo>,
     seek: &Seek,
 ) -> Result<Vec<Message>> {
     // Only the conditions in use appear in the text (a handful of variants, each cached), and
     // every parameter is always bound (NULL when unused).
-    let mut filters = vec!["app_id = ?1"];
+    let mut filters = vec!["app_id = ?1".to_string()];
     if !filter.event_types.is_empty() {
-        filters.push("event_type IN (SELECT value FROM json_each(?2))");
+        filters.push("event_type IN (SELECT value FROM json_each(?2))".into());
     }
     if filter.channel.is_some() {
-        filters.push("EXISTS (SELECT 1 FROM json_each(messages.channels) WHERE value = ?3)");
+        filters.push("EXISTS (SELECT 1 FROM json_each(messages.channels) WHERE value = ?3)".into());
     }
     if filter.before.is_some() {
-        filters.push("created_at < ?4");
+        filters.push("created_at < ?4".into());
     }
     if filter.after.is_some() {
-        filters.push("created_at > ?5");
+        filters.push("created_at > ?5".into());
     }
+    if let Some(to) = delivered_to {
+        let status = to.status.map(|s| format!(" AND ({s})")).unwrap_or_default();
+        filters.push(format!(
+            "id IN (SELECT msg_id FROM deliveries WHERE app_id = ?1 AND endpoint_id = ?6{status})"
+        ));
+    }
+    let filters: Vec<&str> = filters.iter().map(String::as_str).collect();
     let sql = seek_sql(
         &format!("{COLUMNS} FROM messages"),
         &filters,
         "id",
         seek,
-        6,
-        7,
+        8,
+        9,
     );
     let event_types = if filter.event_types.is_empty() {
         None
@@ -168,6 +194,8 @@ pub(crate) fn list(
             filter.channel,
             filter.before.map(micros),
             filter.after.map(micros),
+            delivered_to.map(|d| d.endpoint.to_string()),
+            delivered_to.map(|d| d.now),
             seek.after,
             seek.fetch(),
         ],

@@ -19,6 +19,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0002_delivery_queue",
         include_str!("../migrations/0002_delivery_queue.sql"),
     ),
+    (
+        "0003_claim_by_endpoint",
+        include_str!("../migrations/0003_claim_by_endpoint.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

@@ -118,6 +118,7 @@ macro_rules! conformance_suite {
             // delivery queue: claims and leases
             a_claim_takes_only_due_pending_unleased_deliveries_earliest_first,
             a_claim_skips_the_endpoints_it_is_told_to_skip,
+            a_claim_gives_each_endpoint_at_most_its_room,
             a_claim_carries_the_payload_the_event_type_and_the_endpoint_target,
             an_expired_or_expunged_payload_is_claimed_as_none,
             concurrent_claims_never_return_the_same_delivery,
@@ -144,6 +145,10 @@ macro_rules! conformance_suite {
             replay_makes_failed_deliveries_pending_again_spaced_in_creation_order,
             replay_filters_by_time_event_type_and_last_status_and_a_dry_run_changes_nothing,
             endpoint_stats_count_deliveries_by_state_within_the_window,
+            // delivery queue: attempted destinations and messages, send-example
+            attempted_destinations_are_the_messages_endpoints_with_their_status,
+            attempted_messages_are_an_endpoints_messages_filtered_by_status_and_fields,
+            a_message_to_one_endpoint_is_delivered_there_only,
         );
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
@@ -180,6 +185,7 @@ mod tests {
             include_str!("conformance/queue/retention.rs"),
             include_str!("conformance/queue/operators.rs"),
             include_str!("conformance/queue/replay.rs"),
+            include_str!("conformance/queue/attempted.rs"),
         ];
         let mut count = 0;
         for source in modules {

@@ -145,6 +145,15 @@ pub trait Store: Send + Sync + 'static {
     /// when the application is gone. Nothing is written on any error.
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage>;
 
+    /// Writes a message with one delivery row, to `endpoint` only, whatever its filters (Svix's
+    /// send-example), in one transaction; `Held` when the endpoint is disabled. `NotFound` when
+    /// the application or the endpoint (within it) is gone; nothing is written on any error.
+    async fn create_message_to_endpoint(
+        &self,
+        new: NewMessage,
+        endpoint: EndpointId,
+    ) -> StoreResult<CreatedMessage>;
+
     /// Finds a message of `app` by id or event id.
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>>;
 

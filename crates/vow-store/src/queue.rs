@@ -7,11 +7,13 @@
 //! over cannot overwrite the newer owner's result). Claims and records are batched so one
 //! transaction serves many deliveries.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, AttemptId, DeliveryId, EndpointId, MessageId};
 
-use crate::model::{Delivery, EndpointSecret};
+use crate::model::{Delivery, DeliveryStatus, Endpoint, EndpointSecret, Message, MessageFilter};
 use crate::{Seek, StoreResult};
 
 /// Identifies one lease of one delivery; a new claim makes a new token.
@@ -26,10 +28,49 @@ pub struct ClaimRequest {
     pub now: DateTime<Utc>,
     /// The lease lasts until `now + lease`.
     pub lease: chrono::Duration,
-    /// At most this many, earliest `next_attempt_at` first.
+    /// At most this many, endpoint by endpoint: the endpoint whose earliest due delivery has
+    /// waited longest first, each endpoint's earliest due deliveries up to its room (a store may
+    /// take expired leases, which are overdue, first). A claim that returns fewer left nothing
+    /// claimable behind.
     pub limit: usize,
-    /// Skip deliveries to these endpoints (they are saturated in this process).
-    pub skip_endpoints: Vec<EndpointId>,
+    /// At most this many per endpoint (what each endpoint has room for in this process).
+    pub room: EndpointRoom,
+}
+
+/// How many deliveries a claim may hand out per endpoint: [`default`](Self::default) for most,
+/// fewer for the endpoints that already have some in flight (0 skips an endpoint).
+///
+/// A store finds work endpoint by endpoint, so an endpoint without room costs a claim nothing,
+/// however long its backlog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointRoom {
+    /// The room of an endpoint not in `except`.
+    pub default: usize,
+    /// Endpoints with less room than `default`.
+    pub except: HashMap<EndpointId, usize>,
+}
+
+impl EndpointRoom {
+    /// No per-endpoint bound.
+    pub fn unlimited() -> Self {
+        Self {
+            default: usize::MAX,
+            except: HashMap::new(),
+        }
+    }
+
+    /// No per-endpoint bound, except that `skipped` get nothing.
+    pub fn skipping(skipped: impl IntoIterator<Item = EndpointId>) -> Self {
+        Self {
+            except: skipped.into_iter().map(|ep| (ep, 0)).collect(),
+            ..Self::unlimited()
+        }
+    }
+
+    /// The room of `endpoint`.
+    pub fn of(&self, endpoint: &EndpointId) -> usize {
+        self.except.get(endpoint).copied().unwrap_or(self.default)
+    }
 }
 
 /// Everything a worker needs to attempt one delivery, read in the claiming transaction.
@@ -213,6 +254,82 @@ pub struct DeliveryStats {
     pub fail: u64,
 }
 
+/// Where a delivery stands as Svix reports it (`MessageStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageStatus {
+    /// Delivered.
+    Success,
+    /// Waiting for an attempt, or `held` behind a disabled endpoint (it goes out once replayed).
+    Pending,
+    /// Dead-lettered.
+    Fail,
+    /// Leased by a worker: an attempt is under way.
+    Sending,
+}
+
+impl MessageStatus {
+    /// The status of a delivery in `status` whose lease (if any) ends at `lease_until`, at `now`.
+    pub fn of(
+        status: DeliveryStatus,
+        lease_until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        match status {
+            DeliveryStatus::Delivered => MessageStatus::Success,
+            DeliveryStatus::DeadLettered => MessageStatus::Fail,
+            DeliveryStatus::Pending if lease_until.is_some_and(|t| t > now) => {
+                MessageStatus::Sending
+            }
+            DeliveryStatus::Pending | DeliveryStatus::Held => MessageStatus::Pending,
+        }
+    }
+}
+
+/// A delivery with its Svix status at the time it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryState {
+    /// The delivery.
+    pub delivery: Delivery,
+    /// Its status.
+    pub status: MessageStatus,
+}
+
+impl DeliveryState {
+    /// For backends: pairs each listed row with its delivery's state, found in `states` under
+    /// `key(row)`; a row whose delivery is not there (deleted in between) is left out.
+    pub fn pair<T, U>(
+        rows: Vec<T>,
+        mut states: HashMap<String, DeliveryState>,
+        key: impl Fn(&T) -> String,
+        pair: impl Fn(T, DeliveryState) -> U,
+    ) -> Vec<U> {
+        rows.into_iter()
+            .filter_map(|row| {
+                let state = states.remove(&key(&row))?;
+                Some(pair(row, state))
+            })
+            .collect()
+    }
+}
+
+/// One endpoint a message was sent to (Svix's `MessageEndpointOut`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptedDestination {
+    /// The endpoint as it is now.
+    pub endpoint: Endpoint,
+    /// The message's delivery to it.
+    pub delivery: DeliveryState,
+}
+
+/// One message sent to an endpoint (Svix's `EndpointMessageOut`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptedMessage {
+    /// The message.
+    pub message: Message,
+    /// Its delivery to the endpoint.
+    pub delivery: DeliveryState,
+}
+
 /// The delivery queue. Implemented by every backend next to [`crate::Store`].
 #[async_trait]
 pub trait DeliveryQueue: Send + Sync + 'static {
@@ -289,6 +406,29 @@ pub trait DeliveryQueue: Send + Sync + 'static {
         until: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> StoreResult<DeliveryStats>;
+
+    /// The endpoints `msg` has a delivery to, ordered by endpoint id, each with that delivery's
+    /// status at `now`. Empty when the message is not `app`'s.
+    async fn list_attempted_destinations(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedDestination>>;
+
+    /// The messages of `app` with a delivery to `endpoint`, ordered by message id, filtered as
+    /// [`crate::Store::list_messages`] does and, with `status`, by the delivery's status at
+    /// `now`. Empty when the endpoint is not `app`'s.
+    async fn list_attempted_messages(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &MessageFilter,
+        status: Option<MessageStatus>,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedMessage>>;
 
     /// Removes a message's payload (and its attempts' response bodies). `NotFound` when absent.
     async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()>;

@@ -5,11 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use vow_core::{DeliveryId, EndpointId};
-use vow_store::queue::{AttemptOutcome, ClaimRequest, ClaimedDelivery, LeaseToken, Recorded};
+use vow_store::queue::{
+    AttemptOutcome, ClaimRequest, ClaimedDelivery, EndpointRoom, LeaseToken, Recorded,
+};
 use vow_store::{Delivery, DeliveryQueue, StoreResult};
 
 use super::attempt::{self, AttemptEnv};
@@ -41,11 +43,13 @@ struct Shared {
     throttle: Throttle,
 }
 
+/// Claimed deliveries not yet recorded: their leases, and how many each endpoint has. A claim
+/// only hands an endpoint the room it has left, so this is also what bounds each endpoint's
+/// concurrency.
 #[derive(Default)]
 struct InFlight {
     leases: HashMap<DeliveryId, (LeaseToken, EndpointId)>,
     per_endpoint: HashMap<EndpointId, usize>,
-    limits: HashMap<EndpointId, Arc<Semaphore>>,
 }
 
 impl Shared {
@@ -53,29 +57,27 @@ impl Shared {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Free slots, and the endpoints that are at their limit.
-    fn capacity(&self, settings: &DeliverySettings) -> (usize, Vec<EndpointId>) {
+    /// Free slots, and the room each endpoint has left.
+    fn capacity(&self, settings: &DeliverySettings) -> (usize, EndpointRoom) {
         let f = self.lock();
         let free = settings.max_in_flight.saturating_sub(f.leases.len());
-        let saturated = f
-            .per_endpoint
-            .iter()
-            .filter(|(_, n)| **n >= settings.max_per_endpoint)
-            .map(|(ep, _)| *ep)
-            .collect();
-        (free, saturated)
+        let room = EndpointRoom {
+            default: settings.max_per_endpoint,
+            except: f
+                .per_endpoint
+                .iter()
+                .map(|(ep, n)| (*ep, settings.max_per_endpoint.saturating_sub(*n)))
+                .collect(),
+        };
+        (free, room)
     }
 
-    /// Registers a claimed delivery; returns its endpoint's concurrency limit.
-    fn start(&self, c: &ClaimedDelivery, per_endpoint: usize) -> Arc<Semaphore> {
+    /// Registers a claimed delivery.
+    fn start(&self, c: &ClaimedDelivery) {
         let mut f = self.lock();
         let ep = c.delivery.endpoint_id;
         f.leases.insert(c.delivery.id, (c.lease.clone(), ep));
         *f.per_endpoint.entry(ep).or_default() += 1;
-        f.limits
-            .entry(ep)
-            .or_insert_with(|| Arc::new(Semaphore::new(per_endpoint)))
-            .clone()
     }
 
     /// Forgets recorded deliveries and wakes the claim loop.
@@ -87,7 +89,6 @@ impl Shared {
                     *n -= 1;
                     if *n == 0 {
                         f.per_endpoint.remove(&ep);
-                        f.limits.remove(&ep);
                     }
                 }
             }
@@ -156,8 +157,11 @@ impl Dispatcher {
         let mut backoff = Duration::from_millis(50);
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
-            let (free, saturated) = shared.capacity(&self.settings);
-            if free == 0 {
+            let (free, room) = shared.capacity(&self.settings);
+            // While attempts run, wait for a worthwhile batch of free slots: every claim costs a
+            // store round trip (and on SQLite a turn of the one writer) however few it takes.
+            let running = self.settings.max_in_flight - free;
+            if free == 0 || (running > 0 && free < self.settings.max_in_flight / 8) {
                 tokio::select! {
                     _ = shared.freed.notified() => continue,
                     _ = shutdown.cancelled() => break,
@@ -167,7 +171,7 @@ impl Dispatcher {
                 now: Utc::now().trunc_subsecs(6),
                 lease: chrono::Duration::from_std(self.settings.lease).unwrap_or_default(),
                 limit: free.min(self.settings.claim_batch),
-                skip_endpoints: saturated,
+                room,
             };
             let claimed = match self.queue.claim_deliveries(&request).await {
                 Ok(claimed) => claimed,
@@ -184,10 +188,9 @@ impl Dispatcher {
             backoff = Duration::from_millis(50);
             let full = claimed.len() == request.limit;
             for c in claimed {
-                let limit = shared.start(&c, self.settings.max_per_endpoint);
+                shared.start(&c);
                 let (env, shared, outcomes) = (self.env.clone(), shared.clone(), outcomes.clone());
                 tasks.spawn(async move {
-                    let _slot = limit.acquire_owned().await;
                     if let Some(rate) = c.endpoint.throttle_rate {
                         shared.throttle.wait(c.delivery.endpoint_id, rate).await;
                     }
@@ -199,7 +202,7 @@ impl Dispatcher {
             if full {
                 continue;
             }
-            let idle = self.idle_wait().await;
+            let idle = self.idle_wait(request.now).await;
             tokio::select! {
                 _ = self.wake.notified() => {},
                 _ = shared.freed.notified() => {},
@@ -231,7 +234,7 @@ impl Dispatcher {
                 now,
                 lease: chrono::Duration::from_std(self.settings.lease).unwrap_or_default(),
                 limit: self.settings.claim_batch,
-                skip_endpoints: Vec::new(),
+                room: EndpointRoom::unlimited(),
             };
             let claimed = self.queue.claim_deliveries(&request).await?;
             if claimed.is_empty() {
@@ -253,11 +256,14 @@ impl Dispatcher {
         }
     }
 
-    /// How long to sleep with nothing to do: until the next delivery is due, at most the poll
-    /// interval (work queued by another process only shows up by polling).
-    async fn idle_wait(&self) -> Duration {
+    /// How long to sleep after a claim at `claimed_at` took everything it could: until the next
+    /// delivery is due, at most the poll interval (work queued by another process only shows up
+    /// by polling). A delivery that was already due at `claimed_at` and not taken belongs to an
+    /// endpoint without room: only a freed slot (which wakes the loop) makes it claimable.
+    async fn idle_wait(&self, claimed_at: DateTime<Utc>) -> Duration {
         let poll = self.settings.poll_interval;
         match self.queue.next_due().await {
+            Ok(Some(due)) if due <= claimed_at => poll,
             Ok(Some(due)) => (due - Utc::now()).to_std().unwrap_or_default().min(poll),
             Ok(None) => poll,
             Err(e) => {

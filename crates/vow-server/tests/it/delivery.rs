@@ -7,19 +7,20 @@ use std::str::FromStr;
 use chrono::{Duration, Utc};
 use serde_json::json;
 use vow_core::{AppId, MessageId};
-use vow_store::queue::AttemptFilter;
+use vow_store::queue::{AttemptFilter, NewAttempt};
 use vow_store::{DeliveryStatus, MessageKey, Order, Seek};
 
 use crate::helpers::{delivery_config, TestApp};
 use crate::receiver::{seed_sha256_ok, standard_signature_ok, Receiver};
 
-struct Setup {
-    app_id: String,
-    endpoint: String,
-    secret: String,
+pub(crate) struct Setup {
+    pub(crate) app_id: String,
+    pub(crate) endpoint: String,
+    pub(crate) secret: String,
 }
 
-async fn setup(app: &TestApp, url: &str, extra: serde_json::Value) -> Setup {
+/// An application with one endpoint to `url` (plus the `extra` endpoint fields).
+pub(crate) async fn setup(app: &TestApp, url: &str, extra: serde_json::Value) -> Setup {
     let app_id = app.create_app("Sender").await;
     let mut body = json!({ "url": url });
     body.as_object_mut()
@@ -37,7 +38,7 @@ async fn setup(app: &TestApp, url: &str, extra: serde_json::Value) -> Setup {
 }
 
 /// Posts a raw message body; returns the message id.
-async fn send(app: &TestApp, app_id: &str, raw: &str) -> String {
+pub(crate) async fn send(app: &TestApp, app_id: &str, raw: &str) -> String {
     let resp = app
         .request(reqwest::Method::POST, &format!("/api/v1/app/{app_id}/msg"))
         .header("content-type", "application/json")
@@ -50,7 +51,8 @@ async fn send(app: &TestApp, app_id: &str, raw: &str) -> String {
     body["id"].as_str().unwrap().to_string()
 }
 
-async fn delivery_status(
+/// The status, attempt count and dead-letter reason of the message's only delivery.
+pub(crate) async fn delivery_status(
     app: &TestApp,
     app_id: &str,
     msg: &str,
@@ -62,7 +64,8 @@ async fn delivery_status(
     (d[0].status, d[0].attempts, d[0].dead_letter_reason.clone())
 }
 
-async fn attempt_statuses(app: &TestApp, app_id: &str, msg: &str) -> Vec<Option<u16>> {
+/// The stored attempts of a message, oldest first.
+pub(crate) async fn attempts(app: &TestApp, app_id: &str, msg: &str) -> Vec<NewAttempt> {
     let filter = AttemptFilter {
         msg_id: Some(MessageId::from_str(msg).unwrap()),
         ..Default::default()
@@ -73,7 +76,12 @@ async fn attempt_statuses(app: &TestApp, app_id: &str, msg: &str) -> Vec<Option<
         .list_attempts(AppId::from_str(app_id).unwrap(), &filter, &seek)
         .await
         .unwrap();
-    attempts.iter().map(|a| a.attempt.response_status).collect()
+    attempts.into_iter().map(|a| a.attempt).collect()
+}
+
+async fn attempt_statuses(app: &TestApp, app_id: &str, msg: &str) -> Vec<Option<u16>> {
+    let attempts = attempts(app, app_id, msg).await;
+    attempts.iter().map(|a| a.response_status).collect()
 }
 
 async fn a_message_is_delivered_once_signed_over_the_exact_bytes(app: TestApp) {

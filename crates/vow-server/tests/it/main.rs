@@ -6,11 +6,13 @@
 mod helpers;
 
 mod applications;
+mod attempted;
 mod auth_and_errors;
 mod crash;
 mod delivery;
 mod demo;
 mod endpoints;
 mod event_types;
+mod faults;
 mod messages;
 mod receiver;

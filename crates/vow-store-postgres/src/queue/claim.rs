@@ -1,5 +1,9 @@
 //! Claiming due deliveries under a lease, renewing leases, and when the next one falls due.
 //!
+//! Work is found endpoint by endpoint ([`ENDPOINTS_WITH_WORK`]: one index seek per endpoint with
+//! pending rows), so an endpoint with no room in the claiming process costs one seek however
+//! long its backlog, and each endpoint gives at most its room.
+//!
 //! A claim is three statements and no explicit transaction: the claiming `UPDATE` (atomic on its
 //! own), then one read of the claimed deliveries' messages and one of their endpoints (with the
 //! secrets valid at `now`), each `= ANY($ids)`. A message or endpoint deleted between the claim and
@@ -18,6 +22,17 @@ use vow_store::{EndpointSecret, StoreResult};
 use crate::convert;
 use crate::delivery::{DeliveryRow, COLUMNS};
 use crate::error::db_error;
+
+/// `endpoints_with_work (ep)`: every endpoint with pending rows, by a loose scan of the index on
+/// pending rows' `(endpoint_id, next_attempt_at)`: one seek per endpoint (the last row is NULL).
+const ENDPOINTS_WITH_WORK: &str = "endpoints_with_work (ep) AS (
+        (SELECT endpoint_id FROM deliveries WHERE status = 'pending'
+         ORDER BY endpoint_id LIMIT 1)
+      UNION ALL
+        SELECT (SELECT d.endpoint_id FROM deliveries d
+                WHERE d.status = 'pending' AND d.endpoint_id > w.ep
+                ORDER BY d.endpoint_id LIMIT 1)
+        FROM endpoints_with_work w WHERE w.ep IS NOT NULL)";
 
 /// A fresh lease token: 128 random bits, hex.
 fn new_token() -> LeaseToken {
@@ -82,27 +97,51 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
         .now
         .checked_add_signed(req.lease)
         .unwrap_or(DateTime::<Utc>::MAX_UTC);
-    let skip: Vec<String> = req.skip_endpoints.iter().map(ToString::to_string).collect();
+    let (except, except_room): (Vec<String>, Vec<i64>) = req
+        .room
+        .except
+        .iter()
+        .map(|(ep, n)| (ep.to_string(), convert::bigint_param(*n)))
+        .unzip();
     let mut conn = pool.acquire().await.map_err(db_error)?;
 
-    // `claimed_id`, not `id`, so RETURNING's bare column names can only mean `deliveries`.
+    // The due rows whose lease expired first (overdue), then the due endpoints, longest waiting
+    // first, each with its earliest due rows up to its room. The nested loop runs in that order
+    // and stops at `limit`, so no more rows are read and locked than are taken (plus one
+    // endpoint's). `claimed_id`, not `id`, so RETURNING's bare column names can only mean
+    // `deliveries`.
     let mut rows = sqlx::query_as::<_, DeliveryRow>(&format!(
-        "WITH c AS (
-             SELECT id AS claimed_id FROM deliveries
-             WHERE status = 'pending' AND next_attempt_at <= $1
-               AND (lease_until IS NULL OR lease_until <= $1)
-               AND endpoint_id <> ALL($2)
-             ORDER BY next_attempt_at
-             LIMIT $3
-             FOR UPDATE SKIP LOCKED)
-         UPDATE deliveries d SET lease_token = $4, lease_until = $5
+        "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
+         room AS (
+             SELECT w.ep, COALESCE(x.n, $4) AS n, h.head
+             FROM endpoints_with_work w
+             LEFT JOIN UNNEST($5::text[], $6::bigint[]) AS x (ep, n) ON x.ep = w.ep
+             CROSS JOIN LATERAL (
+                 SELECT next_attempt_at AS head FROM deliveries
+                 WHERE status = 'pending' AND endpoint_id = w.ep
+                   AND (lease_until IS NULL OR lease_until <= $1)
+                 ORDER BY next_attempt_at LIMIT 1) h
+             WHERE w.ep IS NOT NULL AND h.head <= $1
+             ORDER BY h.head, w.ep),
+         c AS (
+             SELECT p.claimed_id FROM room CROSS JOIN LATERAL (
+                 SELECT id AS claimed_id FROM deliveries
+                 WHERE status = 'pending' AND endpoint_id = room.ep AND next_attempt_at <= $1
+                   AND (lease_until IS NULL OR lease_until <= $1)
+                 ORDER BY next_attempt_at
+                 LIMIT LEAST(room.n, $2)
+                 FOR UPDATE SKIP LOCKED) p
+             LIMIT $2)
+         UPDATE deliveries d SET lease_token = $3, lease_until = $7
          FROM c WHERE d.id = c.claimed_id
          RETURNING {COLUMNS}"
     ))
     .bind(req.now)
-    .bind(&skip)
     .bind(convert::bigint_param(req.limit))
     .bind(&lease.0)
+    .bind(convert::bigint_param(req.room.default))
+    .bind(&except)
+    .bind(&except_room)
     .bind(lease_until)
     .fetch_all(&mut *conn)
     .await
@@ -210,19 +249,22 @@ pub(crate) async fn renew(
 /// When the next pending delivery can be claimed: its `next_attempt_at`, or the end of its lease
 /// when that is later (a lease that is running or that a crashed worker left behind).
 ///
-/// Walks the claim index only up to the first un-leased pending row: every row after it is due
-/// no earlier, so only the leased rows before it (the ones in flight) can come sooner.
+/// Per endpoint, walks its pending rows only up to the first un-leased one: every row after it is
+/// due no earlier, so only the leased rows before it (the ones in flight) can come sooner.
 pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {
-    sqlx::query_scalar(
-        "SELECT min(GREATEST(next_attempt_at, COALESCE(lease_until, next_attempt_at)))
-         FROM deliveries
-         WHERE status = 'pending'
-           AND next_attempt_at <= COALESCE(
-               (SELECT next_attempt_at FROM deliveries
-                WHERE status = 'pending' AND lease_until IS NULL
-                ORDER BY next_attempt_at LIMIT 1),
-               'infinity')",
-    )
+    sqlx::query_scalar(&format!(
+        "WITH RECURSIVE {ENDPOINTS_WITH_WORK}
+         SELECT min(due) FROM endpoints_with_work w CROSS JOIN LATERAL (
+             SELECT min(GREATEST(next_attempt_at, COALESCE(lease_until, next_attempt_at))) AS due
+             FROM deliveries
+             WHERE status = 'pending' AND endpoint_id = w.ep
+               AND next_attempt_at <= COALESCE(
+                   (SELECT next_attempt_at FROM deliveries
+                    WHERE status = 'pending' AND endpoint_id = w.ep AND lease_until IS NULL
+                    ORDER BY next_attempt_at LIMIT 1),
+                   'infinity')) d
+         WHERE w.ep IS NOT NULL"
+    ))
     .fetch_one(pool)
     .await
     .map_err(db_error)

@@ -15,8 +15,10 @@
 //! - `attempt`: the attempt rows: listing, reading, expunging one.
 //! - `operator`: resend, replay and endpoint statistics.
 //! - `retention`: expunging a message's content and purging expired content.
+//! - `attempted`: attempted destinations of a message, attempted messages of an endpoint.
 
 mod attempt;
+mod attempted;
 mod claim;
 mod operator;
 mod record;
@@ -26,10 +28,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, AttemptId, DeliveryId, EndpointId, MessageId};
 use vow_store::queue::{
-    Attempt, AttemptFilter, AttemptOutcome, ClaimRequest, ClaimedDelivery, DeliveryStats,
-    LeaseToken, Recorded, ReplayFilter,
+    Attempt, AttemptFilter, AttemptOutcome, AttemptedDestination, AttemptedMessage, ClaimRequest,
+    ClaimedDelivery, DeliveryStats, LeaseToken, MessageStatus, Recorded, ReplayFilter,
 };
-use vow_store::{Delivery, DeliveryQueue, Seek, StoreResult};
+use vow_store::{Delivery, DeliveryQueue, MessageFilter, Seek, StoreResult};
 
 use crate::PgStore;
 
@@ -108,6 +110,28 @@ impl DeliveryQueue for PgStore {
         now: DateTime<Utc>,
     ) -> StoreResult<DeliveryStats> {
         operator::endpoint_stats(&self.pool, app, endpoint, since, until, now).await
+    }
+
+    async fn list_attempted_destinations(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedDestination>> {
+        attempted::destinations(&self.pool, app, msg, now, seek).await
+    }
+
+    async fn list_attempted_messages(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &MessageFilter,
+        status: Option<MessageStatus>,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedMessage>> {
+        attempted::messages(&self.pool, app, endpoint, filter, status, now, seek).await
     }
 
     async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()> {

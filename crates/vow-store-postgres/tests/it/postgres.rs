@@ -224,7 +224,7 @@ async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries(
     .await
     .unwrap();
     for wanted in [
-        "deliveries_pending_next_attempt_at_idx ON public.deliveries USING btree (next_attempt_at) WHERE (status = 'pending'::text)",
+        "deliveries_pending_endpoint_id_next_attempt_at_idx ON public.deliveries USING btree (endpoint_id, next_attempt_at) WHERE (status = 'pending'::text)",
         "ON public.deliveries USING btree (endpoint_id, status, created_at)",
         "ON public.attempts USING btree (app_id, msg_id, id)",
         "ON public.attempts USING btree (app_id, endpoint_id, id)",

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use vow_core::{AttemptId, DeliveryId, EndpointId, MessageId, RetrySchedule, SignatureStyle};
 use vow_store::queue::{
     AttemptFilter, AttemptOutcome, AttemptTrigger, ClaimRequest, ClaimedDelivery, DeliveryStats,
-    LeaseToken, NewAttempt, NextState, Recorded, ReplayFilter,
+    EndpointRoom, LeaseToken, NewAttempt, NextState, Recorded, ReplayFilter,
 };
 use vow_store::{
     AppKey, DeliveryOptions, DeliveryQueue, DeliveryStatus, EndpointKey, MessageKey, Order, Seek,
@@ -24,7 +24,7 @@ fn claim_at(now: DateTime<Utc>, limit: usize) -> ClaimRequest {
         now,
         lease: Duration::seconds(30),
         limit,
-        skip_endpoints: Vec::new(),
+        room: EndpointRoom::unlimited(),
     }
 }
 
@@ -159,7 +159,7 @@ async fn claims_respect_due_times_limits_skipped_endpoints_and_expired_payloads(
     store.create_message(future).await.unwrap();
 
     let mut req = claim_at(t, 10);
-    req.skip_endpoints = vec![two.id];
+    req.room = EndpointRoom::skipping([two.id]);
     let claimed = store.claim_deliveries(&req).await.unwrap();
     assert_eq!(claimed.len(), 1, "only the due delivery to `one`");
     assert_eq!(claimed[0].delivery.endpoint_id, one.id);

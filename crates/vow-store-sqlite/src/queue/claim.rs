@@ -1,10 +1,18 @@
 //! Claiming due deliveries with a lease, renewing leases, and when the next one is due.
 //!
-//! A claim is one writer job: one `UPDATE … RETURNING` leases up to `limit` rows picked from two
-//! exact index ranges (unleased pending rows by due time, and pending rows whose lease expired;
-//! see `migrations/0002_delivery_queue.sql`), then the same job reads what the worker needs:
-//! each distinct message once and each distinct endpoint once. The writer runs one job at a
-//! time, so two claims can never pick the same row.
+//! A claim is one writer job (the writer runs one job at a time, so two claims can never pick the
+//! same row). It finds work endpoint by endpoint, so an endpoint with no room in the claiming
+//! process costs nothing however long its backlog:
+//!
+//! 1. take the due rows whose lease expired (`deliveries_leased`; as many as were in flight);
+//! 2. walk the endpoints that have unleased pending rows, one index seek each, reading each one's
+//!    earliest due time (`deliveries_claimable`, see `migrations/0003_claim_by_endpoint.sql`);
+//! 3. serve the due endpoints longest-waiting first: each one's earliest due rows, up to its room,
+//!    until `limit`; lease them;
+//! 4. read what the worker needs: each distinct message once and each distinct endpoint once.
+//!
+//! The cost is one seek per endpoint with pending work plus at most `limit` rows, never the
+//! backlog.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -18,29 +26,85 @@ use vow_store::StoreError;
 use crate::endpoints;
 use crate::error::Result;
 use crate::messages::{delivery_from_row, DELIVERY_COLUMNS};
-use crate::rows::{micros, to_json, truncate};
+use crate::rows::{id, micros, truncate};
 
-/// The claim statement; `?4` (the endpoints to skip, a JSON array) only when `skip`.
-fn claim_sql(skip: bool) -> String {
-    let skip = if skip {
-        " AND endpoint_id NOT IN (SELECT value FROM json_each(?4))"
-    } else {
-        ""
+/// The next endpoint (after `?1`) with unleased pending rows, and its earliest due time.
+const NEXT_ENDPOINT: &str = "SELECT endpoint_id, next_attempt_at FROM deliveries
+     WHERE status = 'pending' AND lease_until IS NULL AND endpoint_id > ?1
+     ORDER BY endpoint_id, next_attempt_at LIMIT 1";
+
+/// An endpoint's (`?1`) earliest unleased rows due at `?2`, at most `?3`.
+const UNLEASED_OF_ENDPOINT: &str = "SELECT id FROM deliveries
+     WHERE status = 'pending' AND lease_until IS NULL AND endpoint_id = ?1
+       AND next_attempt_at <= ?2
+     ORDER BY next_attempt_at LIMIT ?3";
+
+/// Pending rows whose lease expired by `?1` and that are due, at most `?2`.
+const EXPIRED_LEASES: &str = "SELECT id, endpoint_id FROM deliveries
+     WHERE status = 'pending' AND lease_until IS NOT NULL AND lease_until <= ?1
+       AND next_attempt_at <= ?1
+     ORDER BY lease_until LIMIT ?2";
+
+/// Every endpoint with unleased pending rows and its earliest due time, in endpoint order.
+fn endpoint_heads(conn: &Connection) -> Result<Vec<(EndpointId, i64)>> {
+    let mut stmt = conn.prepare_cached(NEXT_ENDPOINT)?;
+    let mut heads = Vec::new();
+    let mut after = String::new();
+    while let Some(head) = stmt
+        .query_row([&after], |r| {
+            Ok((id::<EndpointId>(r, 0)?, r.get::<_, i64>(1)?))
+        })
+        .optional()?
+    {
+        after = head.0.to_string();
+        heads.push(head);
+    }
+    Ok(heads)
+}
+
+/// The ids a claim leases: first the due rows whose lease expired (they are overdue), then
+/// endpoint by endpoint, the one whose earliest unleased delivery has waited longest first, each
+/// endpoint's earliest due rows up to its room, until `limit`. Reads at most `limit` rows besides
+/// one head per endpoint.
+fn pick(conn: &Connection, req: &ClaimRequest, now: i64) -> Result<Vec<String>> {
+    let mut taken: HashMap<EndpointId, usize> = HashMap::new();
+    let room_left = |ep: EndpointId, taken: &HashMap<EndpointId, usize>| {
+        req.room
+            .of(&ep)
+            .saturating_sub(taken.get(&ep).copied().unwrap_or(0))
     };
-    // The compound SELECT merges two ordered ranges (SQLite's ORDER BY on a compound is a
-    // merge), so LIMIT stops the walk early; no row another worker holds is visited.
-    format!(
-        "UPDATE deliveries SET lease_token = ?1, lease_until = ?2
-         WHERE id IN (SELECT id FROM (
-             SELECT id, next_attempt_at FROM deliveries
-              WHERE status = 'pending' AND lease_until IS NULL AND next_attempt_at <= ?3{skip}
-             UNION ALL
-             SELECT id, next_attempt_at FROM deliveries
-              WHERE status = 'pending' AND lease_until IS NOT NULL AND lease_until <= ?3
-                AND next_attempt_at <= ?3{skip}
-             ORDER BY 2 LIMIT ?5))
-         RETURNING {DELIVERY_COLUMNS}"
-    )
+    let mut picked = Vec::new();
+    let mut expired = conn.prepare_cached(EXPIRED_LEASES)?;
+    let limit = i64::try_from(req.limit).unwrap_or(i64::MAX);
+    let rows = expired.query_map(params![now, limit], |r| {
+        Ok((r.get::<_, String>(0)?, id::<EndpointId>(r, 1)?))
+    })?;
+    for row in rows {
+        let (delivery, ep) = row?;
+        if room_left(ep, &taken) > 0 {
+            *taken.entry(ep).or_default() += 1;
+            picked.push(delivery);
+        }
+    }
+    let mut heads = endpoint_heads(conn)?;
+    heads.retain(|(_, due)| *due <= now);
+    heads.sort_by_key(|(ep, due)| (*due, *ep));
+    let mut unleased = conn.prepare_cached(UNLEASED_OF_ENDPOINT)?;
+    for (ep, _) in heads {
+        let take = room_left(ep, &taken).min(req.limit - picked.len());
+        if take == 0 {
+            continue;
+        }
+        let take = i64::try_from(take).unwrap_or(i64::MAX);
+        let rows = unleased.query_map(params![ep.to_string(), now, take], |r| r.get(0))?;
+        for row in rows {
+            picked.push(row?);
+        }
+        if picked.len() >= req.limit {
+            break;
+        }
+    }
+    Ok(picked)
 }
 
 /// Leases due deliveries to a fresh token and reads what attempting them needs.
@@ -55,21 +119,17 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Claimed
             .checked_add_signed(req.lease)
             .unwrap_or(DateTime::<Utc>::MAX_UTC),
     );
-    let skip = if req.skip_endpoints.is_empty() {
-        None
-    } else {
-        let ids: Vec<String> = req.skip_endpoints.iter().map(ToString::to_string).collect();
-        Some(to_json(&ids)?)
-    };
-    let limit = i64::try_from(req.limit).unwrap_or(i64::MAX);
-
-    let mut stmt = conn.prepare_cached(&claim_sql(skip.is_some()))?;
-    let rows = stmt.query_map(
-        params![token.0, micros(lease_until), now, skip, limit],
-        delivery_from_row,
-    )?;
-    let mut claimed = rows.collect::<rusqlite::Result<Vec<_>>>()?;
-    // RETURNING yields rows in no particular order.
+    let picked = pick(conn, req, now)?;
+    let mut lease = conn.prepare_cached(&format!(
+        "UPDATE deliveries SET lease_token = ?2, lease_until = ?3 WHERE id = ?1
+         RETURNING {DELIVERY_COLUMNS}"
+    ))?;
+    let mut claimed = Vec::with_capacity(picked.len());
+    for delivery in picked {
+        let row = params![delivery, token.0, micros(lease_until)];
+        claimed.push(lease.query_row(row, delivery_from_row)?);
+    }
+    // Handed out earliest due first.
     claimed.sort_by_key(|d| (d.next_attempt_at, d.id));
 
     let mut messages: HashMap<MessageId, (String, Option<String>)> = HashMap::new();
@@ -132,19 +192,18 @@ pub(crate) fn renew(
     Ok(renewed)
 }
 
-/// The first unleased due time (one index entry), and the earliest a leased row frees up (a walk
-/// over the leases, which are as many as deliveries in flight).
-const NEXT_DUE: &str = "SELECT min(due) FROM (
-    SELECT * FROM (SELECT next_attempt_at AS due FROM deliveries
-     WHERE status = 'pending' AND lease_until IS NULL ORDER BY next_attempt_at LIMIT 1)
-    UNION ALL
-    SELECT min(max(next_attempt_at, lease_until)) FROM deliveries
-     WHERE status = 'pending' AND lease_until IS NOT NULL)";
+/// The earliest a leased row frees up (a walk over the leases, as many as deliveries in flight).
+const NEXT_LEASE_END: &str = "SELECT min(max(next_attempt_at, lease_until)) FROM deliveries
+     WHERE status = 'pending' AND lease_until IS NOT NULL";
 
-/// When the earliest pending delivery can next be claimed: its `next_attempt_at`, or for a
-/// leased one the later of that and its lease's end.
+/// When the earliest pending delivery can next be claimed: an endpoint's earliest unleased due
+/// time, or for a leased row the later of its due time and its lease's end.
 pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
-    let due: Option<i64> = conn.prepare_cached(NEXT_DUE)?.query_row([], |r| r.get(0))?;
+    let unleased = endpoint_heads(conn)?.into_iter().map(|(_, due)| due).min();
+    let leased: Option<i64> = conn
+        .prepare_cached(NEXT_LEASE_END)?
+        .query_row([], |r| r.get(0))?;
+    let due = unleased.into_iter().chain(leased).min();
     Ok(due.and_then(DateTime::from_timestamp_micros))
 }
 
@@ -173,31 +232,27 @@ mod tests {
         conn
     }
 
-    #[test]
-    fn a_claim_walks_the_two_lease_indexes_and_never_scans_deliveries() {
-        let conn = migrated();
-        for skip in [false, true] {
-            let plan = plan(&conn, &claim_sql(skip)).join("\n");
-            assert!(plan.contains("INDEX deliveries_claimable"), "{plan}");
-            assert!(plan.contains("INDEX deliveries_leased"), "{plan}");
-            assert!(!full_scan(&plan), "{plan}");
-            // The unleased range is read in due order, so LIMIT ends the walk early.
-            let unleased = plan
-                .lines()
-                .skip_while(|l| !l.contains("deliveries_claimable"))
-                .take(2)
-                .collect::<Vec<_>>()
-                .join("\n");
-            assert!(!unleased.contains("TEMP B-TREE"), "{plan}");
-        }
-    }
+    /// The statements a claim and `next_due` run.
+    const STATEMENTS: [&str; 4] = [
+        NEXT_ENDPOINT,
+        UNLEASED_OF_ENDPOINT,
+        EXPIRED_LEASES,
+        NEXT_LEASE_END,
+    ];
 
     #[test]
-    fn next_due_reads_the_lease_indexes() {
+    fn a_claim_seeks_the_lease_indexes_and_never_scans_or_sorts_deliveries() {
         let conn = migrated();
-        let plan = plan(&conn, NEXT_DUE).join("\n");
-        assert!(plan.contains("deliveries_claimable"), "{plan}");
-        assert!(plan.contains("deliveries_leased"), "{plan}");
-        assert!(!full_scan(&plan), "{plan}");
+        for (sql, index) in STATEMENTS.iter().zip([
+            "deliveries_claimable",
+            "deliveries_claimable",
+            "deliveries_leased",
+            "deliveries_leased",
+        ]) {
+            let plan = plan(&conn, sql).join("\n");
+            assert!(plan.contains(index), "{sql}: {plan}");
+            assert!(!full_scan(&plan), "{sql}: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{sql}: {plan}");
+        }
     }
 }

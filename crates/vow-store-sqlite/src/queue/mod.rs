@@ -7,7 +7,9 @@
 //! - `record`: recording outcomes (fencing by lease token, auto-disabling endpoints).
 //! - `attempts`: the attempts log, expunging and retention.
 //! - `operator`: resend, replay, endpoint stats.
+//! - `attempted`: attempted destinations of a message, attempted messages of an endpoint.
 
+mod attempted;
 mod attempts;
 mod claim;
 mod operator;
@@ -17,10 +19,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, AttemptId, DeliveryId, EndpointId, MessageId};
 use vow_store::queue::{
-    Attempt, AttemptFilter, AttemptOutcome, ClaimRequest, ClaimedDelivery, DeliveryStats,
-    LeaseToken, Recorded, ReplayFilter,
+    Attempt, AttemptFilter, AttemptOutcome, AttemptedDestination, AttemptedMessage, ClaimRequest,
+    ClaimedDelivery, DeliveryStats, LeaseToken, MessageStatus, Recorded, ReplayFilter,
 };
-use vow_store::{Delivery, DeliveryQueue, Seek, StoreResult};
+use vow_store::{Delivery, DeliveryQueue, MessageFilter, Seek, StoreResult};
 
 use crate::SqliteStore;
 
@@ -120,6 +122,32 @@ impl DeliveryQueue for SqliteStore {
         now: DateTime<Utc>,
     ) -> StoreResult<DeliveryStats> {
         self.read(move |c| operator::stats(c, app, endpoint, since, until, now))
+            .await
+    }
+
+    async fn list_attempted_destinations(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedDestination>> {
+        let seek = seek.clone();
+        self.read(move |c| attempted::destinations(c, app, msg, now, &seek))
+            .await
+    }
+
+    async fn list_attempted_messages(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &MessageFilter,
+        status: Option<MessageStatus>,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedMessage>> {
+        let (filter, seek) = (filter.clone(), seek.clone());
+        self.read(move |c| attempted::messages(c, app, endpoint, &filter, status, now, &seek))
             .await
     }
 

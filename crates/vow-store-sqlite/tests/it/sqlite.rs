@@ -108,7 +108,7 @@ async fn data_survives_closing_and_reopening_the_store() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2, "each migration applied once");
+    assert_eq!(version, 3, "each migration applied once");
 }
 
 #[tokio::test]
@@ -224,7 +224,7 @@ async fn a_burst_of_messages_is_stored_completely() {
 /// the default delivery options, existing deliveries are claimable with zeroed counters.
 #[tokio::test]
 async fn a_database_of_the_first_schema_is_migrated_with_its_rows() {
-    use vow_store::queue::ClaimRequest;
+    use vow_store::queue::{ClaimRequest, EndpointRoom};
     use vow_store::{DeliveryOptions, DeliveryQueue, DeliveryStatus};
 
     let dir = tempfile::tempdir().unwrap();
@@ -286,7 +286,7 @@ async fn a_database_of_the_first_schema_is_migrated_with_its_rows() {
         now: t0(),
         lease: chrono::Duration::seconds(30),
         limit: 10,
-        skip_endpoints: Vec::new(),
+        room: EndpointRoom::unlimited(),
     };
     let claimed = store.claim_deliveries(&req).await.unwrap();
     assert_eq!(claimed.len(), 1);
@@ -406,7 +406,7 @@ async fn throughput_of_durable_message_creates() {
 #[ignore = "a throughput probe; run by hand"]
 async fn throughput_of_claims_and_records() {
     use vow_store::queue::{
-        AttemptOutcome, AttemptTrigger, ClaimRequest, NewAttempt, NextState, Recorded,
+        AttemptOutcome, AttemptTrigger, ClaimRequest, EndpointRoom, NewAttempt, NextState, Recorded,
     };
     use vow_store::DeliveryQueue;
 
@@ -459,7 +459,7 @@ async fn throughput_of_claims_and_records() {
                     now,
                     lease: chrono::Duration::seconds(60),
                     limit: 256,
-                    skip_endpoints: Vec::new(),
+                    room: EndpointRoom::unlimited(),
                 };
                 let began = std::time::Instant::now();
                 let claimed = store.claim_deliveries(&req).await.unwrap();

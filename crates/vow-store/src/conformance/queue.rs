@@ -34,8 +34,10 @@
 //! - `retention`: expunge, cascades, purges.
 //! - `operators`: resend, endpoint stats.
 //! - `replay`: replay, its filters and dry runs.
+//! - `attempted`: attempted destinations and messages, a message to one endpoint.
 //! - this file: the fixtures the cases share.
 
+mod attempted;
 mod attempts;
 mod claims;
 mod leases;
@@ -44,6 +46,7 @@ mod outcomes;
 mod replay;
 mod retention;
 
+pub use attempted::*;
 pub use attempts::*;
 pub use claims::*;
 pub use leases::*;
@@ -59,7 +62,7 @@ use super::support::*;
 use super::Backend;
 use crate::queue::{
     Attempt, AttemptFilter, AttemptOutcome, AttemptTrigger, ClaimRequest, ClaimedDelivery,
-    NewAttempt, NextState, Recorded,
+    EndpointRoom, NewAttempt, NextState, Recorded,
 };
 use crate::{Delivery, NewMessage, Order, Seek};
 
@@ -72,7 +75,7 @@ pub(crate) fn claim_at(now: DateTime<Utc>, limit: usize) -> ClaimRequest {
         now,
         lease: Duration::seconds(LEASE_SECS),
         limit,
-        skip_endpoints: Vec::new(),
+        room: EndpointRoom::unlimited(),
     }
 }
 
@@ -205,7 +208,7 @@ pub(crate) async fn claim_skipping(
     skip: &[EndpointId],
 ) -> Vec<ClaimedDelivery> {
     let req = ClaimRequest {
-        skip_endpoints: skip.to_vec(),
+        room: EndpointRoom::skipping(skip.iter().copied()),
         ..claim_at(t(secs), 100)
     };
     store.claim_deliveries(&req).await.unwrap()

@@ -153,7 +153,11 @@ async fn list_attempts(
 }
 
 /// Resolves `{msg_id}` (id or eventId) within the application.
-async fn find_message(state: &AppState, app: vow_core::AppId, raw: &str) -> ApiResult<MessageId> {
+pub(super) async fn find_message(
+    state: &AppState,
+    app: vow_core::AppId,
+    raw: &str,
+) -> ApiResult<MessageId> {
     let key = message_key(raw)?;
     match state.store.get_message(app, &key).await? {
         Some(m) => Ok(m.id),
@@ -162,7 +166,11 @@ async fn find_message(state: &AppState, app: vow_core::AppId, raw: &str) -> ApiR
 }
 
 /// Resolves `{endpoint_id}` (id or uid) within the application.
-async fn find_endpoint(state: &AppState, app: vow_core::AppId, raw: &str) -> ApiResult<EndpointId> {
+pub(super) async fn find_endpoint(
+    state: &AppState,
+    app: vow_core::AppId,
+    raw: &str,
+) -> ApiResult<EndpointId> {
     let key = endpoint_key(raw)?;
     match state.store.get_endpoint(app, &key).await? {
         Some(e) => Ok(e.id),

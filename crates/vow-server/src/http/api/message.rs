@@ -57,7 +57,8 @@ pub struct MessageOut {
 }
 
 impl MessageOut {
-    fn new(m: Message, with_content: bool) -> ApiResult<Self> {
+    /// The message as Svix shows it; without content, the payload is `{}`.
+    pub fn new(m: Message, with_content: bool) -> ApiResult<Self> {
         let text = match m.payload {
             Some(p) if with_content => p,
             _ => "{}".to_string(),
@@ -178,14 +179,51 @@ async fn create_app_for(
     }
 }
 
+/// The filters of a message listing (`event_types`, `channel`, `before`, `after`) and
+/// `with_content`.
 #[derive(Debug, Deserialize)]
-struct ListMessagesParams {
+pub struct ListMessagesParams {
     #[serde(default)]
     event_types: Vec<String>,
     channel: Option<String>,
     before: Option<DateTime<Utc>>,
     after: Option<DateTime<Utc>>,
     with_content: Option<bool>,
+}
+
+impl ListMessagesParams {
+    /// The validated filter: 422 naming every bad event type or channel.
+    pub fn filter(&self) -> ApiResult<MessageFilter> {
+        // Repeated keys (`event_types=a&event_types=b`) and the SDKs' `event_types=a,b` alike.
+        let event_types: Vec<String> = self
+            .event_types
+            .iter()
+            .flat_map(|t| t.split(','))
+            .map(str::to_string)
+            .collect();
+        let mut p = Problems::default();
+        for (i, t) in event_types.iter().enumerate() {
+            p.check(
+                &["query", "event_types", &i.to_string()],
+                EventTypeName::parse(t.as_str()),
+            );
+        }
+        if let Some(c) = &self.channel {
+            p.check(&["query", "channel"], Channel::parse(c.as_str()));
+        }
+        p.finish()?;
+        Ok(MessageFilter {
+            event_types,
+            channel: self.channel.clone(),
+            before: self.before,
+            after: self.after,
+        })
+    }
+
+    /// Whether payloads are wanted (the default).
+    pub fn with_content(&self) -> bool {
+        self.with_content.unwrap_or(true)
+    }
 }
 
 async fn list_messages(
@@ -195,35 +233,12 @@ async fn list_messages(
     ValidQuery(params): ValidQuery<ListMessagesParams>,
 ) -> ApiResult<Json<ListResponse<MessageOut>>> {
     let app = application::resolve(&state, &app_id).await?;
-    // Repeated keys (`event_types=a&event_types=b`) and the SDKs' `event_types=a,b` alike.
-    let event_types: Vec<String> = params
-        .event_types
-        .iter()
-        .flat_map(|t| t.split(','))
-        .map(str::to_string)
-        .collect();
-    let mut p = Problems::default();
-    for (i, t) in event_types.iter().enumerate() {
-        p.check(
-            &["query", "event_types", &i.to_string()],
-            EventTypeName::parse(t.as_str()),
-        );
-    }
-    if let Some(c) = &params.channel {
-        p.check(&["query", "channel"], Channel::parse(c.as_str()));
-    }
-    p.finish()?;
+    let filter = params.filter()?;
     let order = list.order(Order::Descending);
     let seek = list.seek(order, |it| MessageId::parse(it).map(|_| ()))?;
-    let filter = MessageFilter {
-        event_types,
-        channel: params.channel,
-        before: params.before,
-        after: params.after,
-    };
     let rows = state.store.list_messages(app, &filter, &seek).await?;
     let page = Page::build(rows, &seek, order, |m| m.id.to_string());
-    let with_content = params.with_content.unwrap_or(true);
+    let with_content = params.with_content();
     let page = page.try_map(|m| MessageOut::new(m, with_content))?;
     Ok(Json(page.into()))
 }

@@ -6,6 +6,7 @@
 
 pub mod application;
 pub mod attempt;
+pub mod attempted;
 pub mod endpoint;
 pub mod event_type;
 pub mod headers;
@@ -26,6 +27,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .merge(application::routes())
         .merge(attempt::routes())
+        .merge(attempted::routes())
         .merge(event_type::routes())
         .merge(endpoint::routes())
         .merge(message::routes())

@@ -1,9 +1,9 @@
 //! Cases about claiming: which deliveries a claim takes and in what order, and what it carries.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::*;
-use crate::queue::{ClaimRequest, NextState};
+use crate::queue::{ClaimRequest, EndpointRoom, NextState};
 use crate::{
     DeliveryOptions, DeliveryStatus, EndpointFields, EndpointKey, EndpointSecret, NewMessage,
 };
@@ -74,7 +74,7 @@ pub async fn a_claim_takes_only_due_pending_unleased_deliveries_earliest_first(
     }
 }
 
-/// `skip_endpoints` leaves those endpoints' deliveries for a later claim.
+/// `EndpointRoom::skipping` leaves those endpoints' deliveries for a later claim.
 pub async fn a_claim_skips_the_endpoints_it_is_told_to_skip(store: &dyn Backend) {
     let app = create_app(store, "App").await;
     let a = create_endpoint(store, app.id).await.id;
@@ -84,7 +84,7 @@ pub async fn a_claim_skips_the_endpoints_it_is_told_to_skip(store: &dyn Backend)
     let m2 = message_at(store, app.id, 20).await;
 
     let req = ClaimRequest {
-        skip_endpoints: vec![a, c],
+        room: EndpointRoom::skipping([a, c]),
         ..claim_at(t(50), 100)
     };
     let only_b = store.claim_deliveries(&req).await.unwrap();
@@ -95,6 +95,68 @@ pub async fn a_claim_skips_the_endpoints_it_is_told_to_skip(store: &dyn Backend)
     assert_eq!(rest.len(), 4);
     let endpoints: HashSet<_> = rest.iter().map(|d| d.delivery.endpoint_id).collect();
     assert_eq!(endpoints, HashSet::from([a, c]));
+}
+
+/// Each endpoint gets at most its room (`default`, or its own in `except`); an endpoint without
+/// room and with a long backlog holds no one else back; the endpoint that has waited longest is
+/// served first.
+pub async fn a_claim_gives_each_endpoint_at_most_its_room(store: &dyn Backend) {
+    let app = create_app(store, "App").await;
+    let busy = create_endpoint(store, app.id).await.id;
+    let a = create_endpoint(store, app.id).await.id;
+    let b = create_endpoint(store, app.id).await.id;
+    let mut messages = Vec::new();
+    for secs in 1..=6 {
+        messages.push(message_at(store, app.id, secs).await);
+    }
+
+    let req = ClaimRequest {
+        room: EndpointRoom {
+            default: 2,
+            except: HashMap::from([(busy, 0), (b, 1)]),
+        },
+        ..claim_at(t(50), 100)
+    };
+    let first = store.claim_deliveries(&req).await.unwrap();
+    let got: Vec<_> = first
+        .iter()
+        .map(|c| (c.delivery.endpoint_id, c.delivery.msg_id))
+        .collect();
+    let wanted = [(a, messages[0]), (b, messages[0]), (a, messages[1])];
+    assert_eq!(got.len(), 3, "a: 2 (default), b: 1, busy: none; {got:?}");
+    for w in &wanted {
+        assert!(got.contains(w), "{w:?} in {got:?}");
+    }
+    assert_eq!(
+        claimed_messages(&first),
+        vec![messages[0], messages[0], messages[1]],
+        "earliest due first"
+    );
+
+    // `limit` bounds the total. `busy` has waited longest (since t(1)), then `b` (t(2)),
+    // then `a` (t(3)).
+    let req = ClaimRequest {
+        room: EndpointRoom {
+            default: 3,
+            except: HashMap::new(),
+        },
+        ..claim_at(t(50), 5)
+    };
+    let next = store.claim_deliveries(&req).await.unwrap();
+    let got: Vec<_> = next
+        .iter()
+        .map(|c| (c.delivery.endpoint_id, c.delivery.msg_id))
+        .collect();
+    assert_eq!(got.len(), 5, "{got:?}");
+    for w in [
+        (busy, messages[0]),
+        (busy, messages[1]),
+        (busy, messages[2]),
+        (b, messages[1]),
+        (b, messages[2]),
+    ] {
+        assert!(got.contains(&w), "{w:?} in {got:?}");
+    }
 }
 
 /// A claimed delivery carries the event type, the payload verbatim, and the endpoint as it is

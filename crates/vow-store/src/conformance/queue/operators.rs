@@ -99,7 +99,7 @@ pub async fn endpoint_stats_count_deliveries_by_state_within_the_window(store: &
     }
     let first = store
         .claim_deliveries(&ClaimRequest {
-            skip_endpoints: vec![other],
+            room: EndpointRoom::skipping([other]),
             ..claim_at(t(100), 4)
         })
         .await
@@ -115,7 +115,7 @@ pub async fn endpoint_stats_count_deliveries_by_state_within_the_window(store: &
     )
     .await;
     let lease = |secs: i64| ClaimRequest {
-        skip_endpoints: vec![other],
+        room: EndpointRoom::skipping([other]),
         lease: Duration::seconds(secs),
         ..claim_at(t(100), 1)
     };

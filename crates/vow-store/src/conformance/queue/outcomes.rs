@@ -256,7 +256,7 @@ pub async fn an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letter
         message_at(store, other.id, 10 + i).await;
     }
     let req = ClaimRequest {
-        skip_endpoints: vec![ep.id],
+        room: EndpointRoom::skipping([ep.id]),
         ..claim_at(t(50), 10)
     };
     let claimed = store.claim_deliveries(&req).await.unwrap();
@@ -285,7 +285,7 @@ pub async fn a_gone_endpoint_is_disabled_at_once_and_its_waiting_deliveries_are_
         message_at(store, app.id, 12).await,
     ];
     let only_ep = |secs: i64, limit: usize| ClaimRequest {
-        skip_endpoints: vec![other],
+        room: EndpointRoom::skipping([other]),
         ..claim_at(t(secs), limit)
     };
     let leased = store.claim_deliveries(&only_ep(50, 2)).await.unwrap();

@@ -1,0 +1,261 @@
+//! Svix's views of deliveries and its send-example: the endpoints a message was sent to
+//! (`/msg/{msg_id}/endpoint`), the messages an endpoint was sent (`/endpoint/{endpoint_id}/msg`),
+//! each with the delivery's `MessageStatus`, and `/endpoint/{endpoint_id}/send-example`.
+//!
+//! Statuses: `delivered` is 0 (success), `dead_lettered` 2 (fail), a `pending` delivery a worker
+//! holds a lease on 3 (sending), any other `pending` one 1, and `held` (its endpoint is
+//! disabled) also 1 (pending): it is kept and goes out once replayed, like Svix's pending
+//! messages to a disabled endpoint. `nextAttempt` is the time a `pending` delivery is (or was,
+//! while sending) due; `null` for the others, which nothing schedules.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use vow_core::{EndpointId, EventTypeName, MessageId};
+use vow_store::page::Page;
+use vow_store::queue::{DeliveryState, MessageStatus};
+use vow_store::{DeliveryStatus, EventType, NewMessage, Order};
+
+use super::attempt::{find_endpoint, find_message};
+use super::endpoint::EndpointOut;
+use super::message::{ListMessagesParams, MessageOut};
+use super::{application, ListParams, ListResponse, Problems};
+use crate::error::{ApiError, ApiResult};
+use crate::http::extract::{ValidJson, ValidQuery};
+use crate::http::AppState;
+
+/// Attempted destinations, attempted messages and send-example.
+pub fn routes() -> Router<AppState> {
+    let app = "/api/v1/app/{app_id}";
+    Router::new()
+        .route(
+            &format!("{app}/msg/{{msg_id}}/endpoint"),
+            get(list_attempted_destinations),
+        )
+        .route(
+            &format!("{app}/endpoint/{{endpoint_id}}/msg"),
+            get(list_attempted_messages),
+        )
+        .route(
+            &format!("{app}/endpoint/{{endpoint_id}}/send-example"),
+            post(send_example),
+        )
+}
+
+/// `status`, `statusText` and `nextAttempt` of a delivery.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusOut {
+    status: u8,
+    status_text: &'static str,
+    next_attempt: Option<DateTime<Utc>>,
+}
+
+impl From<&DeliveryState> for StatusOut {
+    fn from(d: &DeliveryState) -> Self {
+        let (status, status_text) = match d.status {
+            MessageStatus::Success => (0, "success"),
+            MessageStatus::Pending => (1, "pending"),
+            MessageStatus::Fail => (2, "fail"),
+            MessageStatus::Sending => (3, "sending"),
+        };
+        let pending = d.delivery.status == DeliveryStatus::Pending;
+        Self {
+            status,
+            status_text,
+            next_attempt: pending.then_some(d.delivery.next_attempt_at),
+        }
+    }
+}
+
+/// `MessageEndpointOut`: the endpoint as it is now, and the message's delivery to it.
+#[derive(Debug, Serialize)]
+struct MessageEndpointOut {
+    #[serde(flatten)]
+    endpoint: EndpointOut,
+    /// Svix's deprecated endpoint version, always 1.
+    version: u8,
+    #[serde(flatten)]
+    status: StatusOut,
+}
+
+/// `EndpointMessageOut`: the message (as `MessageOut`), and its delivery to the endpoint.
+#[derive(Debug, Serialize)]
+struct EndpointMessageOut {
+    #[serde(flatten)]
+    message: MessageOut,
+    #[serde(flatten)]
+    status: StatusOut,
+}
+
+async fn list_attempted_destinations(
+    State(state): State<AppState>,
+    Path((app_id, msg_id)): Path<(String, String)>,
+    ValidQuery(list): ValidQuery<ListParams>,
+) -> ApiResult<Json<ListResponse<MessageEndpointOut>>> {
+    let app = application::resolve(&state, &app_id).await?;
+    let msg = find_message(&state, app, &msg_id).await?;
+    let order = list.order(Order::Ascending);
+    let seek = list.seek(order, |it| EndpointId::parse(it).map(|_| ()))?;
+    let rows = state
+        .queue
+        .list_attempted_destinations(app, msg, state.now(), &seek)
+        .await?;
+    let page = Page::build(rows, &seek, order, |r| r.endpoint.id.to_string());
+    Ok(Json(
+        page.map(|r| MessageEndpointOut {
+            status: StatusOut::from(&r.delivery),
+            endpoint: r.endpoint.into(),
+            version: 1,
+        })
+        .into(),
+    ))
+}
+
+/// `status` of an attempted-messages listing: Svix's `MessageStatus`.
+#[derive(Debug, Deserialize)]
+struct StatusQuery {
+    status: Option<u8>,
+}
+
+impl StatusQuery {
+    fn status(&self) -> ApiResult<Option<MessageStatus>> {
+        Ok(Some(match self.status {
+            None => return Ok(None),
+            Some(0) => MessageStatus::Success,
+            Some(1) => MessageStatus::Pending,
+            Some(2) => MessageStatus::Fail,
+            Some(3) => MessageStatus::Sending,
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    &["query", "status"],
+                    "must be 0 (success), 1 (pending), 2 (fail) or 3 (sending)",
+                    "value_error.const",
+                ))
+            }
+        }))
+    }
+}
+
+async fn list_attempted_messages(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    ValidQuery(list): ValidQuery<ListParams>,
+    ValidQuery(params): ValidQuery<ListMessagesParams>,
+    ValidQuery(status): ValidQuery<StatusQuery>,
+) -> ApiResult<Json<ListResponse<EndpointMessageOut>>> {
+    let app = application::resolve(&state, &app_id).await?;
+    let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
+    let filter = params.filter()?;
+    let status = status.status()?;
+    let order = list.order(Order::Descending);
+    let seek = list.seek(order, |it| MessageId::parse(it).map(|_| ()))?;
+    let rows = state
+        .queue
+        .list_attempted_messages(app, endpoint, &filter, status, state.now(), &seek)
+        .await?;
+    let page = Page::build(rows, &seek, order, |r| r.message.id.to_string());
+    let with_content = params.with_content();
+    let page = page.try_map(|r| {
+        Ok::<_, ApiError>(EndpointMessageOut {
+            status: StatusOut::from(&r.delivery),
+            message: MessageOut::new(r.message, with_content)?,
+        })
+    })?;
+    Ok(Json(page.into()))
+}
+
+/// `EventExampleIn`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventExampleIn {
+    event_type: String,
+    #[serde(default)]
+    example_index: usize,
+}
+
+/// The payload of example `index` of `event_type`: `examples[index]` of its latest schema
+/// version that has examples (422 past the last one), or, when no schema has any, the
+/// placeholder `{"type": <event type>, "data": {"example": true}}` whatever the index (as Svix
+/// ignores it then), so an endpoint can be tried before its event types are documented.
+fn example_payload(event_type: &EventType, index: usize) -> ApiResult<serde_json::Value> {
+    let loc = ["body", "exampleIndex"];
+    let examples = event_type
+        .schemas
+        .as_ref()
+        .and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(version, schema)| {
+            let examples = schema.get("examples")?.as_array()?;
+            Some((version.parse::<u64>().unwrap_or(0), examples))
+        })
+        .filter(|(_, examples)| !examples.is_empty())
+        .max_by_key(|(version, _)| *version)
+        .map(|(_, examples)| examples);
+    let Some(examples) = examples else {
+        return Ok(serde_json::json!({"type": event_type.name, "data": {"example": true}}));
+    };
+    let example = examples.get(index).ok_or_else(|| {
+        let msg = format!(
+            "event type {:?} has {} schema example(s): the index must be below that",
+            event_type.name,
+            examples.len()
+        );
+        ApiError::invalid(&loc, msg, "value_error.number.range")
+    })?;
+    if !example.is_object() {
+        let msg = format!(
+            "example {index} of {:?} is not a JSON object",
+            event_type.name
+        );
+        return Err(ApiError::invalid(&loc, msg, "type_error.dict"));
+    }
+    Ok(example.clone())
+}
+
+/// Sends an event type's example to one endpoint only: a real message, signed, retried and
+/// listed like any other, with a single delivery (written with it in one store transaction).
+async fn send_example(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    ValidJson(body): ValidJson<EventExampleIn>,
+) -> ApiResult<(StatusCode, Json<MessageOut>)> {
+    let app = application::resolve(&state, &app_id).await?;
+    let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
+    let mut p = Problems::default();
+    let name = p.check(
+        &["body", "eventType"],
+        EventTypeName::parse(body.event_type),
+    );
+    p.finish()?;
+    let name = name.map(EventTypeName::into_string).unwrap_or_default();
+    let event_type = match state.store.get_event_type(&name).await? {
+        Some(et) if !et.archived => et,
+        _ => return Err(ApiError::NotFound(format!("Event type {name:?} not found"))),
+    };
+    let payload = example_payload(&event_type, body.example_index)?;
+    let now = state.now();
+    let new = NewMessage {
+        id: MessageId::new(),
+        app_id: app,
+        event_id: None,
+        event_type: name,
+        channels: None,
+        payload: payload.to_string(),
+        payload_expires_at: now + Duration::days(state.settings.payload_retention_days),
+        now,
+    };
+    let created = state
+        .store
+        .create_message_to_endpoint(new, endpoint)
+        .await?;
+    if created.deliveries > 0 {
+        state.wake.notify_one();
+    }
+    let out = MessageOut::new(created.message, true)?;
+    Ok((StatusCode::ACCEPTED, Json(out)))
+}

@@ -1,0 +1,122 @@
+//! Svix's attempted destinations (the endpoints a message went to) and attempted messages (the
+//! messages an endpoint was sent): the endpoint or message listing restricted by a subquery on
+//! `deliveries`, then the page's delivery rows, both in one `REPEATABLE READ` transaction so the
+//! statuses are those of the listed rows' snapshot.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgPool, Postgres, Transaction};
+use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
+use vow_store::{Endpoint, Message, MessageFilter, Seek, StoreResult};
+
+use crate::delivery::{DeliveryRow, COLUMNS};
+use crate::endpoint;
+use crate::error::db_error;
+use crate::message::{self, DeliveredTo};
+
+/// The condition over `deliveries` for a status at `$now`, as `stats` counts them.
+fn status_sql(status: MessageStatus) -> &'static str {
+    match status {
+        MessageStatus::Success => "status = 'delivered'",
+        MessageStatus::Fail => "status = 'dead_lettered'",
+        MessageStatus::Sending => "status = 'pending' AND lease_until > $now",
+        MessageStatus::Pending => {
+            "status = 'held' OR (status = 'pending' AND (lease_until IS NULL OR lease_until <= $now))"
+        }
+    }
+}
+
+async fn snapshot(pool: &PgPool) -> StoreResult<Transaction<'static, Postgres>> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    Ok(tx)
+}
+
+#[derive(sqlx::FromRow)]
+struct StateRow {
+    #[sqlx(flatten)]
+    delivery: DeliveryRow,
+    lease_until: Option<DateTime<Utc>>,
+    other: String,
+}
+
+/// The deliveries with `key_col = key` and `other_col` in `others`, by `other_col`.
+async fn states(
+    tx: &mut Transaction<'static, Postgres>,
+    app: AppId,
+    (key_col, key): (&str, String),
+    (other_col, others): (&str, Vec<String>),
+    now: DateTime<Utc>,
+) -> StoreResult<HashMap<String, DeliveryState>> {
+    let rows = sqlx::query_as::<_, StateRow>(&format!(
+        "SELECT {COLUMNS}, lease_until, {other_col} AS other FROM deliveries
+         WHERE app_id = $1 AND {key_col} = $2 AND {other_col} = ANY($3)"
+    ))
+    .bind(app.to_string())
+    .bind(key)
+    .bind(others)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    rows.into_iter()
+        .map(|r| {
+            let delivery = r.delivery.into_model()?;
+            let status = MessageStatus::of(delivery.status, r.lease_until, now);
+            Ok((r.other, DeliveryState { delivery, status }))
+        })
+        .collect()
+}
+
+pub(crate) async fn destinations(
+    pool: &PgPool,
+    app: AppId,
+    msg: MessageId,
+    now: DateTime<Utc>,
+    seek: &Seek,
+) -> StoreResult<Vec<AttemptedDestination>> {
+    let mut tx = snapshot(pool).await?;
+    let found = endpoint::list(&mut *tx, app, Some(msg), seek).await?;
+    let ids = found.iter().map(|e| e.id.to_string()).collect();
+    let key = ("msg_id", msg.to_string());
+    let states = states(&mut tx, app, key, ("endpoint_id", ids), now).await?;
+    let key = |e: &Endpoint| e.id.to_string();
+    Ok(DeliveryState::pair(
+        found,
+        states,
+        key,
+        |endpoint, delivery| AttemptedDestination { endpoint, delivery },
+    ))
+}
+
+pub(crate) async fn messages(
+    pool: &PgPool,
+    app: AppId,
+    endpoint: EndpointId,
+    filter: &MessageFilter,
+    status: Option<MessageStatus>,
+    now: DateTime<Utc>,
+    seek: &Seek,
+) -> StoreResult<Vec<AttemptedMessage>> {
+    let mut tx = snapshot(pool).await?;
+    let to = DeliveredTo {
+        endpoint,
+        status: status.map(status_sql),
+        now,
+    };
+    let found = message::list(&mut *tx, app, filter, Some(&to), seek).await?;
+    let ids = found.iter().map(|m| m.id.to_string()).collect();
+    let key = ("endpoint_id", endpoint.to_string());
+    let states = states(&mut tx, app, key, ("msg_id", ids), now).await?;
+    let key = |m: &Message| m.id.to_string();
+    Ok(DeliveryState::pair(
+        found,
+        states,
+        key,
+        |message, delivery| AttemptedMessage { message, delivery },
+    ))
+}

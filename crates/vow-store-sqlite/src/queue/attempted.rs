@@ -1,0 +1,103 @@
+//! Svix's attempted destinations (the endpoints a message went to) and attempted messages (the
+//! messages an endpoint was sent): the endpoint or message listing restricted by a subquery on
+//! `deliveries`, then the page's delivery rows, both read in one transaction (one snapshot).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection};
+use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
+use vow_store::{Endpoint, Message, MessageFilter, Seek};
+
+use crate::error::Result;
+use crate::messages::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS};
+use crate::rows::{micros, opt_time, to_json};
+use crate::{endpoints, messages};
+
+/// The condition over `deliveries` for a status at `?7` (now), as `stats` counts them.
+fn status_sql(status: MessageStatus) -> &'static str {
+    match status {
+        MessageStatus::Success => "status = 'delivered'",
+        MessageStatus::Fail => "status = 'dead_lettered'",
+        MessageStatus::Sending => "status = 'pending' AND lease_until > ?7",
+        MessageStatus::Pending => {
+            "status = 'held' OR (status = 'pending' AND (lease_until IS NULL OR lease_until <= ?7))"
+        }
+    }
+}
+
+/// The deliveries with `key_col = key` and `other_col` in `others`, by `other_col`.
+fn states(
+    conn: &Connection,
+    app: AppId,
+    (key_col, key): (&str, String),
+    (other_col, others): (&str, Vec<String>),
+    now: DateTime<Utc>,
+) -> Result<HashMap<String, DeliveryState>> {
+    let sql = format!(
+        "SELECT {DELIVERY_COLUMNS}, lease_until, {other_col} FROM deliveries
+         WHERE app_id = ?1 AND {key_col} = ?2 AND {other_col} IN (SELECT value FROM json_each(?3))"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![app.to_string(), key, to_json(&others)?], |r| {
+        let delivery = delivery_from_row(r)?;
+        let status = MessageStatus::of(delivery.status, opt_time(r, 11)?, now);
+        Ok((r.get::<_, String>(12)?, DeliveryState { delivery, status }))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub(crate) fn destinations(
+    conn: &Connection,
+    app: AppId,
+    msg: MessageId,
+    now: DateTime<Utc>,
+    seek: &Seek,
+) -> Result<Vec<AttemptedDestination>> {
+    let tx = conn.unchecked_transaction()?;
+    let found = endpoints::list(&tx, app, Some(msg), seek)?;
+    let ids = found.iter().map(|e| e.id.to_string()).collect();
+    let states = states(
+        &tx,
+        app,
+        ("msg_id", msg.to_string()),
+        ("endpoint_id", ids),
+        now,
+    )?;
+    let key = |e: &Endpoint| e.id.to_string();
+    Ok(DeliveryState::pair(
+        found,
+        states,
+        key,
+        |endpoint, delivery| AttemptedDestination { endpoint, delivery },
+    ))
+}
+
+pub(crate) fn messages(
+    conn: &Connection,
+    app: AppId,
+    endpoint: EndpointId,
+    filter: &MessageFilter,
+    status: Option<MessageStatus>,
+    now: DateTime<Utc>,
+    seek: &Seek,
+) -> Result<Vec<AttemptedMessage>> {
+    let tx = conn.unchecked_transaction()?;
+    let to = DeliveredTo {
+        endpoint,
+        status: status.map(status_sql),
+        now: micros(now),
+    };
+    let found = messages::list(&tx, app, filter, Some(&to), seek)?;
+    let ids = found.iter().map(|m| m.id.to_string()).collect();
+    let key = ("endpoint_id", endpoint.to_string());
+    let states = states(&tx, app, key, ("msg_id", ids), now)?;
+    let key = |m: &Message| m.id.to_string();
+    Ok(DeliveryState::pair(
+        found,
+        states,
+        key,
+        |message, delivery| AttemptedMessage { message, delivery },
+    ))
+}
