@@ -23,7 +23,9 @@ run_against() { # $1 = label, $2 = database url, rest = extra serve args
   local label=$1 url=$2; shift 2
   local port; port=$(free_port)
   # (vow ignores VOW_TEST_* variables; every other VOW_* must be a setting.)
+  # Loopback is allowed so the script's own receiver gets real deliveries.
   VOW_LISTEN="127.0.0.1:$port" VOW_DATABASE_URL="$url" VOW_ADMIN_TOKEN="sdk-test-token" \
+    VOW_ALLOWED_SUBNETS=127.0.0.0/8 \
     "$vow" serve "$@" >"$work/$label.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do

@@ -4,8 +4,12 @@ Run by scripts/sdk-compat.sh with VOW_URL and VOW_TOKEN set. Prints one line per
 non-zero on the first failure (an assert, or an SDK exception when vow's answer does not parse).
 """
 
+import http.server
+import json
 import os
 import sys
+import threading
+import time
 import uuid
 
 from svix.api import (
@@ -25,15 +29,45 @@ from svix.api import (
     SvixOptions,
 )
 from svix.exceptions import HttpError
+from svix.webhooks import Webhook
 
 
 def step(msg: str) -> None:
     print(f"ok  {msg}", flush=True)
 
 
-# Endpoints point at the discard port on loopback: vow's delivery workers (and its egress guard,
-# which refuses loopback unless allowed) never send anything off this machine.
+# Endpoints point at the discard port on loopback (or at the receiver below): vow's delivery
+# workers never send anything off this machine.
 HOOK = "http://127.0.0.1:9/sdk-hook"
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    """Records every POST (lower-cased headers, raw body) and answers 204."""
+
+    received: list = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = self.rfile.read(int(self.headers["content-length"]))
+        Receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+def start_receiver() -> str:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/hook"
+
+
+def wait_for(what: str, ready, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
 
 
 def main() -> None:
@@ -210,6 +244,38 @@ def main() -> None:
     assert [m.id for m in sent.data] == [example.id, msg.id], sent
     assert len(svix.message.list(app.id).data) == 3
     step("endpoint.send_example")
+
+    # -- a real delivery, checked by the SDK's own verifier ----------------------------------
+    hook = start_receiver()
+    live = svix.endpoint.create(app.id, EndpointIn(url=hook, uid=f"sdk-live-{run}"))
+    live_secret = svix.endpoint.get_secret(app.id, live.id).key
+    raw = {"deliver": "me", "n": 1.5, "text": "caf\u00e9"}
+    sent_msg = svix.message.create(app.id, MessageIn(event_type=et_name, payload=raw))
+    wait_for("the delivery", lambda: len(Receiver.received) >= 1)
+    headers, body = Receiver.received[0]
+    Webhook(live_secret).verify(body, headers)  # raises unless a signature matches
+    assert headers["webhook-id"] == sent_msg.id, headers
+    assert json.loads(body) == raw, body
+    step("a delivery passes the SDK's Webhook.verify (an independent implementation)")
+
+    wait_for(
+        "the attempt record",
+        lambda: len(svix.message_attempt.list_by_msg(app.id, sent_msg.id).data) == 1,
+    )
+    svix.message_attempt.resend(app.id, sent_msg.id, live.id)
+    wait_for("the resent delivery", lambda: len(Receiver.received) >= 2)
+    headers, body = Receiver.received[1]
+    Webhook(live_secret).verify(body, headers)
+    assert headers["webhook-id"] == sent_msg.id, "a resend keeps the message id"
+    wait_for(
+        "the resent attempt record",
+        lambda: len(svix.message_attempt.list_by_msg(app.id, sent_msg.id).data) == 2,
+    )
+    attempts = svix.message_attempt.list_by_msg(app.id, sent_msg.id).data
+    assert sorted(int(a.trigger_type) for a in attempts) == [0, 1], attempts
+    assert all(a.response_status_code == 204 and int(a.status) == 0 for a in attempts), attempts
+    assert len(Receiver.received) == 2, "exactly two requests"
+    step("message_attempt.resend: delivered again, signed, recorded as a manual attempt")
 
     # -- clean up -----------------------------------------------------------------------------
     svix.endpoint.delete(app.id, ep.id)

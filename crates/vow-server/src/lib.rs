@@ -13,6 +13,7 @@
 //! - [`delivery`]: the delivery workers (claim, sign, attempt, record).
 //! - [`error`]: [`ApiError`](error::ApiError), the one error type of the API, and its wire shape.
 //! - [`http`]: router, middleware, extractors and the API handlers.
+//! - [`metrics`]: the Prometheus metrics vow records and `GET /metrics`.
 //! - [`retention`]: the cleaner that deletes expired payloads and response bodies.
 //! - [`telemetry`]: logging set-up.
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@ pub mod delivery;
 pub mod demo;
 pub mod error;
 pub mod http;
+pub mod metrics;
 pub mod retention;
 pub mod startup;
 pub mod telemetry;

@@ -5,3 +5,7 @@
 CREATE INDEX deliveries_pending_endpoint_id_next_attempt_at_idx
     ON deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending';
 DROP INDEX deliveries_pending_next_attempt_at_idx;
+
+-- The next attempt was asked for by an operator (resend, replay, recover), so it is recorded as
+-- a manual attempt; recording an attempt clears it.
+ALTER TABLE deliveries ADD COLUMN manual BOOLEAN NOT NULL DEFAULT false;

@@ -12,7 +12,7 @@ use crate::error::{corrupt, db_error};
 /// The columns [`DeliveryRow`] reads, unqualified.
 pub(crate) const COLUMNS: &str = "id, app_id, msg_id, endpoint_id, status, attempts, \
                                   client_errors, last_status, dead_letter_reason, \
-                                  next_attempt_at, created_at";
+                                  next_attempt_at, created_at, manual";
 
 /// One `deliveries` row (lease and bookkeeping columns aside).
 #[derive(sqlx::FromRow)]
@@ -28,6 +28,7 @@ pub(crate) struct DeliveryRow {
     pub(crate) dead_letter_reason: Option<String>,
     pub(crate) next_attempt_at: DateTime<Utc>,
     pub(crate) created_at: DateTime<Utc>,
+    pub(crate) manual: bool,
 }
 
 impl DeliveryRow {
@@ -45,6 +46,7 @@ impl DeliveryRow {
             dead_letter_reason: self.dead_letter_reason,
             next_attempt_at: self.next_attempt_at,
             created_at: self.created_at,
+            manual: self.manual,
         })
     }
 }

@@ -5,3 +5,7 @@
 DROP INDEX deliveries_claimable;
 CREATE INDEX deliveries_claimable ON deliveries (endpoint_id, next_attempt_at)
     WHERE status = 'pending' AND lease_until IS NULL;
+
+-- The next attempt was asked for by an operator (resend, replay, recover), so it is recorded as
+-- a manual attempt; recording an attempt clears it.
+ALTER TABLE deliveries ADD COLUMN manual INTEGER NOT NULL DEFAULT 0;

@@ -206,7 +206,10 @@ pub(crate) fn list(
 
 /// The columns [`delivery_from_row`] reads, in order.
 pub(crate) const DELIVERY_COLUMNS: &str = "id, app_id, msg_id, endpoint_id, status, attempts, \
-     next_attempt_at, created_at, client_errors, last_status, dead_letter_reason";
+     next_attempt_at, created_at, client_errors, last_status, dead_letter_reason, manual";
+
+/// How many columns [`DELIVERY_COLUMNS`] has: a query's own columns after them start here.
+pub(crate) const DELIVERY_COLUMN_COUNT: usize = 12;
 
 /// Reads a delivery from [`DELIVERY_COLUMNS`] (starting at column 0).
 pub(crate) fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
@@ -230,6 +233,7 @@ pub(crate) fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
         dead_letter_reason: row.get(10)?,
         next_attempt_at: time(row, 6)?,
         created_at: time(row, 7)?,
+        manual: row.get(11)?,
     })
 }
 

@@ -306,4 +306,7 @@ pub struct Delivery {
     pub next_attempt_at: DateTime<Utc>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// An operator asked for the next attempt (resend, replay, recover): it is recorded as a
+    /// manual attempt. Recording any attempt clears it.
+    pub manual: bool,
 }

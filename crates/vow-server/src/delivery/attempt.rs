@@ -89,7 +89,11 @@ pub async fn run(
         id: AttemptId::new(),
         started_at,
         url: target.url.clone(),
-        trigger: AttemptTrigger::Scheduled,
+        trigger: if claimed.delivery.manual {
+            AttemptTrigger::Manual
+        } else {
+            AttemptTrigger::Scheduled
+        },
         ..attempt
     };
     let ctx = AttemptContext {

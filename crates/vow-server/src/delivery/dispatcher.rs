@@ -18,6 +18,7 @@ use super::attempt::{self, AttemptEnv};
 use super::operational::Operational;
 use super::throttle::Throttle;
 use super::DeliverySettings;
+use crate::metrics as m;
 
 /// Outcomes written per store call at most.
 const RECORD_BATCH: usize = 512;
@@ -78,6 +79,7 @@ impl Shared {
         let ep = c.delivery.endpoint_id;
         f.leases.insert(c.delivery.id, (c.lease.clone(), ep));
         *f.per_endpoint.entry(ep).or_default() += 1;
+        metrics::gauge!(m::IN_FLIGHT).set(f.leases.len() as f64);
     }
 
     /// Forgets recorded deliveries and wakes the claim loop.
@@ -93,6 +95,7 @@ impl Shared {
                 }
             }
         }
+        metrics::gauge!(m::IN_FLIGHT).set(f.leases.len() as f64);
         drop(f);
         self.freed.notify_one();
     }
@@ -252,6 +255,9 @@ impl Dispatcher {
                 .queue
                 .record_attempts(outcomes, self.settings.disable_after)
                 .await?;
+            for ((outcome, _), result) in finished.iter().zip(&results) {
+                account(outcome, result);
+            }
             observe(self.operational.as_ref(), &finished, &results).await;
         }
     }
@@ -298,7 +304,7 @@ async fn record(
             }
         };
         for ((outcome, _), result) in batch.iter().zip(&results) {
-            log_outcome(outcome, result);
+            account(outcome, result);
         }
         observe(operational.as_ref(), &batch, &results).await;
         shared.finish(batch.drain(..).map(|(o, _)| o.delivery_id));
@@ -313,18 +319,37 @@ async fn observe(operational: Option<&Operational>, finished: &[Finished], resul
     }
 }
 
-fn log_outcome(outcome: &AttemptOutcome, result: &Recorded) {
+/// Logs a recorded outcome and counts it in the metrics.
+fn account(outcome: &AttemptOutcome, result: &Recorded) {
     use vow_store::queue::NextState;
+    let kind = match &outcome.next {
+        NextState::Delivered => "delivered",
+        NextState::RetryAt { .. } => "retry",
+        NextState::DeadLetter { .. } => "dead_lettered",
+        NextState::Hold => "held",
+    };
     match (result, &outcome.next) {
         (Recorded::LeaseLost, _) => {
-            tracing::info!(delivery = %outcome.delivery_id, "lease lost before recording; another worker owns this delivery")
+            metrics::counter!(m::LEASES_LOST).increment(1);
+            tracing::info!(delivery = %outcome.delivery_id, "lease lost before recording; another worker owns this delivery");
+            return;
         }
         (Recorded::Stored { endpoint_disabled }, NextState::DeadLetter { reason, .. }) => {
+            metrics::counter!(m::DEAD_LETTERED).increment(1);
             tracing::warn!(delivery = %outcome.delivery_id, %reason, endpoint_disabled, "delivery dead-lettered")
         }
         (Recorded::Stored { .. }, next) => {
             tracing::debug!(delivery = %outcome.delivery_id, ?next, "attempt recorded")
         }
+    }
+    if outcome.attempt.is_some() {
+        metrics::counter!(m::ATTEMPTS, "outcome" => kind).increment(1);
+    }
+    if let Recorded::Stored {
+        endpoint_disabled: true,
+    } = result
+    {
+        metrics::counter!(m::ENDPOINTS_DISABLED).increment(1);
     }
 }
 

@@ -60,8 +60,10 @@ impl AppState {
 /// The whole HTTP application.
 pub fn router(state: AppState, admin: TokenHash) -> Router {
     let limit = state.settings.max_body_bytes;
-    let authenticated =
-        api::routes().route_layer(middleware::from_fn_with_state(admin, auth::require_admin));
+    crate::metrics::recorder();
+    let authenticated = api::routes()
+        .merge(crate::metrics::routes())
+        .route_layer(middleware::from_fn_with_state(admin, auth::require_admin));
     Router::new()
         .merge(api::health::routes())
         .merge(authenticated)

@@ -15,4 +15,5 @@ mod endpoints;
 mod event_types;
 mod faults;
 mod messages;
+mod operators;
 mod receiver;

@@ -47,10 +47,10 @@ pub(crate) async fn resend(
     sqlx::query_as::<_, DeliveryRow>(&format!(
         "INSERT INTO deliveries
              (id, app_id, msg_id, endpoint_id, status, attempts, client_errors, next_attempt_at,
-              created_at, updated_at)
-         VALUES ($1, $2, $3, $4, 'pending', 0, 0, $5, $5, $5)
+              created_at, updated_at, manual)
+         VALUES ($1, $2, $3, $4, 'pending', 0, 0, $5, $5, $5, true)
          ON CONFLICT ON CONSTRAINT deliveries_msg_id_endpoint_id_key DO UPDATE SET
-             status = 'pending', attempts = 0, client_errors = 0,
+             status = 'pending', attempts = 0, client_errors = 0, manual = true,
              next_attempt_at = EXCLUDED.next_attempt_at, lease_token = NULL, lease_until = NULL,
              dead_letter_reason = NULL, updated_at = EXCLUDED.updated_at
          RETURNING {COLUMNS}"
@@ -135,7 +135,7 @@ pub(crate) async fn replay(
     qb.push(
         ")
          UPDATE deliveries d SET
-             status = 'pending', attempts = 0, client_errors = 0,
+             status = 'pending', attempts = 0, client_errors = 0, manual = true,
              next_attempt_at = ",
     )
     .push_bind(now)

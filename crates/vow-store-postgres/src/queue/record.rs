@@ -230,6 +230,7 @@ pub(crate) async fn record(
              client_errors = COALESCE(u.client_errors, d.client_errors),
              last_status = CASE WHEN u.has_attempt THEN u.last_status ELSE d.last_status END,
              dead_letter_reason = u.dead_letter_reason,
+             manual = d.manual AND NOT u.has_attempt,
              lease_token = NULL,
              lease_until = NULL,
              updated_at = u.now

@@ -11,7 +11,7 @@ use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, Me
 use vow_store::{Endpoint, Message, MessageFilter, Seek};
 
 use crate::error::Result;
-use crate::messages::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS};
+use crate::messages::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS, DELIVERY_COLUMN_COUNT};
 use crate::rows::{micros, opt_time, to_json};
 use crate::{endpoints, messages};
 
@@ -42,8 +42,10 @@ fn states(
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(params![app.to_string(), key, to_json(&others)?], |r| {
         let delivery = delivery_from_row(r)?;
-        let status = MessageStatus::of(delivery.status, opt_time(r, 11)?, now);
-        Ok((r.get::<_, String>(12)?, DeliveryState { delivery, status }))
+        let lease_until = opt_time(r, DELIVERY_COLUMN_COUNT)?;
+        let status = MessageStatus::of(delivery.status, lease_until, now);
+        let other = r.get::<_, String>(DELIVERY_COLUMN_COUNT + 1)?;
+        Ok((other, DeliveryState { delivery, status }))
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

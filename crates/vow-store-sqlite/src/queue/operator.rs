@@ -34,7 +34,7 @@ pub(crate) fn resend(
     let sql = format!(
         "UPDATE deliveries SET status = 'pending', next_attempt_at = ?4, attempts = 0,
          client_errors = 0, dead_letter_reason = NULL, lease_token = NULL, lease_until = NULL,
-         updated_at = ?4
+         manual = 1, updated_at = ?4
          WHERE app_id = ?1 AND msg_id = ?2 AND endpoint_id = ?3 RETURNING {DELIVERY_COLUMNS}"
     );
     let reset = conn
@@ -47,8 +47,8 @@ pub(crate) fn resend(
     let sql = format!(
         "INSERT INTO deliveries
          (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at,
-          updated_at)
-         VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?5, ?5) RETURNING {DELIVERY_COLUMNS}"
+          updated_at, manual)
+         VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?5, ?5, 1) RETURNING {DELIVERY_COLUMNS}"
     );
     Ok(conn.prepare_cached(&sql)?.query_row(
         params![DeliveryId::new().to_string(), app_s, msg_s, ep_s, now],
@@ -119,7 +119,7 @@ pub(crate) fn replay(
     let mut update = conn.prepare_cached(
         "UPDATE deliveries SET status = 'pending', next_attempt_at = ?2, attempts = 0,
          client_errors = 0, dead_letter_reason = NULL, lease_token = NULL, lease_until = NULL,
-         updated_at = ?3 WHERE id = ?1",
+         manual = 1, updated_at = ?3 WHERE id = ?1",
     )?;
     let step = spacing.num_microseconds().unwrap_or(i64::MAX).max(0);
     let start = micros(now);

@@ -40,6 +40,7 @@ fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Resu
              last_status = CASE WHEN ?4 THEN ?5 ELSE last_status END,
              next_attempt_at = coalesce(?6, next_attempt_at),
              client_errors = coalesce(?7, client_errors), dead_letter_reason = ?8,
+             manual = manual AND NOT ?4,
              lease_token = NULL, lease_until = NULL, updated_at = ?9
              WHERE id = ?1 AND lease_token = ?2
              RETURNING app_id, msg_id, endpoint_id",

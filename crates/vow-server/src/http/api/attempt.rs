@@ -248,13 +248,14 @@ async fn expunge_message_content(
 async fn resend_message(
     State(state): State<AppState>,
     Path((app_id, msg_id, endpoint_id)): Path<(String, String, String)>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
     let app = application::resolve(&state, &app_id).await?;
     let msg = find_message(&state, app, &msg_id).await?;
     let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
     state.queue.resend(app, msg, endpoint, state.now()).await?;
     state.wake.notify_one();
-    Ok(StatusCode::ACCEPTED)
+    // Svix answers `EmptyResponse`, `{}`, which its SDKs parse.
+    Ok((StatusCode::ACCEPTED, Json(serde_json::json!({}))))
 }
 
 #[derive(Debug, Deserialize)]

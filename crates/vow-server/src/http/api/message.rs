@@ -149,6 +149,7 @@ async fn create_message(
         now,
     };
     let created = state.store.create_message(new).await?;
+    metrics::counter!(crate::metrics::MESSAGES).increment(1);
     if created.deliveries > 0 {
         state.wake.notify_one();
     }

@@ -32,13 +32,19 @@ pub async fn resend_resets_an_existing_delivery_and_creates_a_missing_one(store:
         client_errors: 0,
         dead_letter_reason: None,
         next_attempt_at: t(500),
+        manual: true,
         ..dead.clone()
     };
+    assert!(!dead.manual, "scheduled attempts so far");
     assert_eq!(resent, expected, "same row, fresh run; last status kept");
     assert_eq!(delivery(store, app.id, m, ep).await, expected);
     assert!(claim(store, 499).await.is_empty());
     let leased = claim(store, 500).await;
     assert_eq!(claimed_messages(&leased), vec![m]);
+    assert!(
+        leased[0].delivery.manual,
+        "the claim says the attempt is manual"
+    );
 
     // Resending a leased delivery ends the lease: its worker's record is lost.
     store.resend(app.id, m, ep, t(600)).await.unwrap();
@@ -56,10 +62,23 @@ pub async fn resend_resets_an_existing_delivery_and_creates_a_missing_one(store:
     assert_eq!((created.attempts, created.client_errors), (0, 0));
     assert_eq!(created.next_attempt_at, t(700));
     assert_eq!(created.created_at, t(700));
+    assert!(created.manual);
     assert_eq!(delivery(store, app.id, m, late).await, created);
     assert_eq!(store.list_deliveries(app.id, m).await.unwrap().len(), 2);
     let claimed = claim(store, 700).await;
     assert!(claimed.iter().any(|c| c.delivery.id == created.id));
+
+    // Recording an attempt ends the manual run: its retries are scheduled ones.
+    let manual = claimed
+        .iter()
+        .find(|c| c.delivery.id == created.id)
+        .unwrap();
+    let retry = NextState::RetryAt {
+        at: t(800),
+        client_errors: 0,
+    };
+    record_all(store, vec![outcome(manual, Some(503), retry, 701)]).await;
+    assert!(!delivery(store, app.id, m, late).await.manual);
 }
 
 /// Resend checks the message, then the endpoint, within the application, and writes nothing

@@ -78,6 +78,7 @@ pub async fn replay_makes_failed_deliveries_pending_again_spaced_in_creation_ord
             client_errors: 0,
             dead_letter_reason: None,
             next_attempt_at: t(1000 + 10 * i as i64),
+            manual: true,
             ..was.clone()
         };
         assert_eq!(d, expected, "replayed #{i}, last status kept");

@@ -1,0 +1,76 @@
+//! Prometheus metrics: the names vow records, the process-wide recorder, and `GET /metrics`
+//! (behind the admin token, like the API).
+//!
+//! Record with the `metrics` macros and the names below; [`recorder`] installs the Prometheus
+//! recorder once per process, so several servers in one process (tests) share it.
+
+use std::sync::OnceLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use metrics::{describe_counter, describe_gauge};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::http::AppState;
+
+/// Counter: delivery attempts recorded, by `outcome` (`delivered`, `retry`, `dead_lettered`,
+/// `held`).
+pub const ATTEMPTS: &str = "vow_delivery_attempts_total";
+/// Counter: deliveries dead-lettered (the schedule ran out, or a permanent failure).
+pub const DEAD_LETTERED: &str = "vow_deliveries_dead_lettered_total";
+/// Counter: endpoints disabled by the delivery policy (410 Gone, or consecutive dead letters).
+pub const ENDPOINTS_DISABLED: &str = "vow_endpoints_disabled_total";
+/// Counter: outcomes not recorded because another worker had taken the lease over.
+pub const LEASES_LOST: &str = "vow_delivery_leases_lost_total";
+/// Gauge: deliveries this process has claimed and not yet recorded.
+pub const IN_FLIGHT: &str = "vow_deliveries_in_flight";
+/// Counter: messages accepted through the API.
+pub const MESSAGES: &str = "vow_messages_created_total";
+
+/// The Prometheus recorder, installed as the global `metrics` recorder on first use. When
+/// another recorder was installed first (by an embedding program), vow's metrics go there and
+/// `/metrics` renders only what reaches this one.
+pub fn recorder() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("a metrics recorder was already installed; /metrics will be empty");
+        }
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    describe_counter!(ATTEMPTS, "Delivery attempts recorded, by outcome.");
+    describe_counter!(DEAD_LETTERED, "Deliveries dead-lettered.");
+    describe_counter!(
+        ENDPOINTS_DISABLED,
+        "Endpoints disabled by the delivery policy."
+    );
+    describe_counter!(
+        LEASES_LOST,
+        "Outcomes dropped because the lease was taken over."
+    );
+    describe_gauge!(
+        IN_FLIGHT,
+        "Deliveries claimed by this process and not yet recorded."
+    );
+    describe_counter!(MESSAGES, "Messages accepted through the API.");
+}
+
+/// `GET /metrics` in the Prometheus text format.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/metrics", get(render))
+}
+
+async fn render() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        recorder().render(),
+    )
+}
