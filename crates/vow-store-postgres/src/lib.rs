@@ -77,6 +77,7 @@ pub struct PgStore {
     port: u16,
     database: Option<String>,
     max_connections: u32,
+    notifier: listen::WorkNotifier,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -112,15 +113,17 @@ impl PgStore {
         // The pool opens its own connections; this one only proved the way is open.
         let _ = first.close().await;
         let max_connections = max_connections.max(1);
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_lazy_with(options.clone());
         let store = PgStore {
             host: options.get_host().to_string(),
             port: options.get_port(),
             database: options.get_database().map(str::to_string),
             max_connections,
-            pool: PgPoolOptions::new()
-                .max_connections(max_connections)
-                .acquire_timeout(ACQUIRE_TIMEOUT)
-                .connect_lazy_with(options),
+            notifier: listen::WorkNotifier::spawn(pool.clone()),
+            pool,
         };
         Ok(store)
     }

@@ -1,30 +1,53 @@
-//! Waking delivery workers in every process: transactions that make work due `NOTIFY` a
-//! channel, and each process `LISTEN`s on it (besides polling, which catches anything missed
-//! while a listener reconnects).
+//! Waking delivery workers in every process: a process that made work due `NOTIFY`s a channel
+//! (through [`WorkNotifier`], after its commit), and each process `LISTEN`s on it (besides
+//! polling, which catches anything missed while a listener reconnects or a notifier died).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
-use sqlx::PgConnection;
-use tokio::sync::Notify;
-use vow_store::StoreResult;
+use sqlx::PgPool;
+use tokio::sync::{mpsc, Notify};
 
-use crate::error::db_error;
 use crate::PgStore;
 
 /// The channel.
 pub const WORK_CHANNEL: &str = "vow_work";
 
-/// Queues a notification on `conn`'s transaction (sent when it commits). The payload is the
-/// schema, so vow deployments sharing a database in different schemas do not wake each other.
-pub(crate) async fn notify_work(conn: &mut PgConnection) -> StoreResult<()> {
-    sqlx::query("SELECT pg_notify($1, current_schema())")
-        .bind(WORK_CHANNEL)
-        .execute(conn)
-        .await
-        .map_err(db_error)?;
-    Ok(())
+/// Sends `NOTIFY` for work made due, outside the transactions that made it. A `NOTIFY` inside a
+/// transaction holds a database-wide lock until that commit is flushed, so every creating
+/// transaction committed one after the other (message creates ran at half the single-row commit
+/// rate). Signals coalesce: while one `NOTIFY` is on its way, any number of new signals send one
+/// more. The payload is the schema, so vow deployments sharing a database in different schemas
+/// do not wake each other.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkNotifier {
+    signal: mpsc::Sender<()>,
+}
+
+impl WorkNotifier {
+    /// Starts the sending task on `pool`; it ends when the last notifier is dropped.
+    pub(crate) fn spawn(pool: PgPool) -> Self {
+        let (signal, mut signals) = mpsc::channel(1);
+        tokio::spawn(async move {
+            while signals.recv().await.is_some() {
+                let sent = sqlx::query("SELECT pg_notify($1, current_schema())")
+                    .bind(WORK_CHANNEL)
+                    .execute(&pool)
+                    .await;
+                if let Err(e) = sent {
+                    tracing::warn!(error = %e, "NOTIFY failed; other processes find the work by polling");
+                }
+            }
+        });
+        Self { signal }
+    }
+
+    /// Work became due (and is committed): tell the other processes.
+    pub(crate) fn work_is_due(&self) {
+        // Full means a signal is already waiting, which covers this one too.
+        let _ = self.signal.try_send(());
+    }
 }
 
 impl PgStore {

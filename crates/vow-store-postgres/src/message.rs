@@ -134,10 +134,6 @@ pub(crate) async fn create(
         statuses.push(status.as_str());
     }
 
-    if statuses.contains(&DeliveryStatus::Pending.as_str()) {
-        // Delivered to listeners at commit: workers in other processes wake at once.
-        crate::listen::notify_work(&mut tx).await?;
-    }
     if !ids.is_empty() {
         sqlx::query(
             "INSERT INTO deliveries

@@ -128,7 +128,11 @@ impl Store for PgStore {
     }
 
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
-        message::create(&self.pool, new, None).await
+        let created = message::create(&self.pool, new, None).await?;
+        if created.deliveries > 0 {
+            self.notifier.work_is_due();
+        }
+        Ok(created)
     }
 
     async fn create_message_to_endpoint(
@@ -136,7 +140,9 @@ impl Store for PgStore {
         new: NewMessage,
         endpoint: EndpointId,
     ) -> StoreResult<CreatedMessage> {
-        message::create(&self.pool, new, Some(endpoint)).await
+        let created = message::create(&self.pool, new, Some(endpoint)).await?;
+        self.notifier.work_is_due();
+        Ok(created)
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {
