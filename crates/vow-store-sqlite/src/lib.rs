@@ -146,6 +146,14 @@ impl SqliteStore {
             .and_then(|()| set_journal_mode_wal(&conn))
             .map_err(|e| failed(error::from_sqlite(e)))?;
         migrate::migrate(&mut conn).map_err(|e| failed(e.into_store()))?;
+        // The checkpoint thread does the copying; the writer's own checkpoint only has to finish
+        // the WAL now and then so it can start over (see `checkpointer`).
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            checkpointer::WRITER_AUTOCHECKPOINT_PAGES,
+        )
+        .map_err(|e| failed(error::from_sqlite(e)))?;
         let readers =
             Readers::open(path, READERS, configure).map_err(|e| failed(error::from_sqlite(e)))?;
         let writer =
