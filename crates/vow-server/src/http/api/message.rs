@@ -131,14 +131,20 @@ async fn create_message(
         .transpose()?;
     p.finish()?;
 
-    let app = match state.store.get_application(&key).await? {
-        Some(app) => app,
-        None => create_app_for(&state, key, new_app).await?,
+    // An `app_` id needs no lookup: the create itself answers 404 when there is no such
+    // application (it checks in the same transaction). A uid is resolved, and may create the
+    // application from `MessageIn.application`.
+    let app_id = match key {
+        AppKey::Id(id) => id,
+        AppKey::Uid(_) => match state.store.get_application(&key).await? {
+            Some(app) => app.id,
+            None => create_app_for(&state, key, new_app).await?.id,
+        },
     };
     let now = state.now();
     let new = NewMessage {
         id: MessageId::new(),
-        app_id: app.id,
+        app_id,
         event_id: event_id.map(vow_core::Uid::into_string),
         event_type: event_type
             .map(EventTypeName::into_string)
