@@ -73,13 +73,8 @@ pub(crate) async fn create(
     let msg_id = new.id.to_string();
     let mut tx = pool.begin().await.map_err(db_error)?;
 
-    sqlx::query("SELECT 1 FROM applications WHERE id = $1 FOR KEY SHARE")
-        .bind(&app_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_error)?
-        .ok_or_else(|| not_found("application"))?;
-
+    // No separate check that the application exists: the insert's foreign key does it (and
+    // takes the same key-share lock), and its violation reads as "application not found".
     let message = sqlx::query_as::<_, MessageRow>(&format!(
         "INSERT INTO messages
              (id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at)
