@@ -1,0 +1,232 @@
+//! The record store on PostgreSQL (feature `postgres`), times as `timestamptz`. Every function
+//! takes a `&mut PgConnection`, so [`fence`] and [`complete`] run inside the host's
+//! `sqlx::Transaction` (`&mut *tx`). The host runs [`SCHEMA`] in its migrations.
+//!
+//! [`begin`] runs on a connection outside any transaction (each statement commits), so the claim
+//! is visible at once; a concurrent insert of the same scope waits for it and then reads it.
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{PgConnection, Postgres};
+
+use crate::columns::{self, Columns};
+use crate::error::{Error, Result};
+use crate::record::{self, decide, Begun, Decision, LeaseToken, Scope, Settings, StoredResponse};
+use crate::Fingerprint;
+
+/// The table and its indexes (idempotent).
+pub const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS idempotency_records (
+    principal           text        NOT NULL,
+    application         text        NOT NULL,
+    method              text        NOT NULL,
+    route               text        NOT NULL,
+    key                 text        NOT NULL,
+    state               text        NOT NULL
+                        CHECK (state IN ('in_progress', 'completed', 'tombstone')),
+    fingerprint_version integer     NOT NULL,
+    fingerprint         text        NOT NULL,
+    canonical_body      text,
+    lease_token         text        NOT NULL,
+    lease_until         timestamptz NOT NULL,
+    response_status     integer,
+    response_headers    text,
+    response_body       bytea,
+    resource            text,
+    expires_at          timestamptz NOT NULL,
+    tombstone_until     timestamptz NOT NULL,
+    PRIMARY KEY (principal, application, method, route, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_records_expires_at
+    ON idempotency_records (expires_at);
+CREATE INDEX IF NOT EXISTS idempotency_records_tombstone_until
+    ON idempotency_records (tombstone_until);
+";
+
+/// `$1`..`$5`: the scope.
+const WHERE_SCOPE: &str =
+    "principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5";
+
+/// Claims the scope for this request, or says why not (see [`Begun`]). Inserts first and reads
+/// the row it lost to only then; an expired lease or an ended tombstone is taken over by a
+/// conditional `UPDATE` on the old token.
+pub async fn begin(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    canonical_body: &str,
+    now: DateTime<Utc>,
+    settings: &Settings,
+) -> Result<Begun> {
+    let d = settings.deadlines(now);
+    let fp_hex = fingerprint.hex();
+    for _ in 0..record::ATTEMPTS {
+        let token = LeaseToken::generate();
+        let fresh = |q: Query<'static, Postgres, PgArguments>| {
+            q.bind(i32::from(fingerprint.version))
+                .bind(fp_hex.clone())
+                .bind(canonical_body.to_owned())
+                .bind(token.0.clone())
+                .bind(d.lease_until)
+                .bind(d.expires_at)
+                .bind(d.tombstone_until)
+        };
+        let insert = "INSERT INTO idempotency_records (principal, application, method, route, \
+             key, state, fingerprint_version, fingerprint, canonical_body, lease_token, \
+             lease_until, expires_at, tombstone_until) \
+             VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9, $10, $11, $12) \
+             ON CONFLICT DO NOTHING";
+        let done = fresh(bind(scope, insert)).execute(&mut *conn).await?;
+        if done.rows_affected() == 1 {
+            return Ok(Begun::Owner(token));
+        }
+        let Some(row) = read(conn, scope).await? else {
+            continue; // released between our insert and read
+        };
+        match decide(&row, fingerprint, canonical_body, now) {
+            Decision::Answer(begun) => return Ok(begun),
+            Decision::TakeOver => {
+                const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'in_progress', \
+                     fingerprint_version = $6, fingerprint = $7, canonical_body = $8, \
+                     lease_token = $9, lease_until = $10, expires_at = $11, \
+                     tombstone_until = $12, response_status = NULL, response_headers = NULL, \
+                     response_body = NULL, resource = NULL \
+                     WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 \
+                     AND key = $5 AND lease_token = $13 AND \
+                     ((state = 'in_progress' AND lease_until <= $14) OR tombstone_until <= $14)";
+                let done = fresh(bind(scope, TAKE_OVER))
+                    .bind(row.lease_token.0)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?;
+                if done.rows_affected() == 1 {
+                    return Ok(Begun::Owner(token));
+                }
+            }
+        }
+    }
+    Ok(record::contended())
+}
+
+/// Locks the record, inside the host's transaction and before its business writes, if `token`
+/// still owns it: a takeover then waits for the transaction. [`Error::Fenced`] if not.
+pub async fn fence(conn: &mut PgConnection, scope: &Scope, token: &LeaseToken) -> Result<()> {
+    const SQL: &str = "SELECT 1 FROM idempotency_records \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND state = 'in_progress' AND lease_token = $6 FOR UPDATE";
+    let found = bind(scope, SQL)
+        .bind(token.0.clone())
+        .fetch_optional(&mut *conn)
+        .await?;
+    found.map(drop).ok_or(Error::Fenced)
+}
+
+/// Stores `response` and marks the record completed, inside the host's transaction with its
+/// business writes. [`Error::Fenced`] when `token` no longer owns the record: roll back.
+pub async fn complete(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    token: &LeaseToken,
+    response: &StoredResponse,
+    now: DateTime<Utc>,
+    settings: &Settings,
+) -> Result<()> {
+    const SQL: &str = "UPDATE idempotency_records SET state = 'completed', \
+         response_status = $7, response_headers = $8, response_body = $9, resource = $10, \
+         expires_at = $11, tombstone_until = $12 \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND state = 'in_progress' AND lease_token = $6";
+    let d = settings.deadlines(now);
+    let done = bind(scope, SQL)
+        .bind(token.0.clone())
+        .bind(i32::from(response.status))
+        .bind(columns::encode_headers(&response.headers))
+        .bind(response.body.clone())
+        .bind(response.resource.clone())
+        .bind(d.expires_at)
+        .bind(d.tombstone_until)
+        .execute(&mut *conn)
+        .await?;
+    match done.rows_affected() {
+        1 => Ok(()),
+        _ => Err(Error::Fenced),
+    }
+}
+
+/// Deletes the `in_progress` record `token` owns, for an outcome that is not final (validation
+/// failure, 429, infrastructure 5xx). Whether there was one to delete.
+pub async fn release(conn: &mut PgConnection, scope: &Scope, token: &LeaseToken) -> Result<bool> {
+    const SQL: &str = "DELETE FROM idempotency_records \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND state = 'in_progress' AND lease_token = $6";
+    let done = bind(scope, SQL)
+        .bind(token.0.clone())
+        .execute(&mut *conn)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// One cleaning pass of at most `batch` rows per step: completed records past `expires_at`
+/// become tombstones (response and request body dropped; scope, fingerprint, resource kept);
+/// tombstones past their end, and abandoned `in_progress` rows (lease and record both expired:
+/// nothing was committed) are deleted. Rows locked by a running transaction are skipped. The
+/// number of rows changed.
+pub async fn purge(conn: &mut PgConnection, now: DateTime<Utc>, batch: usize) -> Result<usize> {
+    const PICK: &str = "SELECT ctid FROM idempotency_records WHERE";
+    let strip = format!(
+        "UPDATE idempotency_records SET state = 'tombstone', canonical_body = NULL, \
+         response_status = NULL, response_headers = NULL, response_body = NULL \
+         WHERE ctid = ANY(ARRAY({PICK} state = 'completed' AND expires_at <= $1 \
+                                LIMIT $2 FOR UPDATE SKIP LOCKED))"
+    );
+    let delete = format!(
+        "DELETE FROM idempotency_records \
+         WHERE ctid = ANY(ARRAY({PICK} tombstone_until <= $1 \
+                                OR (state = 'in_progress' AND expires_at <= $1 \
+                                    AND lease_until <= $1) \
+                                LIMIT $2 FOR UPDATE SKIP LOCKED))"
+    );
+    let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+    let mut changed = 0;
+    for sql in [strip, delete] {
+        let done = sqlx::query(&sql)
+            .bind(now)
+            .bind(batch)
+            .execute(&mut *conn)
+            .await?;
+        changed += done.rows_affected() as usize;
+    }
+    Ok(changed)
+}
+
+/// The scope's row, decoded.
+async fn read(conn: &mut PgConnection, scope: &Scope) -> Result<Option<record::Record>> {
+    let sql = format!(
+        "SELECT {} FROM idempotency_records WHERE {WHERE_SCOPE}",
+        columns::SELECT
+    );
+    let mut q = sqlx::query_as::<_, Columns>(&sql);
+    for value in scope_values(scope) {
+        q = q.bind(value);
+    }
+    let row = q.fetch_optional(&mut *conn).await?;
+    row.map(Columns::decode).transpose()
+}
+
+/// `sql` with the scope bound as `$1`..`$5` (no application is `''`).
+fn bind(scope: &Scope, sql: &'static str) -> Query<'static, Postgres, PgArguments> {
+    scope_values(scope)
+        .into_iter()
+        .fold(sqlx::query(sql), |q, value| q.bind(value))
+}
+
+fn scope_values(scope: &Scope) -> [String; 5] {
+    [
+        scope.principal.clone(),
+        scope.application_column().to_owned(),
+        scope.method.clone(),
+        scope.route.clone(),
+        scope.key.as_str().to_owned(),
+    ]
+}

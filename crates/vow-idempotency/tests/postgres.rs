@@ -1,0 +1,327 @@
+//! The record store on PostgreSQL, each test in a fresh schema `vow_test_<random>` of the server
+//! named by `VOW_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`; CI
+//! drops `vow_test_%` schemas). The tests fail, never skip, when the server cannot be reached.
+//! Each asserts the stored rows, not only what the functions return.
+
+mod common;
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use common::*;
+use rand::distributions::Alphanumeric;
+use rand::Rng;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::Barrier;
+use vow_idempotency::postgres::{self, begin, complete, fence, purge, release};
+use vow_idempotency::{Begun, Error, LeaseToken, Scope};
+
+/// A pool on a new schema holding the records table and a business table.
+async fn db(size: u32) -> PgPool {
+    let server = std::env::var("VOW_TEST_DATABASE_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let name: String = rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(16)
+        .map(|c| char::from(c).to_ascii_lowercase())
+        .collect();
+    let name = format!("vow_test_{name}");
+    let options = PgConnectOptions::from_str(&server).expect("VOW_TEST_DATABASE_URL is a URL");
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.clone())
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL is not reachable: {e}"));
+    sqlx::query(&format!("CREATE SCHEMA \"{name}\""))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let pool = PgPoolOptions::new()
+        .max_connections(size)
+        .connect_with(options.options([("search_path", name.as_str())]))
+        .await
+        .unwrap();
+    sqlx::raw_sql(postgres::SCHEMA)
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE messages (id text NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool
+}
+
+async fn start(pool: &PgPool, scope: &Scope, body: &str, now: DateTime<Utc>) -> Begun {
+    let (fp, canonical) = request(body);
+    let mut conn = pool.acquire().await.unwrap();
+    begin(&mut conn, scope, &fp, &canonical, now, &settings())
+        .await
+        .unwrap()
+}
+
+async fn owner(pool: &PgPool, scope: &Scope, now: DateTime<Utc>) -> LeaseToken {
+    match start(pool, scope, BODY, now).await {
+        Begun::Owner(token) => token,
+        other => panic!("expected Owner, got {other:?}"),
+    }
+}
+
+async fn insert_message(conn: &mut PgConnection, id: &str) {
+    sqlx::query("INSERT INTO messages (id) VALUES ($1)")
+        .bind(id)
+        .execute(conn)
+        .await
+        .unwrap();
+}
+
+/// The host's write: one message row and the completion, committed together or not at all.
+async fn host_write(
+    pool: &PgPool,
+    scope: &Scope,
+    token: &LeaseToken,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    let mut tx = pool.begin().await?;
+    fence(&mut tx, scope, token).await?;
+    insert_message(&mut tx, "msg_1").await;
+    complete(&mut tx, scope, token, &response(), now, &settings()).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn count(pool: &PgPool, table_and_where: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT count(*) FROM {table_and_where}"))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// The state and token of the one row.
+async fn stored(pool: &PgPool) -> (String, String) {
+    sqlx::query_as("SELECT state, lease_token FROM idempotency_records")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_first_request_owns_the_key_and_a_repeat_waits_for_its_lease() {
+    let pool = db(2).await;
+    let token = owner(&pool, &alice(), t(0)).await;
+    assert_eq!(stored(&pool).await, ("in_progress".into(), token.0.clone()));
+    assert_eq!(
+        start(&pool, &alice(), BODY, t(10)).await,
+        Begun::InProgress {
+            retry_after_secs: 20
+        }
+    );
+    assert_eq!(count(&pool, "idempotency_records").await, 1);
+    assert_eq!(
+        stored(&pool).await.1,
+        token.0,
+        "a waiter never changes the row"
+    );
+}
+
+#[tokio::test]
+async fn a_completed_request_replays_exactly_and_a_different_body_is_reused() {
+    let pool = db(2).await;
+    let token = owner(&pool, &alice(), t(0)).await;
+    host_write(&pool, &alice(), &token, t(1)).await.unwrap();
+    assert_eq!(
+        start(&pool, &alice(), BODY, t(2)).await,
+        Begun::Replay {
+            response: response(),
+            expires_at: t(1 + EXPIRES)
+        }
+    );
+    assert_eq!(
+        start(&pool, &alice(), OTHER, t(3)).await,
+        Begun::Reused {
+            differences: vec!["/payload/amount".into(), "/x".into()]
+        }
+    );
+    assert_eq!(count(&pool, "messages").await, 1);
+    assert_eq!(
+        count(&pool, "idempotency_records WHERE state = 'completed'").await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn another_principal_or_application_with_the_same_key_is_independent() {
+    let pool = db(2).await;
+    let scopes = [
+        alice(),
+        scope("tok_bob", Some("app_1"), "order-1"),
+        scope("tok_alice", Some("app_2"), "order-1"),
+        scope("tok_alice", None, "order-1"),
+    ];
+    let mut tokens = HashSet::new();
+    for s in &scopes {
+        tokens.insert(owner(&pool, s, t(0)).await);
+    }
+    assert_eq!(tokens.len(), 4);
+    assert_eq!(count(&pool, "idempotency_records").await, 4);
+    assert_eq!(
+        count(&pool, "idempotency_records WHERE application = ''").await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced_and_rolled_back() {
+    let pool = db(2).await;
+    let stale = owner(&pool, &alice(), t(0)).await;
+    let taker = owner(&pool, &alice(), t(30)).await;
+    assert_ne!(stale, taker);
+    assert_eq!(stored(&pool).await, ("in_progress".into(), taker.0.clone()));
+
+    // The stale owner's transaction: fenced before its write, and also at completion.
+    let err = host_write(&pool, &alice(), &stale, t(31))
+        .await
+        .unwrap_err();
+    assert!(err.is_fenced(), "{err:?}");
+    let mut tx = pool.begin().await.unwrap();
+    insert_message(&mut tx, "stale").await;
+    let err = complete(&mut tx, &alice(), &stale, &response(), t(31), &settings())
+        .await
+        .unwrap_err();
+    assert!(err.is_fenced());
+    tx.rollback().await.unwrap(); // the host rolls back on Fenced
+    assert_eq!(count(&pool, "messages").await, 0);
+    assert_eq!(stored(&pool).await, ("in_progress".into(), taker.0.clone()));
+    let mut conn = pool.acquire().await.unwrap();
+    assert!(!release(&mut conn, &alice(), &stale).await.unwrap());
+    drop(conn);
+
+    host_write(&pool, &alice(), &taker, t(32)).await.unwrap();
+    assert_eq!(count(&pool, "messages").await, 1);
+    assert_eq!(stored(&pool).await.0, "completed");
+}
+
+#[tokio::test]
+async fn a_released_key_runs_again() {
+    let pool = db(2).await;
+    let token = owner(&pool, &alice(), t(0)).await;
+    let mut conn = pool.acquire().await.unwrap();
+    assert!(release(&mut conn, &alice(), &token).await.unwrap());
+    drop(conn);
+    assert_eq!(count(&pool, "idempotency_records").await, 0);
+    assert_ne!(owner(&pool, &alice(), t(1)).await, token);
+}
+
+#[tokio::test]
+async fn past_its_ttl_a_record_becomes_a_tombstone_that_never_runs_again_until_it_ends() {
+    let pool = db(2).await;
+    let token = owner(&pool, &alice(), t(0)).await;
+    host_write(&pool, &alice(), &token, t(0)).await.unwrap();
+    let expired = Begun::Expired {
+        resource: Some("msg_1".into()),
+    };
+    // Expired even before the cleaner has run.
+    assert_eq!(start(&pool, &alice(), BODY, t(EXPIRES)).await, expired);
+
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(purge(&mut conn, t(EXPIRES - 1), 100).await.unwrap(), 0);
+    assert_eq!(purge(&mut conn, t(EXPIRES), 100).await.unwrap(), 1);
+    let kept: Kept = sqlx::query_as(KEPT).fetch_one(&mut *conn).await.unwrap();
+    assert_eq!(kept, tombstone());
+    for (body, at) in [(BODY, EXPIRES + 1), (OTHER, TOMBSTONE_ENDS - 1)] {
+        assert_eq!(start(&pool, &alice(), body, t(at)).await, expired);
+    }
+    assert_eq!(count(&pool, "idempotency_records").await, 1);
+
+    assert_eq!(purge(&mut conn, t(TOMBSTONE_ENDS), 100).await.unwrap(), 1);
+    assert_eq!(count(&pool, "idempotency_records").await, 0);
+    owner(&pool, &alice(), t(TOMBSTONE_ENDS)).await;
+}
+
+#[tokio::test]
+async fn purge_works_in_batches_and_drops_abandoned_claims() {
+    let pool = db(2).await;
+    for i in 0..5 {
+        let s = scope("tok_alice", None, &format!("k{i}"));
+        let token = owner(&pool, &s, t(0)).await;
+        host_write(&pool, &s, &token, t(0)).await.unwrap();
+    }
+    owner(&pool, &scope("tok_alice", None, "abandoned"), t(0)).await;
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(purge(&mut conn, t(EXPIRES), 2).await.unwrap(), 3);
+    assert_eq!(
+        count(&pool, "idempotency_records WHERE state = 'tombstone'").await,
+        2
+    );
+    assert_eq!(purge(&mut conn, t(EXPIRES), 10).await.unwrap(), 3);
+    assert_eq!(
+        count(&pool, "idempotency_records WHERE state = 'tombstone'").await,
+        5
+    );
+    assert_eq!(count(&pool, "idempotency_records").await, 5);
+}
+
+#[tokio::test]
+async fn an_ended_tombstone_the_cleaner_missed_is_taken_over() {
+    let pool = db(2).await;
+    let token = owner(&pool, &alice(), t(0)).await;
+    host_write(&pool, &alice(), &token, t(0)).await.unwrap();
+    let next = owner(&pool, &alice(), t(TOMBSTONE_ENDS)).await;
+    assert_eq!(stored(&pool).await, ("in_progress".into(), next.0));
+    let body: Option<Vec<u8>> = sqlx::query_scalar("SELECT response_body FROM idempotency_records")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(body, None);
+}
+
+/// 50 tasks begin on one scope at `now`, through a pool.
+async fn race(pool: &PgPool, now: DateTime<Utc>) -> (Vec<LeaseToken>, usize) {
+    let barrier = Arc::new(Barrier::new(50));
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let (pool, barrier) = (pool.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                start(&pool, &alice(), BODY, now).await
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    tally(outcomes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_begins_on_one_scope_make_exactly_one_owner() {
+    let pool = db(20).await;
+    let (owners, waiting) = race(&pool, t(0)).await;
+    assert_eq!((owners.len(), waiting), (1, 49));
+    assert_eq!(count(&pool, "idempotency_records").await, 1);
+    assert_eq!(
+        stored(&pool).await,
+        ("in_progress".into(), owners[0].0.clone())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_takeovers_of_an_expired_lease_make_exactly_one_owner() {
+    let pool = db(20).await;
+    let first = owner(&pool, &alice(), t(0)).await;
+    let (owners, waiting) = race(&pool, t(30)).await;
+    assert_eq!((owners.len(), waiting), (1, 49));
+    assert_ne!(owners[0], first);
+    assert_eq!(count(&pool, "idempotency_records").await, 1);
+    assert_eq!(
+        stored(&pool).await,
+        ("in_progress".into(), owners[0].0.clone())
+    );
+}
