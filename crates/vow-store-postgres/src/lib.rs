@@ -22,7 +22,8 @@
 //!   [`PgStore::pending_migrations`].
 //! - `store`: the [`vow_store::Store`] impl, delegating to one module per entity:
 //!   `settings`, `application`, `event_type`, `endpoint`, `secret` (signing secrets and their
-//!   rotation), `message` (with the fan-out into deliveries) and `delivery`.
+//!   rotation), `message` (with the fan-out into deliveries), `delivery` and `idempotency`
+//!   (`Idempotency-Key` records, completed in the message create's transaction).
 //! - `queue`: the [`vow_store::DeliveryQueue`] impl: leased claims, fenced records, attempts,
 //!   resend/replay, retention; one module per concern.
 //! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
@@ -40,6 +41,7 @@ mod delivery;
 mod endpoint;
 mod error;
 mod event_type;
+mod idempotency;
 mod listen;
 mod message;
 mod migrate;

@@ -6,7 +6,7 @@
 //! whatever its filters (send-example).
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
 use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_store::{
@@ -69,9 +69,21 @@ pub(crate) async fn create(
     new: NewMessage,
     only: Option<EndpointId>,
 ) -> StoreResult<CreatedMessage> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let created = create_in(&mut tx, new, only).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(created)
+}
+
+/// The writes of [`create`] inside the caller's transaction, which commits them (or, with
+/// another write, such as an idempotency record's completion, rolls them back).
+pub(crate) async fn create_in(
+    tx: &mut PgConnection,
+    new: NewMessage,
+    only: Option<EndpointId>,
+) -> StoreResult<CreatedMessage> {
     let app_id = new.app_id.to_string();
     let msg_id = new.id.to_string();
-    let mut tx = pool.begin().await.map_err(db_error)?;
 
     // No separate check that the application exists: the insert's foreign key does it (and
     // takes the same key-share lock), and its violation reads as "application not found".
@@ -147,7 +159,6 @@ pub(crate) async fn create(
         .map_err(db_error)?;
     }
 
-    tx.commit().await.map_err(db_error)?;
     Ok(CreatedMessage {
         message,
         deliveries: ids.len(),

@@ -59,3 +59,12 @@ impl PgStore {
             }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_idempotency_migration_is_the_record_stores_schema() {
+        let sql = include_str!("../migrations/0004_idempotency.sql");
+        assert!(sql.contains(vow_idempotency::postgres::SCHEMA.trim()));
+    }
+}

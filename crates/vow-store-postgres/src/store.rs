@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::idempotency::{Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse};
 use vow_store::{
     AppKey, Application, ApplicationFields, CreatedMessage, Delivery, Endpoint, EndpointFields,
     EndpointKey, EndpointSecret, EventType, Message, MessageFilter, MessageKey, NewApplication,
@@ -11,7 +12,9 @@ use vow_store::{
 };
 
 use crate::error::db_error;
-use crate::{application, delivery, endpoint, event_type, message, secret, settings, PgStore};
+use crate::{
+    application, delivery, endpoint, event_type, idempotency, message, secret, settings, PgStore,
+};
 
 #[async_trait]
 impl Store for PgStore {
@@ -160,5 +163,31 @@ impl Store for PgStore {
 
     async fn list_deliveries(&self, app: AppId, msg: MessageId) -> StoreResult<Vec<Delivery>> {
         delivery::list_for_message(&self.pool, app, msg).await
+    }
+
+    async fn begin_idempotent(
+        &self,
+        scope: &Scope,
+        fingerprint: &Fingerprint,
+        canonical_body: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Begun> {
+        idempotency::begin(&self.pool, scope, fingerprint, canonical_body, now).await
+    }
+
+    async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool> {
+        idempotency::release(&self.pool, scope, token).await
+    }
+
+    async fn create_message_idempotent(
+        &self,
+        new: NewMessage,
+        completion: Completion,
+    ) -> StoreResult<(CreatedMessage, StoredResponse)> {
+        let (created, response) = idempotency::create_message(&self.pool, new, completion).await?;
+        if created.deliveries > 0 {
+            self.notifier.work_is_due();
+        }
+        Ok((created, response))
     }
 }

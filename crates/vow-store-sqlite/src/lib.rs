@@ -24,6 +24,7 @@
 //! - `error`: SQLite errors → [`vow_store::StoreError`] (unique violations → `Conflict`, ...).
 //! - `rows`: column encodings shared by the entity modules (times, ids, JSON, keyset seeks).
 //! - `apps`, `event_types`, `endpoints`, `messages`, `settings`: the SQL of each entity.
+//! - `idempotency`: `Idempotency-Key` records, completed in the message create's writer job.
 //! - `testing` (feature `testing`): a fresh store in a temporary directory.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -33,6 +34,7 @@ mod checkpointer;
 mod endpoints;
 mod error;
 mod event_types;
+mod idempotency;
 mod messages;
 mod migrate;
 mod queue;
@@ -53,6 +55,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::idempotency::{Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse};
 use vow_store::{
     AppKey, Application, ApplicationFields, CreatedMessage, Delivery, Endpoint, EndpointFields,
     EndpointKey, EndpointSecret, EventType, Message, MessageFilter, MessageKey, NewApplication,
@@ -418,5 +421,33 @@ impl Store for SqliteStore {
 
     async fn list_deliveries(&self, app: AppId, msg: MessageId) -> StoreResult<Vec<Delivery>> {
         self.read(move |c| messages::deliveries(c, app, msg)).await
+    }
+
+    async fn begin_idempotent(
+        &self,
+        scope: &Scope,
+        fingerprint: &Fingerprint,
+        canonical_body: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Begun> {
+        let (scope, fingerprint) = (scope.clone(), *fingerprint);
+        let body = canonical_body.to_owned();
+        self.write(move |c| idempotency::begin(c, &scope, &fingerprint, &body, now))
+            .await
+    }
+
+    async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool> {
+        let (scope, token) = (scope.clone(), token.clone());
+        self.write(move |c| idempotency::release(c, &scope, &token))
+            .await
+    }
+
+    async fn create_message_idempotent(
+        &self,
+        new: NewMessage,
+        completion: Completion,
+    ) -> StoreResult<(CreatedMessage, StoredResponse)> {
+        self.write(move |c| idempotency::create_message(c, new, completion))
+            .await
     }
 }

@@ -23,6 +23,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0003_claim_by_endpoint",
         include_str!("../migrations/0003_claim_by_endpoint.sql"),
     ),
+    (
+        "0004_idempotency",
+        include_str!("../migrations/0004_idempotency.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.
@@ -71,6 +75,12 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(v, MIGRATIONS.len() as i64);
+    }
+
+    #[test]
+    fn the_idempotency_migration_is_the_record_stores_schema() {
+        let (_, sql) = MIGRATIONS[3];
+        assert!(sql.contains(vow_idempotency::sqlite::SCHEMA.trim()));
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //! - `event_types`: event types, archiving, expunge, paging by name.
 //! - `endpoints`: endpoints, isolation between applications, secrets and rotation, paging.
 //! - `fanout`: which endpoints get a delivery row for a new message, `Pending` or `Held`.
+//! - `idempotency`: `Idempotency-Key` records: begin, the completing create, replay, release,
+//!   fencing.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
 //! - `settings`: the admin token hash and ping.
 //! - `queue`: the [`DeliveryQueue`]: claims and leases, recording outcomes, auto-disabling,
@@ -30,6 +32,7 @@ mod apps;
 mod endpoints;
 mod event_types;
 mod fanout;
+mod idempotency;
 mod messages;
 mod queue;
 mod settings;
@@ -39,6 +42,7 @@ pub use apps::*;
 pub use endpoints::*;
 pub use event_types::*;
 pub use fanout::*;
+pub use idempotency::*;
 pub use messages::*;
 pub use queue::*;
 pub use settings::*;
@@ -112,6 +116,10 @@ macro_rules! conformance_suite {
             listing_messages_filters_by_event_type_channel_and_time,
             messages_are_listed_newest_first_and_page_without_gaps,
             concurrent_creates_with_one_event_id_store_exactly_one_message,
+            // idempotency records
+            an_idempotent_create_commits_its_response_and_the_same_request_replays_it,
+            a_released_record_frees_its_key_and_a_live_one_is_in_progress,
+            a_fenced_or_failed_idempotent_create_writes_nothing,
             // settings
             the_first_admin_token_hash_wins,
             a_fresh_store_answers_a_ping,
@@ -176,6 +184,7 @@ mod tests {
             include_str!("conformance/endpoints.rs"),
             include_str!("conformance/event_types.rs"),
             include_str!("conformance/fanout.rs"),
+            include_str!("conformance/idempotency.rs"),
             include_str!("conformance/messages.rs"),
             include_str!("conformance/settings.rs"),
             include_str!("conformance/queue/claims.rs"),

@@ -17,6 +17,10 @@ pub enum StoreError {
     /// Retrying later may succeed.
     #[error("the store is unavailable")]
     Unavailable(#[source] BoxError),
+    /// The idempotency lease this write was fenced by is no longer the caller's (another request
+    /// took the record over, or it was released): nothing was written.
+    #[error("the idempotency record is no longer owned by this request")]
+    Fenced,
     /// Anything else the backend reported: a bug or corrupt data.
     #[error("the store failed")]
     Backend(#[source] BoxError),

@@ -11,18 +11,21 @@
 //! - [`page`]: keyset pagination (`Seek`) and Svix-style pages (`iterator`, `prevIterator`).
 //! - [`queue`]: [`DeliveryQueue`], the delivery queue workers claim from and record into.
 //! - [`error`]: the error type, [`StoreError`].
+//! - [`idempotency`]: what the `Idempotency-Key` methods take ([`idempotency::Completion`]).
 //! - [`conformance`]: the shared behaviour suite and the macro that instantiates it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod conformance;
 pub mod error;
+pub mod idempotency;
 pub mod model;
 pub mod page;
 pub mod queue;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use idempotency::{Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse};
 use vow_core::{AppId, EndpointId, MessageId};
 
 pub use error::{StoreError, StoreResult};
@@ -167,4 +170,30 @@ pub trait Store: Send + Sync + 'static {
 
     /// The delivery rows of a message (for tests and, later, the attempts API).
     async fn list_deliveries(&self, app: AppId, msg: MessageId) -> StoreResult<Vec<Delivery>>;
+
+    // ---- idempotency records (ADR 6) ----------------------------------------------------------
+
+    /// Claims `scope` for a request with `fingerprint` and `canonical_body` at `now`, in its own
+    /// short transaction, or says why not ([`Begun`]).
+    async fn begin_idempotent(
+        &self,
+        scope: &Scope,
+        fingerprint: &Fingerprint,
+        canonical_body: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Begun>;
+
+    /// Deletes the `in_progress` record `token` owns (an outcome that is not final). Whether
+    /// there was one.
+    async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool>;
+
+    /// [`Store::create_message`] and the completion of its idempotency record in ONE
+    /// transaction: checks the token (fence), writes the message and its deliveries, renders the
+    /// response and stores it, completed at `new.now`. [`StoreError::Fenced`] when the token no
+    /// longer owns the record; nothing is written on any error.
+    async fn create_message_idempotent(
+        &self,
+        new: NewMessage,
+        completion: Completion,
+    ) -> StoreResult<(CreatedMessage, StoredResponse)>;
 }

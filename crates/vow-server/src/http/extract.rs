@@ -19,8 +19,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ValidJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let ValidJsonBytes(value, _) = ValidJsonBytes::from_request(req, state).await?;
+        Ok(ValidJson(value))
+    }
+}
+
+/// A JSON body read and checked as [`ValidJson`] does, with its raw bytes kept too (an
+/// `Idempotency-Key` fingerprint covers the body as sent).
+pub struct ValidJsonBytes<T>(pub T, pub Bytes);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ValidJsonBytes<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = read_body(req, state).await?;
-        parse_json(&bytes).map(ValidJson)
+        parse_json(&bytes).map(|value| ValidJsonBytes(value, bytes))
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod extract;
+pub mod idempotency;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -158,6 +158,17 @@ impl TestApp {
         dispatcher.drain_at(now).await.unwrap()
     }
 
+    /// The delivery rows of message `msg` of application `app_id` (both ids as text).
+    pub async fn deliveries_of(&self, app_id: &str, msg: &str) -> Vec<vow_store::Delivery> {
+        self.store
+            .list_deliveries(
+                vow_core::AppId::parse(app_id).unwrap(),
+                vow_core::MessageId::parse(msg).unwrap(),
+            )
+            .await
+            .unwrap()
+    }
+
     /// Creates an endpoint from `body` and returns its id.
     pub async fn create_endpoint(&self, app: &str, body: Value) -> String {
         let (status, out) = self

@@ -14,6 +14,7 @@ mod demo;
 mod endpoints;
 mod event_types;
 mod faults;
+mod idempotency;
 mod messages;
 mod operators;
 mod receiver;

@@ -26,14 +26,7 @@ async fn count_apps(app: &TestApp) -> usize {
 
 /// `(endpoint id, status)` of every delivery row of a message, sorted by endpoint id.
 async fn deliveries(app: &TestApp, app_id: &str, msg: &str) -> Vec<(String, DeliveryStatus)> {
-    let rows = app
-        .store
-        .list_deliveries(
-            AppId::parse(app_id).unwrap(),
-            MessageId::parse(msg).unwrap(),
-        )
-        .await
-        .unwrap();
+    let rows = app.deliveries_of(app_id, msg).await;
     for d in &rows {
         assert_eq!(d.attempts, 0);
         assert_eq!(d.msg_id.to_string(), msg);

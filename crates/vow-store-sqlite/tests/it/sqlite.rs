@@ -108,7 +108,7 @@ async fn data_survives_closing_and_reopening_the_store() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3, "each migration applied once");
+    assert_eq!(version, 4, "each migration applied once");
 }
 
 #[tokio::test]

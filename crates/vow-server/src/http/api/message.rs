@@ -2,24 +2,29 @@
 //!
 //! Creating a message writes it and its delivery rows in one store transaction. The payload is
 //! kept as the exact JSON text the client sent (never re-serialised), so what is signed and
-//! delivered is byte-for-byte what was posted.
+//! delivered is byte-for-byte what was posted. With an `Idempotency-Key`, the create goes through
+//! [`crate::http::idempotency`], which stores the same 202 response with the message.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use vow_core::{Channel, EventTypeName, MessageId};
+use vow_store::idempotency::{Render, StoredResponse};
 use vow_store::page::Page;
-use vow_store::{AppKey, Message, MessageFilter, NewApplication, NewMessage, Order};
+use vow_store::{
+    AppKey, CreatedMessage, Message, MessageFilter, NewApplication, NewMessage, Order,
+};
 
 use super::application::{self, ApplicationIn};
 use super::{app_key, message_key, ListParams, ListResponse, Problems};
 use crate::error::{ApiError, ApiResult};
-use crate::http::extract::{ValidJson, ValidQuery};
+use crate::http::extract::{ValidJsonBytes, ValidQuery};
+use crate::http::idempotency;
 use crate::http::AppState;
 
 /// Message routes.
@@ -84,9 +89,29 @@ async fn create_message(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
     ValidQuery(params): ValidQuery<ContentParams>,
-    ValidJson(body): ValidJson<MessageIn>,
-) -> ApiResult<impl IntoResponse> {
-    let key = app_key(&app_id)?;
+    headers: HeaderMap,
+    ValidJsonBytes(body, raw): ValidJsonBytes<MessageIn>,
+) -> ApiResult<Response> {
+    let key = match idempotency::key(&headers) {
+        Ok(key) => key,
+        Err(problem) => return Ok(idempotency::problem(problem)),
+    };
+    let new = new_message(&state, &app_id, body).await?;
+    let render = accepted(params.with_content.unwrap_or(true));
+    let Some(key) = key else {
+        let created = state.store.create_message(new).await?;
+        announce(&state, &created);
+        return idempotency::stored(render(&created));
+    };
+    idempotency::create_message(&state, key, &raw, new, render, |created| {
+        announce(&state, created)
+    })
+    .await
+}
+
+/// Validates `body` and resolves the application in the path into the message to create.
+async fn new_message(state: &AppState, app_id: &str, body: MessageIn) -> ApiResult<NewMessage> {
+    let key = app_key(app_id)?;
     let mut p = Problems::default();
     let event_type = p.check(
         &["body", "eventType"],
@@ -138,11 +163,11 @@ async fn create_message(
         AppKey::Id(id) => id,
         AppKey::Uid(_) => match state.store.get_application(&key).await? {
             Some(app) => app.id,
-            None => create_app_for(&state, key, new_app).await?.id,
+            None => create_app_for(state, key, new_app).await?.id,
         },
     };
     let now = state.now();
-    let new = NewMessage {
+    Ok(NewMessage {
         id: MessageId::new(),
         app_id,
         event_id: event_id.map(vow_core::Uid::into_string),
@@ -153,14 +178,42 @@ async fn create_message(
         payload: body.payload.get().to_string(),
         payload_expires_at: now + Duration::days(retention),
         now,
-    };
-    let created = state.store.create_message(new).await?;
+    })
+}
+
+/// Counts a created message and wakes the delivery workers when it has deliveries.
+fn announce(state: &AppState, created: &CreatedMessage) {
     metrics::counter!(crate::metrics::MESSAGES).increment(1);
     if created.deliveries > 0 {
         state.wake.notify_one();
     }
-    let out = MessageOut::new(created.message, params.with_content.unwrap_or(true))?;
-    Ok((StatusCode::ACCEPTED, Json(out)))
+}
+
+/// Renders the 202 answer to a created message: `MessageOut` as JSON. It is also what an
+/// `Idempotency-Key` record stores and replays.
+fn accepted(with_content: bool) -> Render {
+    Box::new(move |created: &CreatedMessage| {
+        let out = MessageOut::new(created.message.clone(), with_content)
+            .and_then(|out| serde_json::to_vec(&out).map_err(|e| ApiError::Internal(Box::new(e))));
+        match out {
+            Ok(body) => StoredResponse {
+                status: StatusCode::ACCEPTED.as_u16(),
+                headers: vec![("content-type".into(), "application/json".into())],
+                body,
+                resource: Some(created.message.id.to_string()),
+            },
+            // Cannot happen: the payload was read as a JSON object.
+            Err(e) => {
+                tracing::error!(error = %e, "could not render a created message");
+                StoredResponse {
+                    status: StatusCode::INTERNAL_SERVER_ERROR.as_u16(),
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                    resource: Some(created.message.id.to_string()),
+                }
+            }
+        }
+    })
 }
 
 /// Creates the application named by the path from `MessageIn.application`, or 404 without one.
