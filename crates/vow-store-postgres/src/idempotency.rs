@@ -42,6 +42,19 @@ pub(crate) async fn release(pool: &PgPool, scope: &Scope, token: &LeaseToken) ->
         .map_err(convert)
 }
 
+pub(crate) async fn complete(
+    pool: &PgPool,
+    scope: &Scope,
+    token: &LeaseToken,
+    response: &StoredResponse,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    let mut conn = pool.acquire().await.map_err(db_error)?;
+    records::complete(&mut conn, scope, token, response, now, &settings())
+        .await
+        .map_err(convert)
+}
+
 pub(crate) async fn create_message(
     pool: &PgPool,
     new: NewMessage,

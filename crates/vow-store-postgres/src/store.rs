@@ -179,6 +179,16 @@ impl Store for PgStore {
         idempotency::release(&self.pool, scope, token).await
     }
 
+    async fn complete_idempotent(
+        &self,
+        scope: &Scope,
+        token: &LeaseToken,
+        response: StoredResponse,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        idempotency::complete(&self.pool, scope, token, &response, now).await
+    }
+
     async fn create_message_idempotent(
         &self,
         new: NewMessage,

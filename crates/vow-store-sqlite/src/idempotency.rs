@@ -28,6 +28,16 @@ pub(crate) fn release(conn: &Connection, scope: &Scope, token: &LeaseToken) -> R
     records::release(conn, scope, token).map_err(convert)
 }
 
+pub(crate) fn complete(
+    conn: &Connection,
+    scope: &Scope,
+    token: &LeaseToken,
+    response: &StoredResponse,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    records::complete(conn, scope, token, response, now, &settings()).map_err(convert)
+}
+
 pub(crate) fn create_message(
     conn: &Connection,
     new: NewMessage,

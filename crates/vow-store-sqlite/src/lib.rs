@@ -442,6 +442,18 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn complete_idempotent(
+        &self,
+        scope: &Scope,
+        token: &LeaseToken,
+        response: StoredResponse,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let (scope, token) = (scope.clone(), token.clone());
+        self.write(move |c| idempotency::complete(c, &scope, &token, &response, now))
+            .await
+    }
+
     async fn create_message_idempotent(
         &self,
         new: NewMessage,

@@ -187,6 +187,17 @@ pub trait Store: Send + Sync + 'static {
     /// there was one.
     async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool>;
 
+    /// Completes the record `token` owns with `response`, on its own: for a final outcome that
+    /// wrote nothing (the create answered 404 or 409), so a retry replays it.
+    /// [`StoreError::Fenced`] when the token no longer owns the record.
+    async fn complete_idempotent(
+        &self,
+        scope: &Scope,
+        token: &LeaseToken,
+        response: StoredResponse,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
     /// [`Store::create_message`] and the completion of its idempotency record in ONE
     /// transaction: checks the token (fence), writes the message and its deliveries, renders the
     /// response and stores it, completed at `new.now`. [`StoreError::Fenced`] when the token no

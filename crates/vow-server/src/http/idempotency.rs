@@ -12,12 +12,15 @@
 //! - reused: 422 with `differences`; in progress (or fenced by a takeover): 409 with
 //!   `Retry-After`; expired: 422.
 //!
+//! A business refusal of the create itself (404: no such application; 409: the `eventId` is
+//! taken) is final: it is stored on the record, and a retry with the key replays it.
+//!
 //! `Idempotency-Expires` is an HTTP-date (IMF-fixdate, RFC 9110 §5.6.7), like `Expires`.
 
 use axum::body::Body;
 use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use vow_idempotency::{fingerprint, problem, IdempotencyKey, Problem};
@@ -87,9 +90,11 @@ pub async fn create_message(
         }
         Begun::Reused { differences } => return Ok(problem(Problem::KeyReused { differences })),
         Begun::InProgress { retry_after_secs } => {
+            // The owner's `now` can be a hair later than this request's (they raced), which
+            // would make the lease look longer than it is: never more than a whole lease.
             return Ok(problem(Problem::InProgress {
-                retry_after: retry_after_secs,
-            }))
+                retry_after: retry_after_secs.min(settings().lease.as_secs()),
+            }));
         }
         Begun::Expired { .. } => return Ok(problem(Problem::KeyExpired)),
         other => {
@@ -98,7 +103,8 @@ pub async fn create_message(
             ))
         }
     };
-    let expires_at = settings().deadlines(new.now).expires_at;
+    let now = new.now;
+    let expires_at = settings().deadlines(now).expires_at;
     let completion = Completion {
         scope: scope.clone(),
         token: token.clone(),
@@ -111,6 +117,13 @@ pub async fn create_message(
         }
         // Another request took the record over: it runs (or ran) the operation.
         Err(StoreError::Fenced) => Ok(problem(Problem::InProgress { retry_after: 1 })),
+        // A business outcome (no such application, a repeated eventId) is final: stored, so a
+        // retry with the key replays it instead of running again.
+        Err(e @ (StoreError::NotFound(_) | StoreError::Conflict(_))) => {
+            let answer = ApiError::from(e).into_response();
+            let final_answer = store_final(state, &scope, &token, answer, now).await?;
+            Ok(expiring(final_answer, expires_at))
+        }
         Err(e) => {
             if matches!(e, StoreError::Unavailable(_) | StoreError::Backend(_)) {
                 if let Err(release) = state.store.release_idempotent(&scope, &token).await {
@@ -121,6 +134,43 @@ pub async fn create_message(
             Err(e.into())
         }
     }
+}
+
+/// Stores `answer` as the record's final response and gives it back unchanged (its extensions,
+/// which the request middleware logs from, included).
+async fn store_final(
+    state: &AppState,
+    scope: &Scope,
+    token: &vow_store::idempotency::LeaseToken,
+    answer: Response,
+    now: DateTime<Utc>,
+) -> ApiResult<Response> {
+    let (parts, body) = answer.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| ApiError::Internal(Box::new(e)))?;
+    let headers = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|ct| vec![(CONTENT_TYPE.as_str().to_owned(), ct.to_owned())])
+        .unwrap_or_default();
+    let response = vow_store::idempotency::StoredResponse {
+        status: parts.status.as_u16(),
+        headers,
+        body: bytes.to_vec(),
+        resource: None,
+    };
+    match state
+        .store
+        .complete_idempotent(scope, token, response, now)
+        .await
+    {
+        Ok(()) | Err(StoreError::Fenced) => {}
+        Err(e) => tracing::warn!(error = %e, key = %scope.key.hash(),
+            "could not store a final outcome; a retry will run the request again"),
+    }
+    Ok(Response::from_parts(parts, Body::from(bytes)))
 }
 
 /// A stored response as sent: its status, headers and body.

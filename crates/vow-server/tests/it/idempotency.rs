@@ -228,7 +228,40 @@ async fn the_quoted_and_bare_forms_of_a_key_are_one_key(app: TestApp) {
     assert_eq!(stored(&app, &app_id).await.len(), 1);
 }
 
+/// A create refused for a business reason (404: no such application; 409: the eventId is taken)
+/// is final: the retry with the key replays it at once instead of waiting out a lease, and still
+/// writes nothing.
+async fn a_business_refusal_is_stored_and_replayed(app: TestApp) {
+    let missing = "app_01M8MW11JHMYKJBQ612TX2PDVR";
+    let first = send(&app, missing, "k-404", &message(1)).await;
+    assert_eq!(first.status(), 404);
+    assert_eq!(header(&first, "idempotent-replayed"), None);
+    let first_body = first.bytes().await.unwrap();
+    let again = send(&app, missing, "k-404", &message(1)).await;
+    assert_eq!(again.status(), 404, "replayed, not 409 in progress");
+    assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
+    assert_eq!(again.bytes().await.unwrap(), first_body);
+
+    let app_id = app.create_app("Shop").await;
+    let taken = json!({"eventType": "invoice.paid", "eventId": "evt-1", "payload": {}});
+    let (status, body) = app
+        .post(&format!("/api/v1/app/{app_id}/msg"), taken.clone())
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, _, conflict) = parts(send(&app, &app_id, "k-409", &taken).await).await;
+    assert_eq!((status, conflict["code"].as_str()), (409, Some("conflict")));
+    let again = send(&app, &app_id, "k-409", &taken).await;
+    assert_eq!(again.status(), 409);
+    assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
+    assert_eq!(
+        stored(&app, &app_id).await.len(),
+        1,
+        "only the first message"
+    );
+}
+
 on_both_stores!(
+    a_business_refusal_is_stored_and_replayed,
     the_same_key_and_body_replay_the_first_response,
     the_same_key_with_another_body_is_refused_naming_the_difference,
     another_application_with_the_same_key_gets_its_own_message,
