@@ -53,10 +53,32 @@ pub struct Config {
     pub payload_retention_days: u16,
     /// Attempt response body retention, days.
     pub response_retention_days: u16,
+    /// Routes on which a request without `Idempotency-Key` is refused (comma-separated names;
+    /// empty = none).
+    pub require_idempotency_key: String,
     /// Log filter.
     pub log: String,
     /// Log format.
     pub log_format: LogFormat,
+}
+
+/// The routes that honour `Idempotency-Key`, by the names `require_idempotency_key` uses.
+pub const IDEMPOTENT_ROUTES: &[&str] = &["message.create"];
+
+impl Config {
+    /// The routes named in `require_idempotency_key`, or the first name that is not one of
+    /// [`IDEMPOTENT_ROUTES`].
+    pub fn idempotency_required(&self) -> Result<Vec<String>, String> {
+        self.require_idempotency_key
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(|name| match IDEMPOTENT_ROUTES.contains(&name) {
+                true => Ok(name.to_owned()),
+                false => Err(name.to_owned()),
+            })
+            .collect()
+    }
 }
 
 /// How logs are printed.
@@ -183,6 +205,15 @@ impl Config {
         }
         if !(1..=3650).contains(&self.payload_retention_days) {
             return invalid("payload_retention_days", "must be between 1 and 3650");
+        }
+        if let Err(unknown) = self.idempotency_required() {
+            return invalid(
+                "require_idempotency_key",
+                &format!(
+                    "names {unknown:?}; the routes that take a key are: {}",
+                    IDEMPOTENT_ROUTES.join(", ")
+                ),
+            );
         }
         if !(1..=3650).contains(&self.response_retention_days) {
             return invalid("response_retention_days", "must be between 1 and 3650");
@@ -332,6 +363,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("allowed_subnets"), "{err}");
+        let err = with(&[("require_idempotency_key", "message.create, endpoint.create")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("require_idempotency_key") && err.contains("endpoint.create"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_routes_that_require_a_key_are_read_from_a_list() {
+        let c = with(&[("require_idempotency_key", " message.create ,")]).unwrap();
+        assert_eq!(c.idempotency_required().unwrap(), vec!["message.create"]);
+        assert!(with(&[])
+            .unwrap()
+            .idempotency_required()
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -137,6 +137,9 @@ impl Server {
             max_body_bytes: config.max_body_bytes,
             secret_rotation_grace: Duration::from_secs(config.secret_rotation_grace_seconds.into()),
             payload_retention_days: config.payload_retention_days.into(),
+            idempotency_required: config
+                .idempotency_required()
+                .map_err(|name| anyhow::anyhow!("require_idempotency_key names {name:?}"))?,
         };
         let state = AppState {
             store: stores.store,

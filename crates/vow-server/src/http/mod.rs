@@ -49,6 +49,15 @@ pub struct ApiSettings {
     pub secret_rotation_grace: Duration,
     /// Days a payload is kept when a message does not say.
     pub payload_retention_days: i64,
+    /// Route names on which `Idempotency-Key` is required (see `config::IDEMPOTENT_ROUTES`).
+    pub idempotency_required: Vec<String>,
+}
+
+impl ApiSettings {
+    /// Whether a request to `route` (e.g. `message.create`) must carry `Idempotency-Key`.
+    pub fn requires_idempotency_key(&self, route: &str) -> bool {
+        self.idempotency_required.iter().any(|r| r == route)
+    }
 }
 
 impl AppState {

@@ -260,7 +260,28 @@ async fn a_business_refusal_is_stored_and_replayed(app: TestApp) {
     );
 }
 
+/// With `require_idempotency_key = "message.create"`, a create without a key is a 400 problem
+/// that writes nothing; with a key it goes through.
+async fn a_route_that_requires_a_key_refuses_a_request_without_one(app: TestApp) {
+    let config = crate::helpers::test_config(&[("require_idempotency_key", "message.create")]);
+    let app = TestApp::spawn_with(app.backend, config).await;
+    let app_id = app.create_app("Shop").await;
+    let resp = app
+        .request(Method::POST, &format!("/api/v1/app/{app_id}/msg"))
+        .json(&message(5))
+        .send()
+        .await
+        .unwrap();
+    let (status, ct, problem) = parts(resp).await;
+    assert_eq!((status, ct.as_str()), (400, PROBLEM), "{problem}");
+    assert_eq!(problem["type"], "urn:vow:problem:idempotency-key-missing");
+    assert!(stored(&app, &app_id).await.is_empty(), "nothing written");
+    assert_eq!(send(&app, &app_id, "k-1", &message(5)).await.status(), 202);
+    assert_eq!(stored(&app, &app_id).await.len(), 1);
+}
+
 on_both_stores!(
+    a_route_that_requires_a_key_refuses_a_request_without_one,
     a_business_refusal_is_stored_and_replayed,
     the_same_key_and_body_replay_the_first_response,
     the_same_key_with_another_body_is_refused_naming_the_difference,

@@ -93,6 +93,9 @@ async fn create_message(
     ValidJsonBytes(body, raw): ValidJsonBytes<MessageIn>,
 ) -> ApiResult<Response> {
     let key = match idempotency::key(&headers) {
+        Ok(None) if state.settings.requires_idempotency_key("message.create") => {
+            return Ok(idempotency::problem(vow_idempotency::Problem::KeyMissing))
+        }
         Ok(key) => key,
         Err(problem) => return Ok(idempotency::problem(problem)),
     };
