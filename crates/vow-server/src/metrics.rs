@@ -28,6 +28,11 @@ pub const LEASES_LOST: &str = "vow_delivery_leases_lost_total";
 pub const IN_FLIGHT: &str = "vow_deliveries_in_flight";
 /// Counter: messages accepted through the API.
 pub const MESSAGES: &str = "vow_messages_created_total";
+/// Counter: responses replayed for a repeated `Idempotency-Key`.
+pub const IDEMPOTENT_REPLAYS: &str = "vow_idempotency_replays_total";
+/// Counter: idempotency problems answered, by `type` (`idempotency-key-reused`,
+/// `idempotency-key-in-progress`, ...; see `docs/problems.md`).
+pub const IDEMPOTENCY_PROBLEMS: &str = "vow_idempotency_problems_total";
 
 /// The Prometheus recorder, installed as the global `metrics` recorder on first use. When
 /// another recorder was installed first (by an embedding program), vow's metrics go there and
@@ -61,6 +66,14 @@ fn describe() {
         "Deliveries claimed by this process and not yet recorded."
     );
     describe_counter!(MESSAGES, "Messages accepted through the API.");
+    describe_counter!(
+        IDEMPOTENT_REPLAYS,
+        "Responses replayed for a repeated Idempotency-Key."
+    );
+    describe_counter!(
+        IDEMPOTENCY_PROBLEMS,
+        "Idempotency problems answered, by type."
+    );
 }
 
 /// `GET /metrics` in the Prometheus text format.

@@ -81,6 +81,7 @@ pub async fn create_message(
             response,
             expires_at,
         } => {
+            metrics::counter!(crate::metrics::IDEMPOTENT_REPLAYS).increment(1);
             let mut out = stored(response)?;
             out.headers_mut().insert(
                 HeaderName::from_static("idempotent-replayed"),
@@ -195,6 +196,7 @@ fn expiring(mut out: Response, expires_at: DateTime<Utc>) -> Response {
 
 /// A problem as `application/problem+json`, with `Retry-After` when it says to retry later.
 pub fn problem(p: Problem) -> Response {
+    metrics::counter!(crate::metrics::IDEMPOTENCY_PROBLEMS, "type" => p.name()).increment(1);
     let status = StatusCode::from_u16(p.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut out = Response::new(Body::from(p.body().to_string()));
     *out.status_mut() = status;

@@ -92,6 +92,20 @@ async fn the_same_key_and_body_replay_the_first_response(app: TestApp) {
     assert_eq!(header(&second, "content-type"), Some("application/json"));
     assert_eq!(second.bytes().await.unwrap(), first_body);
 
+    let metrics = app
+        .request(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("vow_idempotency_replays_total ")),
+        "replays are counted"
+    );
     let id = serde_json::from_slice::<Value>(&first_body).unwrap()["id"]
         .as_str()
         .unwrap()
