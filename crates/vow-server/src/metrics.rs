@@ -33,6 +33,8 @@ pub const IDEMPOTENT_REPLAYS: &str = "vow_idempotency_replays_total";
 /// Counter: idempotency problems answered, by `type` (`idempotency-key-reused`,
 /// `idempotency-key-in-progress`, ...; see `docs/problems.md`).
 pub const IDEMPOTENCY_PROBLEMS: &str = "vow_idempotency_problems_total";
+/// Counter: requests that waited (`Prefer: wait`) for another request with their key.
+pub const IDEMPOTENT_WAITS: &str = "vow_idempotency_waits_total";
 
 /// The Prometheus recorder, installed as the global `metrics` recorder on first use. When
 /// another recorder was installed first (by an embedding program), vow's metrics go there and
@@ -73,6 +75,10 @@ fn describe() {
     describe_counter!(
         IDEMPOTENCY_PROBLEMS,
         "Idempotency problems answered, by type."
+    );
+    describe_counter!(
+        IDEMPOTENT_WAITS,
+        "Requests that waited for another with their key."
     );
 }
 

@@ -15,12 +15,17 @@
 //! A business refusal of the create itself (404: no such application; 409: the `eventId` is
 //! taken) is final: it is stored on the record, and a retry with the key replays it.
 //!
+//! With `Prefer: wait=N` (N capped at 30), a request that finds the key in progress waits up to
+//! N s for that request's outcome and replays it, before answering 409.
+//!
 //! `Idempotency-Expires` is an HTTP-date (IMF-fixdate, RFC 9110 §5.6.7), like `Expires`.
 
 use axum::body::Body;
 use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use vow_idempotency::{fingerprint, problem, IdempotencyKey, Problem};
@@ -54,7 +59,7 @@ pub fn key(headers: &axum::http::HeaderMap) -> Result<Option<IdempotencyKey>, Pr
 /// after a create commits (not on a replay).
 pub async fn create_message(
     state: &AppState,
-    key: IdempotencyKey,
+    (key, wait): (IdempotencyKey, Option<Duration>),
     raw: &[u8],
     new: NewMessage,
     render: Render,
@@ -71,10 +76,7 @@ pub async fn create_message(
     let body = serde_json::from_slice::<Value>(raw)
         .map(|json| fingerprint::canonical(&json))
         .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned());
-    let begun = state
-        .store
-        .begin_idempotent(&scope, &fingerprint, &body, new.now)
-        .await?;
+    let begun = begin_waiting(state, &scope, &fingerprint, &body, new.now, wait).await?;
     let token = match begun {
         Begun::Owner(token) => token,
         Begun::Replay {
@@ -135,6 +137,59 @@ pub async fn create_message(
             Err(e.into())
         }
     }
+}
+
+/// Begins the record; while another request holds it and `wait` allows, polls until that
+/// request's outcome is stored (a replay), its lease ends (this request takes over), or the
+/// wait is over (409).
+async fn begin_waiting(
+    state: &AppState,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    body: &str,
+    now: DateTime<Utc>,
+    wait: Option<Duration>,
+) -> ApiResult<Begun> {
+    let until = tokio::time::Instant::now() + wait.unwrap_or_default();
+    let mut at = now;
+    loop {
+        let begun = state
+            .store
+            .begin_idempotent(scope, fingerprint, body, at)
+            .await?;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if !matches!(begun, Begun::InProgress { .. }) || left.is_zero() {
+            return Ok(begun);
+        }
+        if at == now {
+            metrics::counter!(crate::metrics::IDEMPOTENT_WAITS).increment(1);
+        }
+        tokio::time::sleep(WAIT_POLL.min(left)).await;
+        at = state.now();
+    }
+}
+
+/// How often a waiting request looks at the record again.
+const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// The longest `Prefer: wait` honoured.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// `Prefer: wait=N` (RFC 7240), capped at 30 s; `None` without it.
+pub fn prefer_wait(headers: &axum::http::HeaderMap) -> Option<Duration> {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split([',', ';']))
+        .filter_map(|pref| {
+            let (name, value) = pref.trim().split_once('=')?;
+            name.trim()
+                .eq_ignore_ascii_case("wait")
+                .then(|| value.trim().trim_matches('"').parse::<u64>().ok())?
+        })
+        .map(|secs| Duration::from_secs(secs).min(MAX_WAIT))
+        .next()
 }
 
 /// Stores `answer` as the record's final response and gives it back unchanged (its extensions,

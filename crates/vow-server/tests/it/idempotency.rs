@@ -294,7 +294,81 @@ async fn a_route_that_requires_a_key_refuses_a_request_without_one(app: TestApp)
     assert_eq!(stored(&app, &app_id).await.len(), 1);
 }
 
+/// A request that finds its key in progress answers 409 at once, or with `Prefer: wait=N`
+/// waits for the first request's outcome and replays it (409 when N runs out first).
+async fn prefer_wait_replays_the_outcome_of_the_request_in_flight(app: TestApp) {
+    use vow_store::idempotency::{Begun, Fingerprint, Scope, StoredResponse};
+    let app_id = app.create_app("Shop").await;
+    let body = message(8);
+    let raw = serde_json::to_vec(&body).unwrap();
+    let route = "/api/v1/app/{app_id}/msg";
+    // Another request holds the key: begun through the store, as the handler does.
+    let scope = Scope {
+        principal: "admin".into(),
+        application: Some(app_id.clone()),
+        method: "POST".into(),
+        route: route.into(),
+        key: vow_idempotency::IdempotencyKey::parse("w-1").unwrap(),
+    };
+    let fp = Fingerprint::of("POST", route, &raw);
+    let canonical = vow_idempotency::fingerprint::canonical(&body);
+    let begun = app
+        .store
+        .begin_idempotent(&scope, &fp, &canonical, chrono::Utc::now())
+        .await
+        .unwrap();
+    let Begun::Owner(token) = begun else {
+        panic!("{begun:?}")
+    };
+    let waiting = |secs: u64| {
+        app.request(Method::POST, &format!("/api/v1/app/{app_id}/msg"))
+            .header("idempotency-key", "w-1")
+            .header("prefer", format!("respond-async, wait={secs}"))
+            .json(&body)
+            .send()
+    };
+    assert_eq!(send(&app, &app_id, "w-1", &body).await.status(), 409);
+    let started = std::time::Instant::now();
+    assert_eq!(waiting(1).await.unwrap().status(), 409, "nobody finished");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+
+    let store = app.store.clone();
+    let finish = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let response = StoredResponse {
+            status: 202,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: br#"{"id":"msg_from_the_first_request"}"#.to_vec(),
+            resource: None,
+        };
+        store
+            .complete_idempotent(&scope, &token, response, chrono::Utc::now())
+            .await
+            .unwrap();
+    });
+    let started = std::time::Instant::now();
+    let replay = waiting(10).await.unwrap();
+    let waited = started.elapsed();
+    finish.await.unwrap();
+    assert_eq!(replay.status(), 202);
+    assert_eq!(header(&replay, "idempotent-replayed"), Some("true"));
+    assert_eq!(
+        replay.json::<Value>().await.unwrap()["id"],
+        "msg_from_the_first_request"
+    );
+    assert!(
+        waited >= std::time::Duration::from_millis(250)
+            && waited < std::time::Duration::from_secs(5),
+        "{waited:?}"
+    );
+    assert!(
+        stored(&app, &app_id).await.is_empty(),
+        "the waiter wrote nothing"
+    );
+}
+
 on_both_stores!(
+    prefer_wait_replays_the_outcome_of_the_request_in_flight,
     a_route_that_requires_a_key_refuses_a_request_without_one,
     a_business_refusal_is_stored_and_replayed,
     the_same_key_and_body_replay_the_first_response,

@@ -106,7 +106,8 @@ async fn create_message(
         announce(&state, &created);
         return idempotency::stored(render(&created));
     };
-    idempotency::create_message(&state, key, &raw, new, render, |created| {
+    let wait = idempotency::prefer_wait(&headers);
+    idempotency::create_message(&state, (key, wait), &raw, new, render, |created| {
         announce(&state, created)
     })
     .await
