@@ -177,6 +177,7 @@ impl Server {
             .dispatcher
             .map(|d| tokio::spawn(d.run(shutdown.clone())));
         tokio::spawn(crate::retention::run(
+            self.state.store.clone(),
             self.queue,
             self.keep_responses,
             Duration::from_secs(60),

@@ -42,6 +42,11 @@ pub(crate) async fn release(pool: &PgPool, scope: &Scope, token: &LeaseToken) ->
         .map_err(convert)
 }
 
+pub(crate) async fn purge(pool: &PgPool, now: DateTime<Utc>, batch: usize) -> StoreResult<usize> {
+    let mut conn = pool.acquire().await.map_err(db_error)?;
+    records::purge(&mut conn, now, batch).await.map_err(convert)
+}
+
 pub(crate) async fn complete(
     pool: &PgPool,
     scope: &Scope,

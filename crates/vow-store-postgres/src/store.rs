@@ -179,6 +179,10 @@ impl Store for PgStore {
         idempotency::release(&self.pool, scope, token).await
     }
 
+    async fn purge_idempotent(&self, now: DateTime<Utc>, batch: usize) -> StoreResult<usize> {
+        idempotency::purge(&self.pool, now, batch).await
+    }
+
     async fn complete_idempotent(
         &self,
         scope: &Scope,

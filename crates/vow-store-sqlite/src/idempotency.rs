@@ -28,6 +28,10 @@ pub(crate) fn release(conn: &Connection, scope: &Scope, token: &LeaseToken) -> R
     records::release(conn, scope, token).map_err(convert)
 }
 
+pub(crate) fn purge(conn: &Connection, now: DateTime<Utc>, batch: usize) -> Result<usize> {
+    records::purge(conn, now, batch).map_err(convert)
+}
+
 pub(crate) fn complete(
     conn: &Connection,
     scope: &Scope,

@@ -442,6 +442,10 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn purge_idempotent(&self, now: DateTime<Utc>, batch: usize) -> StoreResult<usize> {
+        self.write(move |c| idempotency::purge(c, now, batch)).await
+    }
+
     async fn complete_idempotent(
         &self,
         scope: &Scope,

@@ -119,6 +119,7 @@ macro_rules! conformance_suite {
             // idempotency records
             an_idempotent_create_commits_its_response_and_the_same_request_replays_it,
             a_released_record_frees_its_key_and_a_live_one_is_in_progress,
+            purging_turns_an_expired_record_into_a_tombstone_then_frees_the_key,
             a_fenced_or_failed_idempotent_create_writes_nothing,
             // settings
             the_first_admin_token_hash_wins,

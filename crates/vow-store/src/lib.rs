@@ -187,6 +187,11 @@ pub trait Store: Send + Sync + 'static {
     /// there was one.
     async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool>;
 
+    /// Ages idempotency records at `now`, at most `batch` rows: an expired completed record
+    /// becomes a tombstone (scope, fingerprint, resource; no bodies), and ended tombstones and
+    /// abandoned claims are deleted. How many rows changed.
+    async fn purge_idempotent(&self, now: DateTime<Utc>, batch: usize) -> StoreResult<usize>;
+
     /// Completes the record `token` owns with `response`, on its own: for a final outcome that
     /// wrote nothing (the create answered 404 or 409), so a retry replays it.
     /// [`StoreError::Fenced`] when the token no longer owns the record.

@@ -110,6 +110,51 @@ pub async fn a_released_record_frees_its_key_and_a_live_one_is_in_progress(store
     owner(begin(store, &s, BODY).await);
 }
 
+/// Purging ages a completed record past its expiry into a tombstone: the same key is then
+/// `Expired` (never run again), whatever the body, until the tombstone ends and the key is free.
+pub async fn purging_turns_an_expired_record_into_a_tombstone_then_frees_the_key(
+    store: &dyn Store,
+) {
+    let s = scope("app_p", "key-p");
+    let token = owner(begin(store, &s, BODY).await);
+    let done = StoredResponse {
+        status: 404,
+        headers: Vec::new(),
+        body: b"{}".to_vec(),
+        resource: None,
+    };
+    store
+        .complete_idempotent(&s, &token, done, t(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.purge_idempotent(t(60), 100).await.unwrap(),
+        0,
+        "not expired"
+    );
+    let day = 24 * 3600;
+    assert_eq!(
+        store.purge_idempotent(t(5 + day + 1), 100).await.unwrap(),
+        1
+    );
+    let fingerprint = Fingerprint::of("POST", ROUTE, BODY.as_bytes());
+    let canonical = vow_idempotency::fingerprint::canonical(&serde_json::from_str(BODY).unwrap());
+    let at = |secs| store.begin_idempotent(&s, &fingerprint, &canonical, t(secs));
+    assert!(matches!(
+        at(5 + day + 2).await.unwrap(),
+        Begun::Expired { .. }
+    ));
+    let week = 7 * day;
+    assert_eq!(
+        store
+            .purge_idempotent(t(5 + day + week + 1), 100)
+            .await
+            .unwrap(),
+        1
+    );
+    owner(at(5 + day + week + 2).await.unwrap());
+}
+
 /// A create whose token no longer owns the record is `Fenced` and writes nothing; a create that
 /// fails (no such application) leaves the record in progress and writes nothing.
 pub async fn a_fenced_or_failed_idempotent_create_writes_nothing(store: &dyn Store) {
