@@ -43,10 +43,12 @@ impl WorkNotifier {
         Self { signal }
     }
 
-    /// Work became due (and is committed): tell the other processes.
-    pub(crate) fn work_is_due(&self) {
-        // Full means a signal is already waiting, which covers this one too.
-        let _ = self.signal.try_send(());
+    /// A message was committed: when it wrote deliveries, tell the other processes.
+    pub(crate) fn created(&self, created: &vow_store::CreatedMessage) {
+        if created.deliveries > 0 {
+            // Full means a signal is already waiting, which covers this one too.
+            let _ = self.signal.try_send(());
+        }
     }
 }
 

@@ -132,9 +132,7 @@ impl Store for PgStore {
 
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
         let created = message::create(&self.pool, new, None).await?;
-        if created.deliveries > 0 {
-            self.notifier.work_is_due();
-        }
+        self.notifier.created(&created);
         Ok(created)
     }
 
@@ -144,7 +142,7 @@ impl Store for PgStore {
         endpoint: EndpointId,
     ) -> StoreResult<CreatedMessage> {
         let created = message::create(&self.pool, new, Some(endpoint)).await?;
-        self.notifier.work_is_due();
+        self.notifier.created(&created);
         Ok(created)
     }
 
@@ -199,9 +197,7 @@ impl Store for PgStore {
         completion: Completion,
     ) -> StoreResult<(CreatedMessage, StoredResponse)> {
         let (created, response) = idempotency::create_message(&self.pool, new, completion).await?;
-        if created.deliveries > 0 {
-            self.notifier.work_is_due();
-        }
+        self.notifier.created(&created);
         Ok((created, response))
     }
 }

@@ -246,3 +246,12 @@ pub(crate) fn deliveries(conn: &Connection, app: AppId, msg: MessageId) -> Resul
     let rows = stmt.query_map([app.to_string(), msg.to_string()], delivery_from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_delivery_column_count_matches_the_column_list() {
+        let listed = super::DELIVERY_COLUMNS.split(',').count();
+        assert_eq!(listed, super::DELIVERY_COLUMN_COUNT);
+    }
+}
