@@ -115,12 +115,15 @@ impl PublicKey {
     /// Checks a base64 `v1a` signature over already-assembled signed content.
     pub(crate) fn verify_signature(&self, content: &[u8], signature_b64: &str) -> bool {
         match decode_signature::<64>(signature_b64) {
-            Some((bytes, 64)) => {
-                let sig = Signature::from_bytes(&bytes);
-                self.0.verify_strict(content, &sig).is_ok()
-            }
+            Some((bytes, 64)) => self.verify_raw(content, &bytes),
             _ => false,
         }
+    }
+
+    /// Checks a raw 64-byte ed25519 signature over `content` (strict mode).
+    pub(crate) fn verify_raw(&self, content: &[u8], signature: &[u8; 64]) -> bool {
+        let sig = Signature::from_bytes(signature);
+        self.0.verify_strict(content, &sig).is_ok()
     }
 }
 

@@ -59,7 +59,10 @@ impl<'a> WebhookHeaders<'a> {
 /// Parses a unix timestamp in seconds: one or more ASCII digits, nothing else
 /// (no sign, no whitespace, no fraction). Overflow is an error, not a panic.
 pub fn parse_timestamp(header: &'static str, raw: &[u8]) -> Result<u64, Error> {
-    let malformed = |reason| Error::MalformedHeader { header, reason };
+    let malformed = |reason| Error::MalformedHeader {
+        header: header.into(),
+        reason,
+    };
     if raw.is_empty() {
         return Err(malformed("empty timestamp"));
     }
@@ -99,7 +102,7 @@ pub fn check_tolerance(timestamp: u64, now: u64, tolerance_secs: u64) -> Result<
 /// Interprets a header value as UTF-8 text, or fails naming the header.
 pub(crate) fn header_str<'a>(header: &'static str, raw: &'a [u8]) -> Result<&'a str, Error> {
     std::str::from_utf8(raw).map_err(|_| Error::MalformedHeader {
-        header,
+        header: header.into(),
         reason: "not valid UTF-8",
     })
 }
@@ -127,7 +130,7 @@ pub fn parse_signature_entries(raw: &[u8]) -> Result<Vec<SignatureEntry<'_>>, Er
         .collect();
     if entries.is_empty() {
         return Err(Error::MalformedHeader {
-            header: WEBHOOK_SIGNATURE,
+            header: WEBHOOK_SIGNATURE.into(),
             reason: "no `<version>,<signature>` entry",
         });
     }
@@ -157,10 +160,7 @@ mod tests {
             assert!(
                 matches!(
                     ts(bad),
-                    Err(Error::MalformedHeader {
-                        header: WEBHOOK_TIMESTAMP,
-                        ..
-                    })
+                    Err(Error::MalformedHeader { header, .. }) if header == WEBHOOK_TIMESTAMP
                 ),
                 "{bad:?} should be rejected"
             );
@@ -223,10 +223,7 @@ mod tests {
         for bad in [&b""[..], b"   ", b"nocomma", b"\xff,\xfe"] {
             assert!(matches!(
                 parse_signature_entries(bad),
-                Err(Error::MalformedHeader {
-                    header: WEBHOOK_SIGNATURE,
-                    ..
-                })
+                Err(Error::MalformedHeader { header, .. }) if header == WEBHOOK_SIGNATURE
             ));
         }
     }

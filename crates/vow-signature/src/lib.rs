@@ -1,7 +1,7 @@
 //! Pure webhook signing and verification for vow: no IO, no panics on any
 //! input, constant-time comparisons, and errors that never echo secrets.
 //!
-//! Two families of schemes are supported:
+//! Three families of schemes are supported:
 //!
 //! * **Standard Webhooks** — `v1` (HMAC-SHA256 with `whsec_` keys) and `v1a`
 //!   (ed25519 with `whsk_`/`whpk_` keys), signed over
@@ -10,6 +10,10 @@
 //!   once for rotation ([`sign`]); verify with [`Verifier`].
 //! * **Seed styles** — the `x-signature` formats of vow's seed senders,
 //!   keyed with the secret *text as configured* ([`seed`]).
+//! * **Inbound providers** — verifying what Stripe, GitHub, Shopify, Slack,
+//!   Square, Paddle, Linear, Twilio, Discord, Standard Webhooks senders, the
+//!   seed styles or a configured generic HMAC send, with rotation, an
+//!   injected clock and errors classed 400/401/500 ([`provider`]).
 //!
 //! ```
 //! use vow_signature::{sign, SigningKey, Verifier, WebhookHeaders};
@@ -30,13 +34,19 @@
 //!
 //! # Layout
 //!
-//! * [`error`] — [`Error`] and [`KeyError`].
+//! * [`error`] — [`Error`] (with its HTTP class, [`ErrorKind`]) and [`KeyError`].
 //! * [`header`] — header names, [`WebhookHeaders`], timestamp and entry parsers.
 //! * [`key`] — [`SigningKey`] / [`VerifyingKey`] (prefix-dispatching enums).
-//! * [`symmetric`] — [`SymmetricKey`] (`whsec_`) and the HMAC helpers.
+//! * [`symmetric`] — [`SymmetricKey`] (`whsec_`) and the HMAC helpers
+//!   (SHA-256, and SHA-1/SHA-512 for providers).
 //! * [`asymmetric`] — [`AsymmetricKey`] (`whsk_`) and [`PublicKey`] (`whpk_`).
 //! * [`standard`] — signed content, [`sign`], [`Verifier`].
 //! * [`seed`] — [`seed::sha256`] (seed 000) and [`seed::timestamped`] (seed 003).
+//! * [`provider`] — inbound verification: [`provider::Scheme`],
+//!   [`provider::Request`], [`provider::verify`], [`provider::Verified`];
+//!   one file per family: `pairs` (Stripe, Paddle, seed 003), `hmac` (generic
+//!   HMAC and its GitHub, Shopify, Slack, Square instances) with its
+//!   `template`, `linear`, `twilio`, `discord`, `standard_webhooks`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -45,12 +55,13 @@ pub mod asymmetric;
 pub mod error;
 pub mod header;
 pub mod key;
+pub mod provider;
 pub mod seed;
 pub mod standard;
 pub mod symmetric;
 
 pub use asymmetric::{AsymmetricKey, PublicKey};
-pub use error::{Error, KeyError};
+pub use error::{Error, ErrorKind, KeyError};
 pub use header::WebhookHeaders;
 pub use key::{SigningKey, VerifyingKey};
 pub use standard::{sign, signed_content, Verifier, DEFAULT_TOLERANCE_SECS};

@@ -28,7 +28,7 @@ pub(crate) fn decode_hex_mac(hex_text: &str) -> Option<[u8; 32]> {
 /// A `MalformedHeader` error for `x-signature`.
 pub(crate) fn malformed(reason: &'static str) -> Error {
     Error::MalformedHeader {
-        header: crate::header::X_SIGNATURE,
+        header: crate::header::X_SIGNATURE.into(),
         reason,
     }
 }

@@ -105,13 +105,13 @@ impl Verifier {
         body: &[u8],
         now: u64,
     ) -> Result<(), Error> {
-        let id = headers.id.ok_or(Error::MissingHeader(WEBHOOK_ID))?;
+        let id = headers.id.ok_or(Error::MissingHeader(WEBHOOK_ID.into()))?;
         let raw_ts = headers
             .timestamp
-            .ok_or(Error::MissingHeader(WEBHOOK_TIMESTAMP))?;
+            .ok_or(Error::MissingHeader(WEBHOOK_TIMESTAMP.into()))?;
         let raw_sig = headers
             .signature
-            .ok_or(Error::MissingHeader(WEBHOOK_SIGNATURE))?;
+            .ok_or(Error::MissingHeader(WEBHOOK_SIGNATURE.into()))?;
 
         let timestamp = parse_timestamp(WEBHOOK_TIMESTAMP, raw_ts)?;
         check_tolerance(timestamp, now, self.tolerance_secs)?;
@@ -234,7 +234,7 @@ mod tests {
         for (headers, name) in cases {
             assert_eq!(
                 v.verify_at(&headers, b"", 1),
-                Err(Error::MissingHeader(name))
+                Err(Error::MissingHeader(name.into()))
             );
         }
     }

@@ -2,17 +2,20 @@
 //!
 //! A [`SymmetricKey`] holds the *decoded* key bytes: `whsec_` + base64 is
 //! only its text form. (The seed styles key their HMAC differently, with the
-//! secret text itself; see [`crate::seed`].) The HMAC helpers here are shared
-//! by every scheme in the crate and compare in constant time.
+//! secret text itself; see [`crate::seed`].) The HMAC helpers here, SHA-256
+//! and the SHA-1/SHA-512 `Digest`s of the provider schemes, are shared by
+//! every scheme in the crate and compare in constant time.
 
 use std::fmt;
 use std::str::FromStr;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use rand::{CryptoRng, RngCore};
-use sha2::Sha256;
+use sha1::Sha1;
+use sha2::{Sha256, Sha512};
 use subtle::ConstantTimeEq;
 
 use crate::error::KeyError;
@@ -20,33 +23,83 @@ use crate::key::{decode_key, decode_signature, encode_key, SYMMETRIC_PREFIX};
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Starts an HMAC-SHA256 over `key`. HMAC accepts keys of any length
-/// (long keys are hashed, short ones padded), so this cannot fail.
-fn hmac(key: &[u8]) -> HmacSha256 {
-    match HmacSha256::new_from_slice(key) {
+/// Starts a MAC over `key`. HMAC accepts keys of any length (long keys are
+/// hashed, short ones padded), so this cannot fail.
+fn keyed<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> M {
+    let mut mac = match <M as KeyInit>::new_from_slice(key) {
         Ok(mac) => mac,
         // Unreachable: `Hmac` implements `KeyInit` for every key length.
         Err(_) => unreachable!("HMAC accepts keys of any length"),
+    };
+    for part in parts {
+        mac.update(part);
     }
+    mac
 }
 
 /// HMAC-SHA256 of the concatenation of `parts`, keyed with `key`.
 pub(crate) fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    let mut mac = hmac(key);
-    for part in parts {
-        mac.update(part);
-    }
-    mac.finalize().into_bytes().into()
+    keyed::<HmacSha256>(key, parts)
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
 /// Constant-time check of `expected` against HMAC-SHA256(`key`, `parts`).
 /// A wrong length simply fails.
 pub(crate) fn hmac_sha256_verify(key: &[u8], parts: &[&[u8]], expected: &[u8]) -> bool {
-    let mut mac = hmac(key);
-    for part in parts {
-        mac.update(part);
+    keyed::<HmacSha256>(key, parts)
+        .verify_slice(expected)
+        .is_ok()
+}
+
+/// The hash under an HMAC, for the schemes that are not SHA-256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Digest {
+    /// HMAC-SHA1 (Twilio only).
+    Sha1,
+    /// HMAC-SHA256.
+    Sha256,
+    /// HMAC-SHA512.
+    Sha512,
+}
+
+impl Digest {
+    /// Length of the MAC in bytes.
+    pub(crate) fn len(self) -> usize {
+        match self {
+            Self::Sha1 => 20,
+            Self::Sha256 => 32,
+            Self::Sha512 => 64,
+        }
     }
-    mac.verify_slice(expected).is_ok()
+
+    /// The MAC of the concatenation of `parts`, keyed with `key`.
+    pub(crate) fn mac(self, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+        match self {
+            Self::Sha1 => keyed::<Hmac<Sha1>>(key, parts)
+                .finalize()
+                .into_bytes()
+                .to_vec(),
+            Self::Sha256 => hmac_sha256(key, parts).to_vec(),
+            Self::Sha512 => keyed::<Hmac<Sha512>>(key, parts)
+                .finalize()
+                .into_bytes()
+                .to_vec(),
+        }
+    }
+
+    /// Whether any of `candidates` is the MAC of `parts` under any of
+    /// `keys`. Every comparison is constant-time and none is skipped once
+    /// one matched, so timing reveals neither which key nor which candidate.
+    pub(crate) fn any_matches(self, keys: &[&[u8]], parts: &[&[u8]], candidates: &[&[u8]]) -> bool {
+        keys.iter().fold(false, |found, key| {
+            let mac = self.mac(key, parts);
+            candidates.iter().fold(found, |found, c| {
+                found | bool::from(mac.as_slice().ct_eq(c))
+            })
+        })
+    }
 }
 
 /// A Standard Webhooks symmetric secret (`whsec_<base64>`), used for `v1`
@@ -248,6 +301,30 @@ mod tests {
             br#"{"email":"test@example.com","username":"test_user"}"#,
         );
         assert_eq!(entry, "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=");
+    }
+
+    #[test]
+    fn digests_have_their_published_lengths_and_agree_with_the_sha256_helper() {
+        for d in [Digest::Sha1, Digest::Sha256, Digest::Sha512] {
+            assert_eq!(d.mac(b"k", &[b"a", b"b"]).len(), d.len());
+            assert_eq!(d.mac(b"k", &[b"a", b"b"]), d.mac(b"k", &[b"ab"]));
+        }
+        assert_eq!(
+            Digest::Sha256.mac(b"k", &[b"x"]),
+            hmac_sha256(b"k", &[b"x"]).to_vec()
+        );
+    }
+
+    #[test]
+    fn any_matches_accepts_any_key_and_any_candidate_and_nothing_else() {
+        let good = Digest::Sha512.mac(b"new", &[b"body"]);
+        let junk = [0u8; 64];
+        let keys: [&[u8]; 2] = [b"old", b"new"];
+        assert!(Digest::Sha512.any_matches(&keys, &[b"body"], &[&junk, &good]));
+        assert!(!Digest::Sha512.any_matches(&keys[..1], &[b"body"], &[&good]));
+        assert!(!Digest::Sha512.any_matches(&keys, &[b"bodx"], &[&good]));
+        assert!(!Digest::Sha512.any_matches(&keys, &[b"body"], &[&good[..63]]));
+        assert!(!Digest::Sha512.any_matches(&[], &[b"body"], &[&good]));
     }
 
     #[test]
