@@ -1,5 +1,5 @@
-//! The record store's error: fenced (the lease was taken over), a row that does not decode, or
-//! the database's own error, with its cause chain.
+//! The record store's error: fenced (the lease was taken over), a row that does not decode, the
+//! database's own error, or a database that cannot be reached at all, with its cause chain.
 
 /// Why a record operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +20,10 @@ pub enum Error {
     #[cfg(feature = "postgres")]
     #[error("PostgreSQL failed on an idempotency record")]
     Postgres(#[from] sqlx::Error),
+    /// The database could not be reached to run the operation at all (e.g. the thread or task
+    /// that holds the connection is gone).
+    #[error("the idempotency records cannot be reached")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl Error {

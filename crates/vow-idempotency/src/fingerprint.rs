@@ -55,6 +55,14 @@ impl Fingerprint {
     }
 }
 
+/// A raw request body as a record keeps it, to tell a reuse which fields differ: canonical JSON
+/// when it is JSON, else the text itself (invalid UTF-8 replaced).
+pub fn canonical_body(raw: &[u8]) -> String {
+    serde_json::from_slice::<Value>(raw)
+        .map(|json| canonical(&json))
+        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
+}
+
 /// `value` in canonical JSON.
 pub fn canonical(value: &Value) -> String {
     let mut out = String::new();
@@ -197,6 +205,15 @@ mod tests {
             Fingerprint::of("POST", ROUTE, b"\"s\""),
             Fingerprint::of("POST", ROUTE, b"\"s")
         );
+    }
+
+    #[test]
+    fn a_kept_body_is_canonical_json_or_else_its_text() {
+        assert_eq!(
+            canonical_body(br#"{ "b": 1.0, "a": [] }"#),
+            r#"{"a":[],"b":1}"#
+        );
+        assert_eq!(canonical_body(b"not json \xff"), "not json \u{fffd}");
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! and what differs between two requests ([`fingerprint`]), the problem types a service answers
 //! with ([`Problem`]), and the record's types and decision ([`record`]). The record store, which
 //! commits the stored response in the same transaction as the write it protects (ADR 6), is
-//! behind the features `sqlite` (rusqlite) and `postgres` (sqlx).
+//! behind the features `sqlite` (rusqlite) and `postgres` (sqlx). The feature `axum` adds the HTTP
+//! glue ([`http`]) and, with a store feature, the entry point a handler calls to run an
+//! operation at most once, its writes in the transaction that completes the record
+//! (`http::sqlite::run`, `http::postgres::run`; `examples/jobs-api` is one such service).
 //!
 //! # Layout
 //! - [`key`]: the header's two forms (sf-string or token), validated; a hash of it for logs.
@@ -13,7 +16,18 @@
 //!   which two bodies differ.
 //! - [`problem`]: the problem types, with stable URIs documented in `docs/problems.md`.
 //! - [`record`]: scope, stored response, lease token, settings, and [`record::decide`].
-//! - `sqlite`, `postgres`: `SCHEMA`, `begin`, `fence`, `complete`, `release`, `purge`.
+//! - [`status`]: what a client may ask about its key ([`KeyStatus`]).
+//! - `sqlite`, `postgres`: `SCHEMA`, `begin`, `fence`, `complete`, `release`, `purge`, `status`,
+//!   `oldest_in_progress`.
+//! - `http` (feature `axum`): the key and `Prefer: wait` from a `HeaderMap`, problem, replay and
+//!   `Idempotency-Expires` responses, and the vocabulary of the entry points (`Request`, `Done`,
+//!   `Failure`, `Outcome`).
+//!   - `http/once.rs`: the flow both entry points share (begin and wait, write and complete,
+//!     store a final refusal, release).
+//!   - `http::sqlite` (with `sqlite`): `run` over a `WithConnection` (e.g.
+//!     `Arc<Mutex<rusqlite::Connection>>`).
+//!   - `http::postgres` (with `postgres`): `run` over a `PgPool`, the operation a
+//!     `for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, _>`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -21,6 +35,8 @@
 mod columns;
 pub mod error;
 pub mod fingerprint;
+#[cfg(feature = "axum")]
+pub mod http;
 pub mod key;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -28,9 +44,11 @@ pub mod problem;
 pub mod record;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod status;
 
 pub use error::Error;
 pub use fingerprint::{Fingerprint, FINGERPRINT_VERSION};
 pub use key::{IdempotencyKey, KeyError};
 pub use problem::Problem;
 pub use record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
+pub use status::{KeyState, KeyStatus};

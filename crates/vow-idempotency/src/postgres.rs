@@ -13,6 +13,7 @@ use sqlx::{PgConnection, Postgres};
 use crate::columns::{self, Columns};
 use crate::error::{Error, Result};
 use crate::record::{self, decide, Begun, Decision, LeaseToken, Scope, Settings, StoredResponse};
+use crate::status::{self, KeyStatus, StatusRow};
 use crate::Fingerprint;
 
 /// The table and its indexes (idempotent).
@@ -42,6 +43,8 @@ CREATE INDEX IF NOT EXISTS idempotency_records_expires_at
     ON idempotency_records (expires_at);
 CREATE INDEX IF NOT EXISTS idempotency_records_tombstone_until
     ON idempotency_records (tombstone_until);
+CREATE INDEX IF NOT EXISTS idempotency_records_in_progress
+    ON idempotency_records (lease_until) WHERE state = 'in_progress';
 ";
 
 /// `$1`..`$5`: the scope.
@@ -101,7 +104,7 @@ pub async fn begin(
                     .execute(&mut *conn)
                     .await?;
                 if done.rows_affected() == 1 {
-                    return Ok(Begun::Owner(token));
+                    return Ok(Begun::TakenOver(token));
                 }
             }
         }
@@ -229,4 +232,55 @@ fn scope_values(scope: &Scope) -> [String; 5] {
         scope.route.clone(),
         scope.key.as_str().to_owned(),
     ]
+}
+
+/// The scope's [`KeyStatus`] at `now`; `None` when the key is free.
+pub async fn status(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    now: DateTime<Utc>,
+) -> Result<Option<KeyStatus>> {
+    let sql = format!(
+        "SELECT {} FROM idempotency_records WHERE {WHERE_SCOPE}",
+        status::SELECT
+    );
+    let mut q = sqlx::query_as::<
+        _,
+        (
+            String,
+            Option<String>,
+            DateTime<Utc>,
+            DateTime<Utc>,
+            DateTime<Utc>,
+        ),
+    >(&sql);
+    for value in scope_values(scope) {
+        q = q.bind(value);
+    }
+    let row = q.fetch_optional(&mut *conn).await?;
+    Ok(row.and_then(
+        |(state, resource, lease_until, expires_at, tombstone_until)| {
+            let row = StatusRow {
+                state,
+                resource,
+                lease_until,
+                expires_at,
+                tombstone_until,
+            };
+            KeyStatus::of(row, now)
+        },
+    ))
+}
+
+/// When the oldest claim still `in_progress` began (its lease's start), if there is one.
+pub async fn oldest_in_progress(
+    conn: &mut PgConnection,
+    settings: &Settings,
+) -> Result<Option<DateTime<Utc>>> {
+    let until: Option<DateTime<Utc>> = sqlx::query_scalar(
+        "SELECT min(lease_until) FROM idempotency_records WHERE state = 'in_progress'",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(until.map(|u| status::lease_start(u, settings)))
 }

@@ -51,6 +51,19 @@ pub struct StoredResponse {
     pub resource: Option<String>,
 }
 
+impl StoredResponse {
+    /// A JSON response: `status`, `content-type: application/json` and `body` serialised, with
+    /// no resource reference (set [`StoredResponse::resource`] for one).
+    pub fn json(status: u16, body: &Value) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.to_string().into_bytes(),
+            resource: None,
+        }
+    }
+}
+
 /// Proof of owning an `in_progress` record: completing or releasing it requires the token.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LeaseToken(pub String);
@@ -73,8 +86,11 @@ impl LeaseToken {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Begun {
-    /// This request runs the operation: the record was new, or it took over an expired lease.
+    /// This request runs the operation: the record was new (or its tombstone had ended).
     Owner(LeaseToken),
+    /// This request runs the operation after taking the record over from a request whose lease
+    /// ran out (it crashed or hung before committing).
+    TakenOver(LeaseToken),
     /// The operation completed: replay this response (with `Idempotent-Replayed: true`).
     Replay {
         /// The stored response.
@@ -97,6 +113,17 @@ pub enum Begun {
         /// The resource the original request created, if any.
         resource: Option<String>,
     },
+}
+
+impl Begun {
+    /// The lease token, when this request runs the operation ([`Begun::Owner`] or
+    /// [`Begun::TakenOver`]).
+    pub fn token(&self) -> Option<&LeaseToken> {
+        match self {
+            Self::Owner(token) | Self::TakenOver(token) => Some(token),
+            _ => None,
+        }
+    }
 }
 
 /// How long records live.

@@ -12,6 +12,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, ParamsFr
 use crate::columns::{self, Columns};
 use crate::error::{Error, Result};
 use crate::record::{self, decide, Begun, Decision, LeaseToken, Scope, Settings, StoredResponse};
+use crate::status::{self, KeyStatus, StatusRow};
 use crate::Fingerprint;
 
 /// The table and its indexes (idempotent).
@@ -41,6 +42,8 @@ CREATE INDEX IF NOT EXISTS idempotency_records_expires_at
     ON idempotency_records (expires_at);
 CREATE INDEX IF NOT EXISTS idempotency_records_tombstone_until
     ON idempotency_records (tombstone_until);
+CREATE INDEX IF NOT EXISTS idempotency_records_in_progress
+    ON idempotency_records (lease_until) WHERE state = 'in_progress';
 ";
 
 /// `?1`..`?5`: the scope.
@@ -98,7 +101,7 @@ pub fn begin(
                 let now_us = now.timestamp_micros();
                 all.extend([&row.lease_token.0 as &dyn ToSql, &now_us]);
                 if conn.prepare_cached(&sql)?.execute(bind(scope, &all)?)? == 1 {
-                    return Ok(Begun::Owner(token));
+                    return Ok(Begun::TakenOver(token));
                 }
             }
         }
@@ -247,4 +250,47 @@ fn bind<'a>(
         all.push(value.to_sql()?);
     }
     Ok(params_from_iter(all))
+}
+
+/// The scope's [`KeyStatus`] at `now`; `None` when the key is free.
+pub fn status(conn: &Connection, scope: &Scope, now: DateTime<Utc>) -> Result<Option<KeyStatus>> {
+    let sql = format!(
+        "SELECT {} FROM idempotency_records WHERE {WHERE_SCOPE}",
+        status::SELECT
+    );
+    let row = conn
+        .prepare_cached(&sql)?
+        .query_row(bind(scope, &[])?, |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                [r.get::<_, i64>(2)?, r.get(3)?, r.get(4)?],
+            ))
+        })
+        .optional()?;
+    let Some((state, resource, [lease_until, expires_at, tombstone_until])) = row else {
+        return Ok(None);
+    };
+    let time = |us| DateTime::from_timestamp_micros(us).ok_or(Error::Corrupt("time"));
+    let row = StatusRow {
+        state,
+        resource,
+        lease_until: time(lease_until)?,
+        expires_at: time(expires_at)?,
+        tombstone_until: time(tombstone_until)?,
+    };
+    Ok(KeyStatus::of(row, now))
+}
+
+/// When the oldest claim still `in_progress` began (its lease's start), if there is one.
+pub fn oldest_in_progress(conn: &Connection, settings: &Settings) -> Result<Option<DateTime<Utc>>> {
+    let until: Option<i64> = conn
+        .prepare_cached(
+            "SELECT min(lease_until) FROM idempotency_records WHERE state = 'in_progress'",
+        )?
+        .query_row([], |r| r.get(0))?;
+    until
+        .map(|us| DateTime::from_timestamp_micros(us).ok_or(Error::Corrupt("time")))
+        .transpose()
+        .map(|u| u.map(|u| status::lease_start(u, settings)))
 }

@@ -68,8 +68,8 @@ async fn start(pool: &PgPool, scope: &Scope, body: &str, now: DateTime<Utc>) -> 
 
 async fn owner(pool: &PgPool, scope: &Scope, now: DateTime<Utc>) -> LeaseToken {
     match start(pool, scope, BODY, now).await {
-        Begun::Owner(token) => token,
-        other => panic!("expected Owner, got {other:?}"),
+        Begun::Owner(token) | Begun::TakenOver(token) => token,
+        other => panic!("expected to run the operation, got {other:?}"),
     }
 }
 
@@ -180,7 +180,10 @@ async fn another_principal_or_application_with_the_same_key_is_independent() {
 async fn an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced_and_rolled_back() {
     let pool = db(2).await;
     let stale = owner(&pool, &alice(), t(0)).await;
-    let taker = owner(&pool, &alice(), t(30)).await;
+    let taker = match start(&pool, &alice(), BODY, t(30)).await {
+        Begun::TakenOver(token) => token,
+        other => panic!("expected a takeover, got {other:?}"),
+    };
     assert_ne!(stale, taker);
     assert_eq!(stored(&pool).await, ("in_progress".into(), taker.0.clone()));
 
@@ -324,4 +327,93 @@ async fn fifty_concurrent_takeovers_of_an_expired_lease_make_exactly_one_owner()
         stored(&pool).await,
         ("in_progress".into(), owners[0].0.clone())
     );
+}
+
+/// `http::postgres::run`, the entry point a handler calls, on a pool.
+#[cfg(feature = "axum")]
+mod run {
+    use axum::http::StatusCode;
+    use serde_json::json;
+    use vow_idempotency::http::postgres::run;
+    use vow_idempotency::http::{Done, Failure, Outcome, Request, IDEMPOTENT_REPLAYED};
+    use vow_idempotency::StoredResponse;
+
+    use super::*;
+
+    fn request() -> Option<Request<'static>> {
+        Some(Request::new(alice(), BODY.as_bytes(), t(0)))
+    }
+
+    /// Inserts `msg_1` twice into a table where it is unique: PostgreSQL aborts the
+    /// transaction, and the operation answers a final 409.
+    async fn duplicate(conn: &mut PgConnection) -> Result<Done<()>, Failure<sqlx::Error>> {
+        insert_message(&mut *conn, "msg_1").await;
+        let taken = sqlx::query("INSERT INTO unique_ids (id) VALUES ('msg_1'), ('msg_1')")
+            .execute(&mut *conn)
+            .await;
+        match taken {
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(Failure::Final(
+                StoredResponse::json(409, &json!({"code": "taken"})),
+            )),
+            other => panic!("expected a unique violation, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_that_aborted_the_transaction_is_stored_and_replayed() {
+        let pool = db(4).await;
+        sqlx::query("CREATE TABLE unique_ids (id text PRIMARY KEY)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let first = run(&pool, request(), |c| Box::pin(duplicate(c))).await;
+        let Outcome::Answered(first) = first else {
+            panic!("{first:?}")
+        };
+        assert_eq!(first.status(), StatusCode::CONFLICT);
+        assert!(!first.headers().contains_key(IDEMPOTENT_REPLAYED));
+        assert_eq!(count(&pool, "messages").await, 0, "rolled back");
+        assert_eq!(
+            count(&pool, "idempotency_records WHERE response_status = 409").await,
+            1
+        );
+
+        let again = run(&pool, request(), |c| Box::pin(duplicate(c))).await;
+        let Outcome::Answered(again) = again else {
+            panic!("{again:?}")
+        };
+        assert_eq!(again.status(), StatusCode::CONFLICT);
+        assert_eq!(again.headers()[IDEMPOTENT_REPLAYED], "true");
+        assert_eq!(count(&pool, "messages").await, 0, "never ran again");
+    }
+
+    #[tokio::test]
+    async fn an_operation_error_rolls_back_releases_and_the_retry_runs() {
+        let pool = db(4).await;
+        let failed = run(&pool, request(), |c| {
+            Box::pin(async move {
+                insert_message(c, "msg_1").await;
+                Err::<Done<()>, _>(Failure::Retry("the queue is full"))
+            })
+        })
+        .await;
+        assert!(matches!(failed, Outcome::Failed("the queue is full")));
+        assert_eq!(count(&pool, "messages").await, 0);
+        assert_eq!(count(&pool, "idempotency_records").await, 0);
+
+        let ran = run(&pool, request(), |c| {
+            Box::pin(async move {
+                insert_message(c, "msg_1").await;
+                let response = StoredResponse::json(202, &json!({"id": "msg_1"}));
+                Ok::<_, Failure<()>>(Done { value: 1, response })
+            })
+        })
+        .await;
+        assert!(matches!(ran, Outcome::Ran { value: 1, .. }), "{ran:?}");
+        assert_eq!(count(&pool, "messages").await, 1);
+        assert_eq!(
+            count(&pool, "idempotency_records WHERE state = 'completed'").await,
+            1
+        );
+    }
 }

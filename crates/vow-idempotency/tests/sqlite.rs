@@ -38,8 +38,8 @@ fn start(conn: &Connection, scope: &Scope, body: &str, now: DateTime<Utc>) -> Be
 
 fn owner(conn: &Connection, scope: &Scope, now: DateTime<Utc>) -> LeaseToken {
     match start(conn, scope, BODY, now) {
-        Begun::Owner(token) => token,
-        other => panic!("expected Owner, got {other:?}"),
+        Begun::Owner(token) | Begun::TakenOver(token) => token,
+        other => panic!("expected to run the operation, got {other:?}"),
     }
 }
 
@@ -139,7 +139,10 @@ fn another_principal_or_application_with_the_same_key_is_independent() {
 fn an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced_and_rolled_back() {
     let (_dir, mut conn) = db();
     let stale = owner(&conn, &alice(), t(0));
-    let taker = owner(&conn, &alice(), t(30));
+    let taker = match start(&conn, &alice(), BODY, t(30)) {
+        Begun::TakenOver(token) => token,
+        other => panic!("expected a takeover, got {other:?}"),
+    };
     assert_ne!(stale, taker);
     assert_eq!(stored(&conn), ("in_progress".into(), taker.0.clone()));
 
@@ -278,4 +281,144 @@ fn fifty_concurrent_takeovers_of_an_expired_lease_make_exactly_one_owner() {
     let conn = open(&dir);
     assert_eq!(count(&conn, "idempotency_records"), 1);
     assert_eq!(stored(&conn), ("in_progress".into(), owners[0].0.clone()));
+}
+
+/// `http::sqlite::run`, the entry point a handler calls, on a shared connection.
+#[cfg(feature = "axum")]
+mod run {
+    use std::sync::{Arc, Mutex};
+
+    use axum::http::StatusCode;
+    use rusqlite::Connection;
+    use serde_json::json;
+    use vow_idempotency::http::sqlite::{run, WithConnection};
+    use vow_idempotency::http::{Done, Failure, Outcome, Request};
+    use vow_idempotency::http::{IDEMPOTENCY_EXPIRES, IDEMPOTENT_REPLAYED};
+    use vow_idempotency::{Error, StoredResponse};
+
+    use super::*;
+
+    type Shared = Arc<Mutex<Connection>>;
+
+    fn shared() -> (TempDir, Shared) {
+        let (dir, conn) = db();
+        (dir, Arc::new(Mutex::new(conn)))
+    }
+
+    fn request() -> Option<Request<'static>> {
+        Some(Request::new(alice(), BODY.as_bytes(), t(0)))
+    }
+
+    fn rows(db: &Shared, table_and_where: &str) -> i64 {
+        count(&db.lock().unwrap(), table_and_where)
+    }
+
+    fn insert(c: &Connection) -> Result<usize, Failure<rusqlite::Error>> {
+        c.execute("INSERT INTO messages (id) VALUES ('msg_1')", [])
+            .map_err(Failure::Retry)
+    }
+
+    fn created(c: &Connection) -> Result<Done<&'static str>, Failure<rusqlite::Error>> {
+        insert(c)?;
+        let response = StoredResponse::json(202, &json!({"id": "msg_1"}));
+        Ok(Done {
+            value: "msg_1",
+            response,
+        })
+    }
+
+    /// Like a writer thread that batches jobs: each job runs inside a transaction it did not
+    /// open, which commits after it.
+    struct InTransaction(Shared);
+
+    impl WithConnection for InTransaction {
+        async fn with_connection<T, F>(&self, job: F) -> Result<T, Error>
+        where
+            F: FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
+            T: Send + 'static,
+        {
+            let conn = self.0.lock().unwrap();
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            let out = job(&conn);
+            conn.execute_batch("COMMIT")?;
+            out
+        }
+    }
+
+    #[tokio::test]
+    async fn a_final_refusal_rolls_back_its_writes_and_is_stored_and_replayed() {
+        let (_dir, db) = shared();
+        let refusal = StoredResponse::json(409, &json!({"code": "conflict"}));
+        let first = run(&db, request(), move |c| {
+            insert(c)?;
+            Err::<Done<()>, _>(Failure::Final(refusal))
+        })
+        .await;
+        let Outcome::Answered(first) = first else {
+            panic!("{first:?}")
+        };
+        assert_eq!(first.status(), StatusCode::CONFLICT);
+        assert!(first.headers().contains_key(IDEMPOTENCY_EXPIRES));
+        assert!(!first.headers().contains_key(IDEMPOTENT_REPLAYED));
+        assert_eq!(rows(&db, "messages"), 0);
+        assert_eq!(
+            rows(&db, "idempotency_records WHERE response_status = 409"),
+            1
+        );
+
+        let again = run(&db, request(), |_| -> Result<Done<()>, Failure<()>> {
+            unreachable!("a stored refusal is replayed")
+        })
+        .await;
+        let Outcome::Answered(again) = again else {
+            panic!("{again:?}")
+        };
+        assert_eq!(again.status(), StatusCode::CONFLICT);
+        assert_eq!(again.headers()[IDEMPOTENT_REPLAYED], "true");
+    }
+
+    #[tokio::test]
+    async fn inside_a_host_transaction_the_operation_runs_in_a_savepoint_of_its_own() {
+        let (_dir, db) = shared();
+        let host = InTransaction(Arc::clone(&db));
+        let failed = run(&host, request(), |c| -> Result<Done<()>, _> {
+            insert(c).unwrap();
+            Err(Failure::Retry("the queue is full"))
+        })
+        .await;
+        assert!(matches!(failed, Outcome::Failed("the queue is full")));
+        assert_eq!(rows(&db, "messages"), 0, "rolled back to the savepoint");
+        assert_eq!(rows(&db, "idempotency_records"), 0, "released");
+
+        let ran = run(&host, request(), created).await;
+        assert!(matches!(ran, Outcome::Ran { value: "msg_1", .. }));
+        let replayed = run(&host, request(), created).await;
+        assert!(matches!(replayed, Outcome::Answered(_)));
+        assert_eq!(rows(&db, "messages"), 1);
+        assert_eq!(
+            rows(&db, "idempotency_records WHERE state = 'completed'"),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn an_operation_that_panics_fails_closed_and_the_connection_recovers() {
+        let (_dir, db) = shared();
+        let crashed = run(&db, request(), |c| -> Result<Done<()>, Failure<()>> {
+            insert(c).unwrap();
+            panic!("the operation crashed mid-transaction");
+        })
+        .await;
+        let Outcome::StoreFailed { error, response } = crashed else {
+            panic!("{crashed:?}")
+        };
+        assert!(matches!(error, Error::Unavailable(_)), "{error:?}");
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(rows(&db, "messages"), 0, "its transaction rolled back");
+        assert_eq!(rows(&db, "idempotency_records"), 0, "released");
+
+        let ran = run(&db, request(), created).await;
+        assert!(matches!(ran, Outcome::Ran { .. }), "{ran:?}");
+        assert_eq!(rows(&db, "messages"), 1);
+    }
 }

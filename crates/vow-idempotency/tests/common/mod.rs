@@ -64,7 +64,7 @@ pub fn tally(outcomes: impl IntoIterator<Item = Begun>) -> (Vec<LeaseToken>, usi
     let (mut owners, mut waiting) = (Vec::new(), 0);
     for outcome in outcomes {
         match outcome {
-            Begun::Owner(token) => owners.push(token),
+            Begun::Owner(token) | Begun::TakenOver(token) => owners.push(token),
             Begun::InProgress {
                 retry_after_secs: 30,
             } => waiting += 1,
