@@ -87,18 +87,19 @@ impl Api {
     }
 
     /// Posts `body` as a message of `app`.
-    pub async fn post_message(&self, app: &str, body: Bytes) -> PostOutcome {
-        let sent = self
+    pub async fn post_message(&self, app: &str, body: Bytes, key: Option<String>) -> PostOutcome {
+        let mut req = self
             .client
             .post(format!(
                 "{}/api/v1/app/{app}/msg?with_content=false",
                 self.base
             ))
             .bearer_auth(ADMIN_TOKEN)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await;
+            .header("content-type", "application/json");
+        if let Some(key) = key {
+            req = req.header("idempotency-key", key);
+        }
+        let sent = req.body(body).send().await;
         let Ok(resp) = sent else {
             return PostOutcome::Failed;
         };

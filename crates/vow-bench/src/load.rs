@@ -88,7 +88,8 @@ impl LoadResult {
         }
     }
 
-    fn merge(&mut self, other: LoadResult) {
+    /// Adds `other`'s posts, answers and latencies to these.
+    pub fn merge(&mut self, other: LoadResult) {
         self.sent += other.sent;
         self.rejected += other.rejected;
         self.failed += other.failed;
@@ -130,6 +131,8 @@ pub struct Target {
     pub clock: Clock,
     /// Live counters.
     pub counters: Arc<Counters>,
+    /// Whether each POST carries an `Idempotency-Key` (`bench-<seq>`, unique in the run).
+    pub keyed: bool,
 }
 
 impl Target {
@@ -137,8 +140,9 @@ impl Target {
     pub async fn post_one(&self) -> (PostOutcome, u64, u64) {
         let seq = self.counters.sent.fetch_add(1, Ordering::Relaxed);
         let body = message_body(seq);
+        let key = self.keyed.then(|| format!("bench-{seq}"));
         let sent_us = self.clock.now_us();
-        let outcome = self.api.post_message(&self.app, body).await;
+        let outcome = self.api.post_message(&self.app, body, key).await;
         let done_us = self.clock.now_us();
         if matches!(outcome, PostOutcome::Acked(_)) {
             self.counters.acked.fetch_add(1, Ordering::Relaxed);

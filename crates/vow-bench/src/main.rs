@@ -113,6 +113,7 @@ struct Cli {
 enum Scenario {
     CommitBaseline,
     Ingest,
+    Idempotency,
     E2e,
     IdleLatency,
     SlowNeighbour,
@@ -126,6 +127,7 @@ impl Scenario {
             Scenario::All => vec![
                 Scenario::CommitBaseline,
                 Scenario::Ingest,
+                Scenario::Idempotency,
                 Scenario::E2e,
                 Scenario::IdleLatency,
                 Scenario::SlowNeighbour,
@@ -139,6 +141,7 @@ impl Scenario {
         match self {
             Scenario::CommitBaseline => scenarios::commit_baseline::run(opts).await,
             Scenario::Ingest => scenarios::ingest::run(opts).await,
+            Scenario::Idempotency => scenarios::idempotency::run(opts).await,
             Scenario::E2e => scenarios::e2e::run(opts).await,
             Scenario::IdleLatency => scenarios::idle_latency::run(opts).await,
             Scenario::SlowNeighbour => scenarios::slow_neighbour::run(opts).await,

@@ -62,20 +62,17 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
-/// The routes that honour `Idempotency-Key`, by the names `require_idempotency_key` uses.
-pub const IDEMPOTENT_ROUTES: &[&str] = &["message.create"];
-
 impl Config {
     /// The routes named in `require_idempotency_key`, or the first name that is not one of
-    /// [`IDEMPOTENT_ROUTES`].
+    /// [`crate::http::idempotency::ROUTES`].
     pub fn idempotency_required(&self) -> Result<Vec<String>, String> {
         self.require_idempotency_key
             .split(',')
             .map(str::trim)
             .filter(|name| !name.is_empty())
-            .map(|name| match IDEMPOTENT_ROUTES.contains(&name) {
-                true => Ok(name.to_owned()),
-                false => Err(name.to_owned()),
+            .map(|name| match crate::http::idempotency::Route::named(name) {
+                Some(_) => Ok(name.to_owned()),
+                None => Err(name.to_owned()),
             })
             .collect()
     }
@@ -211,7 +208,11 @@ impl Config {
                 "require_idempotency_key",
                 &format!(
                     "names {unknown:?}; the routes that take a key are: {}",
-                    IDEMPOTENT_ROUTES.join(", ")
+                    crate::http::idempotency::ROUTES
+                        .iter()
+                        .map(|r| r.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             );
         }
@@ -373,11 +374,16 @@ mod tests {
         assert_eq!(c.idempotency_required().unwrap(), vec!["message.create"]);
         let c = with(&[]).unwrap();
         assert!(c.idempotency_required().unwrap().is_empty());
-        let err = with(&[("require_idempotency_key", "message.create, endpoint.create")])
+        let c = with(&[("require_idempotency_key", "message.create,endpoint.create")]).unwrap();
+        assert_eq!(
+            c.idempotency_required().unwrap(),
+            vec!["message.create", "endpoint.create"]
+        );
+        let err = with(&[("require_idempotency_key", "message.create, message.delete")])
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("require_idempotency_key") && err.contains("endpoint.create"),
+            err.contains("require_idempotency_key") && err.contains("message.delete"),
             "{err}"
         );
     }

@@ -6,6 +6,7 @@
 
 use std::sync::OnceLock;
 
+use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -35,6 +36,12 @@ pub const IDEMPOTENT_REPLAYS: &str = "vow_idempotency_replays_total";
 pub const IDEMPOTENCY_PROBLEMS: &str = "vow_idempotency_problems_total";
 /// Counter: requests that waited (`Prefer: wait`) for another request with their key.
 pub const IDEMPOTENT_WAITS: &str = "vow_idempotency_waits_total";
+/// Counter: `Idempotency-Key` claims taken over after their first request's lease ran out
+/// (that request crashed or hung before committing).
+pub const IDEMPOTENT_TAKEOVERS: &str = "vow_idempotency_takeovers_total";
+/// Gauge: seconds since the oldest `Idempotency-Key` claim still in progress began (0 when
+/// none), read from the store at each scrape: a request stuck or abandoned shows here.
+pub const IDEMPOTENCY_OLDEST_IN_PROGRESS: &str = "vow_idempotency_oldest_in_progress_seconds";
 
 /// The Prometheus recorder, installed as the global `metrics` recorder on first use. When
 /// another recorder was installed first (by an embedding program), vow's metrics go there and
@@ -80,6 +87,14 @@ fn describe() {
         IDEMPOTENT_WAITS,
         "Requests that waited for another with their key."
     );
+    describe_counter!(
+        IDEMPOTENT_TAKEOVERS,
+        "Idempotency-Key claims taken over after their lease ran out."
+    );
+    describe_gauge!(
+        IDEMPOTENCY_OLDEST_IN_PROGRESS,
+        "Age in seconds of the oldest Idempotency-Key claim still in progress."
+    );
 }
 
 /// `GET /metrics` in the Prometheus text format.
@@ -87,7 +102,16 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/metrics", get(render))
 }
 
-async fn render() -> impl IntoResponse {
+async fn render(State(state): State<AppState>) -> impl IntoResponse {
+    match state.store.oldest_idempotent_claim().await {
+        Ok(oldest) => {
+            let age = oldest.map_or(0.0, |began| {
+                (state.now() - began).num_milliseconds().max(0) as f64 / 1000.0
+            });
+            metrics::gauge!(IDEMPOTENCY_OLDEST_IN_PROGRESS).set(age);
+        }
+        Err(e) => tracing::warn!(error = %e, "could not read the oldest idempotency claim"),
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         recorder().render(),

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::AppId;
 use vow_store::{
     AppKey, Application, ApplicationFields, Metadata, NewApplication, Seek, StoreResult,
@@ -44,7 +44,10 @@ impl AppRow {
     }
 }
 
-pub(crate) async fn create(pool: &PgPool, new: NewApplication) -> StoreResult<Application> {
+pub(crate) async fn create(
+    conn: &mut PgConnection,
+    new: NewApplication,
+) -> StoreResult<Application> {
     let f = new.fields;
     sqlx::query_as::<_, AppRow>(&format!(
         "INSERT INTO applications (id, uid, name, throttle_rate, metadata, created_at, updated_at)
@@ -57,7 +60,7 @@ pub(crate) async fn create(pool: &PgPool, new: NewApplication) -> StoreResult<Ap
     .bind(convert::rate_param(f.throttle_rate))
     .bind(Json(f.metadata))
     .bind(new.now)
-    .fetch_one(pool)
+    .fetch_one(conn)
     .await
     .map_err(db_error)?
     .into_model()

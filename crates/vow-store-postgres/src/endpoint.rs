@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{PgPool, Postgres, QueryBuilder};
+use sqlx::{Connection, PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::{Endpoint, EndpointFields, EndpointKey, Metadata, NewEndpoint, Seek, StoreResult};
 
@@ -67,15 +67,15 @@ impl EndpointRow {
     }
 }
 
-/// Inserts the endpoint and its first secret in one transaction. The application's absence
+/// Inserts the endpoint and its first secret in one transaction (a savepoint inside the caller's). The application's absence
 /// shows up as the foreign key `endpoints_app_id_fkey` (→ `NotFound("application")`), a taken
 /// uid as `endpoints_app_id_uid_key` (→ `Conflict`).
-pub(crate) async fn create(pool: &PgPool, new: NewEndpoint) -> StoreResult<Endpoint> {
+pub(crate) async fn create(conn: &mut PgConnection, new: NewEndpoint) -> StoreResult<Endpoint> {
     let f = new.fields;
     let (style, timeout_ms, schedule) = convert::delivery_options_params(&f.delivery)?;
     let app_id = new.app_id.to_string();
     let id = new.id.to_string();
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = conn.begin().await.map_err(db_error)?;
     let row = sqlx::query_as::<_, EndpointRow>(&format!(
         "INSERT INTO endpoints
              (id, app_id, uid, url, description, disabled, event_types, channels, throttle_rate,

@@ -2,7 +2,7 @@
 //! only `expunge` deletes the row.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_store::{EventType, Seek, StoreResult};
 
 use crate::convert::not_found;
@@ -41,7 +41,7 @@ impl From<EventTypeRow> for EventType {
     }
 }
 
-pub(crate) async fn create(pool: &PgPool, new: EventType) -> StoreResult<EventType> {
+pub(crate) async fn create(conn: &mut PgConnection, new: EventType) -> StoreResult<EventType> {
     sqlx::query_as::<_, EventTypeRow>(&format!(
         "INSERT INTO event_types
              (name, description, archived, deprecated, feature_flag, schemas, created_at,
@@ -57,7 +57,7 @@ pub(crate) async fn create(pool: &PgPool, new: EventType) -> StoreResult<EventTy
     .bind(new.schemas)
     .bind(new.created_at)
     .bind(new.updated_at)
-    .fetch_one(pool)
+    .fetch_one(conn)
     .await
     .map(EventType::from)
     .map_err(db_error)
@@ -93,7 +93,7 @@ pub(crate) async fn list(
         .map_err(db_error)
 }
 
-pub(crate) async fn update(pool: &PgPool, updated: EventType) -> StoreResult<EventType> {
+pub(crate) async fn update(conn: &mut PgConnection, updated: EventType) -> StoreResult<EventType> {
     sqlx::query_as::<_, EventTypeRow>(&format!(
         "UPDATE event_types
          SET description = $2, archived = $3, deprecated = $4, feature_flag = $5, schemas = $6,
@@ -108,7 +108,7 @@ pub(crate) async fn update(pool: &PgPool, updated: EventType) -> StoreResult<Eve
     .bind(updated.feature_flag)
     .bind(updated.schemas)
     .bind(updated.updated_at)
-    .fetch_optional(pool)
+    .fetch_optional(conn)
     .await
     .map_err(db_error)?
     .map(EventType::from)

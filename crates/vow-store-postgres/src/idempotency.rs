@@ -1,19 +1,21 @@
 //! `Idempotency-Key` records (ADR 6): [`begin`] and [`release`] run on a pooled connection
-//! outside any transaction (each statement commits, so a claim is visible at once);
-//! [`create_message`] is ONE transaction that locks the record by its token (fence), runs the
-//! ordinary message writes ([`message::create_in`]), renders the response and completes the
-//! record, so the message and its stored response commit together or not at all.
+//! outside any transaction (each statement commits, so a claim is visible at once); [`apply`] is
+//! ONE transaction that locks the record by its token (fence), runs the API's write with the
+//! entity module that owns it, renders the response and completes the record, so the write and
+//! its stored response commit together or not at all.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
-    settings, Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse,
+    settings, Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write,
+    Written,
 };
-use vow_store::{CreatedMessage, NewMessage, StoreError, StoreResult};
+use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
-use crate::message;
+use crate::queue::operator;
+use crate::{application, endpoint, event_type, message, secret};
 
 pub(crate) async fn begin(
     pool: &PgPool,
@@ -60,28 +62,100 @@ pub(crate) async fn complete(
         .map_err(convert)
 }
 
-pub(crate) async fn create_message(
+/// [`vow_store::Store::apply`] as ONE transaction: with a completion, locks the record by its
+/// token (fence), runs the write ([`perform`]), renders the response and completes the record,
+/// so the write and its stored response commit together or not at all.
+pub(crate) async fn apply(
     pool: &PgPool,
-    new: NewMessage,
-    completion: Completion,
-) -> StoreResult<(CreatedMessage, StoredResponse)> {
-    let Completion {
-        scope,
-        token,
-        render,
-    } = completion;
-    let now = new.now;
+    write: Write,
+    completion: Option<Completion>,
+) -> StoreResult<(Written, Option<StoredResponse>)> {
     let mut tx = pool.begin().await.map_err(db_error)?;
-    records::fence(&mut tx, &scope, &token)
-        .await
-        .map_err(convert)?;
-    let created = message::create_in(&mut tx, new, None).await?;
-    let response = render(&created);
-    records::complete(&mut tx, &scope, &token, &response, now, &settings())
-        .await
-        .map_err(convert)?;
+    let outcome = match completion {
+        None => (perform(&mut tx, write).await?, None),
+        Some(Completion {
+            scope,
+            token,
+            now,
+            render,
+        }) => {
+            records::fence(&mut tx, &scope, &token)
+                .await
+                .map_err(convert)?;
+            let written = perform(&mut tx, write).await?;
+            let response = render(&written);
+            records::complete(&mut tx, &scope, &token, &response, now, &settings())
+                .await
+                .map_err(convert)?;
+            (written, Some(response))
+        }
+    };
     tx.commit().await.map_err(db_error)?;
-    Ok((created, response))
+    Ok(outcome)
+}
+
+/// Runs `write` inside the caller's transaction, with the entity module that owns its SQL.
+async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> {
+    Ok(match write {
+        Write::CreateApplication(new) => {
+            Written::Application(application::create(conn, new).await?)
+        }
+        Write::CreateEventType(new) => Written::EventType(event_type::create(conn, new).await?),
+        Write::UpdateEventType(updated) => {
+            Written::EventType(event_type::update(conn, updated).await?)
+        }
+        Write::CreateEndpoint(new) => Written::Endpoint(endpoint::create(conn, new).await?),
+        Write::CreateMessage { new, only } => {
+            Written::Message(message::create_in(conn, new, only).await?)
+        }
+        Write::RotateEndpointSecret {
+            app,
+            endpoint,
+            new_key,
+            old_valid_until,
+        } => {
+            secret::rotate(conn, app, endpoint, new_key, old_valid_until).await?;
+            Written::SecretRotated
+        }
+        Write::Resend {
+            app,
+            msg,
+            endpoint,
+            now,
+        } => Written::Resent(operator::resend(conn, app, msg, endpoint, now).await?),
+        Write::Replay {
+            app,
+            endpoint,
+            filter,
+            now,
+            spacing,
+        } => Written::Replayed(
+            operator::replay(conn, app, endpoint, &filter, now, spacing, false).await?,
+        ),
+        other => {
+            return Err(StoreError::Backend(
+                format!("no PostgreSQL write for {other:?}").into(),
+            ))
+        }
+    })
+}
+
+pub(crate) async fn status(
+    pool: &PgPool,
+    scope: &Scope,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<KeyStatus>> {
+    let mut conn = pool.acquire().await.map_err(db_error)?;
+    records::status(&mut conn, scope, now)
+        .await
+        .map_err(convert)
+}
+
+pub(crate) async fn oldest_claim(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {
+    let mut conn = pool.acquire().await.map_err(db_error)?;
+    records::oldest_in_progress(&mut conn, &settings())
+        .await
+        .map_err(convert)
 }
 
 /// The record store's error as the contract's.

@@ -23,7 +23,7 @@
 //! - `store`: the [`vow_store::Store`] impl, delegating to one module per entity:
 //!   `settings`, `application`, `event_type`, `endpoint`, `secret` (signing secrets and their
 //!   rotation), `message` (with the fan-out into deliveries), `delivery` and `idempotency`
-//!   (`Idempotency-Key` records, completed in the message create's transaction).
+//!   (`Idempotency-Key` records, completed in the transaction of the write they protect).
 //! - `queue`: the [`vow_store::DeliveryQueue`] impl: leased claims, fenced records, attempts,
 //!   resend/replay, retention; one module per concern.
 //! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
@@ -56,9 +56,10 @@ pub mod testing;
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, PgConnection, PgPool};
-use vow_store::StoreError;
+use sqlx::{Connection, PgConnection, PgPool, Postgres};
+use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
 
@@ -128,6 +129,11 @@ impl PgStore {
             pool,
         };
         Ok(store)
+    }
+
+    /// A connection from the pool, for the entity functions that take one.
+    pub(crate) async fn conn(&self) -> StoreResult<PoolConnection<Postgres>> {
+        self.pool.acquire().await.map_err(db_error)
     }
 
     /// Closes the pool: waits for borrowed connections to come back and closes them all.

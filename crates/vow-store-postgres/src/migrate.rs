@@ -63,8 +63,13 @@ impl PgStore {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_idempotency_migration_is_the_record_stores_schema() {
-        let sql = include_str!("../migrations/0004_idempotency.sql");
-        assert!(sql.contains(vow_idempotency::postgres::SCHEMA.trim()));
+    fn the_idempotency_migrations_hold_the_record_stores_schema() {
+        let sql = concat!(
+            include_str!("../migrations/0004_idempotency.sql"),
+            include_str!("../migrations/0005_idempotency_in_progress.sql")
+        );
+        for statement in vow_idempotency::postgres::SCHEMA.split(';').map(str::trim) {
+            assert!(sql.contains(statement), "missing: {statement}");
+        }
     }
 }

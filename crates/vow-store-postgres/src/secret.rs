@@ -3,7 +3,7 @@
 //! period. Rows are never updated otherwise and only deleted with their endpoint.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use sqlx::{Connection, PgConnection, PgPool};
 use vow_core::{AppId, EndpointId};
 use vow_store::{EndpointSecret, StoreResult};
 
@@ -55,7 +55,7 @@ pub(crate) async fn valid_at(
 /// endpoint row is locked (`FOR NO KEY UPDATE`: rotations of one endpoint take turns, deliveries
 /// may still be written for it) so two rotations cannot both retire the same secret.
 pub(crate) async fn rotate(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     app: AppId,
     id: EndpointId,
     new_key: String,
@@ -63,7 +63,7 @@ pub(crate) async fn rotate(
 ) -> StoreResult<()> {
     let app = app.to_string();
     let id = id.to_string();
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = conn.begin().await.map_err(db_error)?;
     sqlx::query("SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2 FOR NO KEY UPDATE")
         .bind(&app)
         .bind(&id)

@@ -4,7 +4,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, EndpointId, MessageId};
-use vow_store::idempotency::{Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse};
+use vow_store::idempotency::{
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write, Written,
+};
 use vow_store::{
     AppKey, Application, ApplicationFields, CreatedMessage, Delivery, Endpoint, EndpointFields,
     EndpointKey, EndpointSecret, EventType, Message, MessageFilter, MessageKey, NewApplication,
@@ -39,7 +41,7 @@ impl Store for PgStore {
     }
 
     async fn create_application(&self, new: NewApplication) -> StoreResult<Application> {
-        application::create(&self.pool, new).await
+        application::create(&mut *self.conn().await?, new).await
     }
 
     async fn get_application(&self, key: &AppKey) -> StoreResult<Option<Application>> {
@@ -63,7 +65,7 @@ impl Store for PgStore {
     }
 
     async fn create_event_type(&self, new: EventType) -> StoreResult<EventType> {
-        event_type::create(&self.pool, new).await
+        event_type::create(&mut *self.conn().await?, new).await
     }
 
     async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>> {
@@ -79,7 +81,7 @@ impl Store for PgStore {
     }
 
     async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType> {
-        event_type::update(&self.pool, updated).await
+        event_type::update(&mut *self.conn().await?, updated).await
     }
 
     async fn expunge_event_type(&self, name: &str) -> StoreResult<()> {
@@ -87,7 +89,7 @@ impl Store for PgStore {
     }
 
     async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
-        endpoint::create(&self.pool, new).await
+        endpoint::create(&mut *self.conn().await?, new).await
     }
 
     async fn get_endpoint(&self, app: AppId, key: &EndpointKey) -> StoreResult<Option<Endpoint>> {
@@ -127,7 +129,8 @@ impl Store for PgStore {
         new_key: String,
         old_valid_until: DateTime<Utc>,
     ) -> StoreResult<()> {
-        secret::rotate(&self.pool, app, id, new_key, old_valid_until).await
+        let mut conn = self.conn().await?;
+        secret::rotate(&mut conn, app, id, new_key, old_valid_until).await
     }
 
     async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
@@ -191,13 +194,25 @@ impl Store for PgStore {
         idempotency::complete(&self.pool, scope, token, &response, now).await
     }
 
-    async fn create_message_idempotent(
+    async fn apply(
         &self,
-        new: NewMessage,
-        completion: Completion,
-    ) -> StoreResult<(CreatedMessage, StoredResponse)> {
-        let (created, response) = idempotency::create_message(&self.pool, new, completion).await?;
-        self.notifier.created(&created);
-        Ok((created, response))
+        write: Write,
+        completion: Option<Completion>,
+    ) -> StoreResult<(Written, Option<StoredResponse>)> {
+        let (written, response) = idempotency::apply(&self.pool, write, completion).await?;
+        self.notifier.written(&written);
+        Ok((written, response))
+    }
+
+    async fn idempotency_status(
+        &self,
+        scope: &Scope,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<KeyStatus>> {
+        idempotency::status(&self.pool, scope, now).await
+    }
+
+    async fn oldest_idempotent_claim(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        idempotency::oldest_claim(&self.pool).await
     }
 }

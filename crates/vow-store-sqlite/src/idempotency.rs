@@ -1,18 +1,20 @@
 //! `Idempotency-Key` records (ADR 6) on the writer: [`begin`] and [`release`] are writer jobs of
-//! their own; [`create_message`] is ONE writer job that fences the record, runs the ordinary
-//! message create ([`messages::create`]), renders the response and completes the record, so the
-//! message and its stored response commit together or not at all.
+//! their own; [`apply`] is ONE writer job that fences the record, runs the API's write with the
+//! entity module that owns it, renders the response and completes the record, so the write and
+//! its stored response commit together or not at all.
 
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use vow_idempotency::sqlite as records;
 use vow_store::idempotency::{
-    settings, Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse,
+    settings, Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write,
+    Written,
 };
-use vow_store::{CreatedMessage, NewMessage, StoreError};
+use vow_store::StoreError;
 
 use crate::error::{from_sqlite, Error, Result};
-use crate::messages;
+use crate::queue::operator;
+use crate::{apps, endpoints, event_types, messages};
 
 pub(crate) fn begin(
     conn: &Connection,
@@ -42,22 +44,80 @@ pub(crate) fn complete(
     records::complete(conn, scope, token, response, now, &settings()).map_err(convert)
 }
 
-pub(crate) fn create_message(
+/// [`vow_store::Store::apply`] as ONE writer job: with a completion, fences the record, runs
+/// the write ([`perform`]), renders the response and completes the record, so the write and its
+/// stored response commit together or not at all.
+pub(crate) fn apply(
     conn: &Connection,
-    new: NewMessage,
-    completion: Completion,
-) -> Result<(CreatedMessage, StoredResponse)> {
-    let Completion {
+    write: Write,
+    completion: Option<Completion>,
+) -> Result<(Written, Option<StoredResponse>)> {
+    let Some(Completion {
         scope,
         token,
+        now,
         render,
-    } = completion;
+    }) = completion
+    else {
+        return Ok((perform(conn, write)?, None));
+    };
     records::fence(conn, &scope, &token).map_err(convert)?;
-    let now = new.now;
-    let created = messages::create(conn, new, None)?;
-    let response = render(&created);
+    let written = perform(conn, write)?;
+    let response = render(&written);
     records::complete(conn, &scope, &token, &response, now, &settings()).map_err(convert)?;
-    Ok((created, response))
+    Ok((written, Some(response)))
+}
+
+/// Runs `write` with the entity module that owns its SQL.
+fn perform(conn: &Connection, write: Write) -> Result<Written> {
+    Ok(match write {
+        Write::CreateApplication(new) => Written::Application(apps::create(conn, new)?),
+        Write::CreateEventType(new) => Written::EventType(event_types::create(conn, new)?),
+        Write::UpdateEventType(updated) => Written::EventType(event_types::update(conn, updated)?),
+        Write::CreateEndpoint(new) => Written::Endpoint(endpoints::create(conn, new)?),
+        Write::CreateMessage { new, only } => Written::Message(messages::create(conn, new, only)?),
+        Write::RotateEndpointSecret {
+            app,
+            endpoint,
+            new_key,
+            old_valid_until,
+        } => {
+            endpoints::rotate_secret(conn, app, endpoint, &new_key, old_valid_until)?;
+            Written::SecretRotated
+        }
+        Write::Resend {
+            app,
+            msg,
+            endpoint,
+            now,
+        } => Written::Resent(operator::resend(conn, app, msg, endpoint, now)?),
+        Write::Replay {
+            app,
+            endpoint,
+            filter,
+            now,
+            spacing,
+        } => Written::Replayed(operator::replay(
+            conn, app, endpoint, &filter, now, spacing, false,
+        )?),
+        other => {
+            return Err(Error::Store(StoreError::Backend(
+                format!("no SQLite write for {other:?}").into(),
+            )))
+        }
+    })
+}
+
+pub(crate) fn status(
+    conn: &Connection,
+    scope: &Scope,
+    now: DateTime<Utc>,
+) -> Result<Option<KeyStatus>> {
+    records::status(conn, scope, now).map_err(convert)
+}
+
+pub(crate) fn oldest_claim(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
+    records::oldest_in_progress(conn, &settings()).map_err(convert)
 }
 
 /// The record store's error as the crate's.

@@ -24,7 +24,8 @@
 //! - `error`: SQLite errors → [`vow_store::StoreError`] (unique violations → `Conflict`, ...).
 //! - `rows`: column encodings shared by the entity modules (times, ids, JSON, keyset seeks).
 //! - `apps`, `event_types`, `endpoints`, `messages`, `settings`: the SQL of each entity.
-//! - `idempotency`: `Idempotency-Key` records, completed in the message create's writer job.
+//! - `idempotency`: `Idempotency-Key` records, completed in the writer job of the write they
+//!   protect.
 //! - `testing` (feature `testing`): a fresh store in a temporary directory.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -55,7 +56,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use vow_core::{AppId, EndpointId, MessageId};
-use vow_store::idempotency::{Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse};
+use vow_store::idempotency::{
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write, Written,
+};
 use vow_store::{
     AppKey, Application, ApplicationFields, CreatedMessage, Delivery, Endpoint, EndpointFields,
     EndpointKey, EndpointSecret, EventType, Message, MessageFilter, MessageKey, NewApplication,
@@ -458,12 +461,26 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn create_message_idempotent(
+    async fn apply(
         &self,
-        new: NewMessage,
-        completion: Completion,
-    ) -> StoreResult<(CreatedMessage, StoredResponse)> {
-        self.write(move |c| idempotency::create_message(c, new, completion))
+        write: Write,
+        completion: Option<Completion>,
+    ) -> StoreResult<(Written, Option<StoredResponse>)> {
+        self.write(move |c| idempotency::apply(c, write, completion))
             .await
+    }
+
+    async fn idempotency_status(
+        &self,
+        scope: &Scope,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<KeyStatus>> {
+        let scope = scope.clone();
+        self.read(move |c| idempotency::status(c, &scope, now))
+            .await
+    }
+
+    async fn oldest_idempotent_claim(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.read(idempotency::oldest_claim).await
     }
 }

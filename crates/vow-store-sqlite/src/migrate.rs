@@ -27,6 +27,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0004_idempotency",
         include_str!("../migrations/0004_idempotency.sql"),
     ),
+    (
+        "0005_idempotency_in_progress",
+        include_str!("../migrations/0005_idempotency_in_progress.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.
@@ -78,9 +82,11 @@ mod tests {
     }
 
     #[test]
-    fn the_idempotency_migration_is_the_record_stores_schema() {
-        let (_, sql) = MIGRATIONS[3];
-        assert!(sql.contains(vow_idempotency::sqlite::SCHEMA.trim()));
+    fn the_idempotency_migrations_hold_the_record_stores_schema() {
+        let sql = format!("{}{}", MIGRATIONS[3].1, MIGRATIONS[4].1);
+        for statement in vow_idempotency::sqlite::SCHEMA.split(';').map(str::trim) {
+            assert!(sql.contains(statement), "missing: {statement}");
+        }
     }
 
     #[test]

@@ -1,14 +1,130 @@
 //! `Idempotency-Key` records in the store (ADR 6): the types the [`crate::Store`] methods
-//! `begin_idempotent`, `release_idempotent` and `create_message_idempotent` take, re-exported
-//! from `vow-idempotency`, and [`Completion`], what a create carries to complete its record in
-//! the same transaction.
+//! `begin_idempotent`, `release_idempotent` and [`crate::Store::apply`] take, re-exported from
+//! `vow-idempotency`, plus what a create carries to complete its record in the same transaction:
+//! the write itself ([`Write`]), what it produced ([`Written`]) and the [`Completion`].
+//!
+//! Every API create that honours the header is one [`Write`]: one store method
+//! ([`crate::Store::apply`]) runs any of them in one transaction, with or without a record to
+//! complete, so each backend owns that transaction once instead of once per route.
 
-pub use vow_idempotency::{Begun, Fingerprint, LeaseToken, Scope, Settings, StoredResponse};
+pub use vow_idempotency::{
+    Begun, Fingerprint, KeyState, KeyStatus, LeaseToken, Scope, Settings, StoredResponse,
+};
 
-use crate::CreatedMessage;
+use chrono::{DateTime, Utc};
+use vow_core::{AppId, EndpointId, MessageId};
 
-/// Turns the committed create into the response to store and replay.
-pub type Render = Box<dyn FnOnce(&CreatedMessage) -> StoredResponse + Send>;
+use crate::queue::ReplayFilter;
+use crate::{Application, CreatedMessage, Delivery, Endpoint, EventType, NewApplication};
+use crate::{NewEndpoint, NewMessage};
+
+/// A write the API makes at most once per `Idempotency-Key`: each variant is the input of the
+/// store method of the same name. Its `Debug` names the variant only (secrets ride in some).
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Write {
+    /// [`crate::Store::create_application`].
+    CreateApplication(NewApplication),
+    /// [`crate::Store::create_event_type`].
+    CreateEventType(EventType),
+    /// [`crate::Store::update_event_type`] (reviving an archived event type on create).
+    UpdateEventType(EventType),
+    /// [`crate::Store::create_endpoint`].
+    CreateEndpoint(NewEndpoint),
+    /// [`crate::Store::create_message`], or [`crate::Store::create_message_to_endpoint`] when
+    /// `only` names the endpoint.
+    CreateMessage {
+        /// The message.
+        new: NewMessage,
+        /// The one endpoint to deliver to, whatever its filters (send-example).
+        only: Option<EndpointId>,
+    },
+    /// [`crate::Store::rotate_endpoint_secret`].
+    RotateEndpointSecret {
+        /// The application.
+        app: AppId,
+        /// The endpoint.
+        endpoint: EndpointId,
+        /// The new current secret.
+        new_key: String,
+        /// Until when the previous secret stays valid.
+        old_valid_until: DateTime<Utc>,
+    },
+    /// [`crate::DeliveryQueue::resend`].
+    Resend {
+        /// The application.
+        app: AppId,
+        /// The message.
+        msg: MessageId,
+        /// The endpoint.
+        endpoint: EndpointId,
+        /// When.
+        now: DateTime<Utc>,
+    },
+    /// [`crate::DeliveryQueue::replay`] (never a dry run: a dry run writes nothing).
+    Replay {
+        /// The application.
+        app: AppId,
+        /// The endpoint.
+        endpoint: EndpointId,
+        /// Which deliveries.
+        filter: ReplayFilter,
+        /// When.
+        now: DateTime<Utc>,
+        /// How far apart the replayed deliveries are scheduled.
+        spacing: chrono::Duration,
+    },
+}
+
+impl std::fmt::Debug for Write {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::CreateApplication(_) => "CreateApplication",
+            Self::CreateEventType(_) => "CreateEventType",
+            Self::UpdateEventType(_) => "UpdateEventType",
+            Self::CreateEndpoint(_) => "CreateEndpoint",
+            Self::CreateMessage { .. } => "CreateMessage",
+            Self::RotateEndpointSecret { .. } => "RotateEndpointSecret",
+            Self::Resend { .. } => "Resend",
+            Self::Replay { .. } => "Replay",
+        })
+    }
+}
+
+/// What a [`Write`] produced, variant for variant.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Written {
+    /// The application created.
+    Application(Application),
+    /// The event type created or revived.
+    EventType(EventType),
+    /// The endpoint created.
+    Endpoint(Endpoint),
+    /// The message created, with its delivery count.
+    Message(CreatedMessage),
+    /// The secret rotated.
+    SecretRotated,
+    /// The delivery made due again.
+    Resent(Delivery),
+    /// How many deliveries a replay made due again.
+    Replayed(u64),
+}
+
+impl Written {
+    /// Whether delivery workers have new work to look at.
+    pub fn queues_work(&self) -> bool {
+        match self {
+            Self::Message(created) => created.deliveries > 0,
+            Self::Resent(_) => true,
+            Self::Replayed(count) => *count > 0,
+            _ => false,
+        }
+    }
+}
+
+/// Turns the committed write into the response to store and replay.
+pub type Render = Box<dyn FnOnce(&Written) -> StoredResponse + Send>;
 
 /// What completes an idempotency record in the transaction of the write it protects: the record
 /// (its scope and the owner's lease token, checked first) and the response to store.
@@ -17,6 +133,8 @@ pub struct Completion {
     pub scope: Scope,
     /// The owner's lease token, from [`Begun::Owner`].
     pub token: LeaseToken,
+    /// When the record completes (its expiry counts from here).
+    pub now: DateTime<Utc>,
     /// Renders the stored response from the write's result, inside the transaction.
     pub render: Render,
 }

@@ -11,7 +11,8 @@
 //! - [`page`]: keyset pagination (`Seek`) and Svix-style pages (`iterator`, `prevIterator`).
 //! - [`queue`]: [`DeliveryQueue`], the delivery queue workers claim from and record into.
 //! - [`error`]: the error type, [`StoreError`].
-//! - [`idempotency`]: what the `Idempotency-Key` methods take ([`idempotency::Completion`]).
+//! - [`idempotency`]: what the `Idempotency-Key` methods take: the write ([`idempotency::Write`])
+//!   and the record it completes ([`idempotency::Completion`]).
 //! - [`conformance`]: the shared behaviour suite and the macro that instantiates it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -25,7 +26,9 @@ pub mod queue;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use idempotency::{Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse};
+use idempotency::{
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write, Written,
+};
 use vow_core::{AppId, EndpointId, MessageId};
 
 pub use error::{StoreError, StoreResult};
@@ -203,13 +206,25 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 
-    /// [`Store::create_message`] and the completion of its idempotency record in ONE
-    /// transaction: checks the token (fence), writes the message and its deliveries, renders the
-    /// response and stores it, completed at `new.now`. [`StoreError::Fenced`] when the token no
-    /// longer owns the record; nothing is written on any error.
-    async fn create_message_idempotent(
+    /// Runs `write` in ONE transaction, and with a `completion`, completes its idempotency
+    /// record in that same transaction: checks the token first (fence), runs the write, renders
+    /// the response and stores it, completed at `completion.now`. Without one it is the write's
+    /// own store method. [`StoreError::Fenced`] when the token no longer owns the record; nothing
+    /// is written on any error. Returns what the write produced and the stored response.
+    async fn apply(
         &self,
-        new: NewMessage,
-        completion: Completion,
-    ) -> StoreResult<(CreatedMessage, StoredResponse)>;
+        write: Write,
+        completion: Option<Completion>,
+    ) -> StoreResult<(Written, Option<StoredResponse>)>;
+
+    /// Where `scope`'s key stands at `now` (`None`: the key is free).
+    async fn idempotency_status(
+        &self,
+        scope: &Scope,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<KeyStatus>>;
+
+    /// When the oldest idempotency claim still in progress began, if any (a stuck request
+    /// shows here until its record expires).
+    async fn oldest_idempotent_claim(&self) -> StoreResult<Option<DateTime<Utc>>>;
 }

@@ -131,8 +131,8 @@ pub struct DeliveryOptions {
     pub retry_schedule: Option<vow_core::RetrySchedule>,
 }
 
-/// A new endpoint.
-#[derive(Debug, Clone)]
+/// A new endpoint. Its `Debug` leaves the secret out.
+#[derive(Clone)]
 pub struct NewEndpoint {
     /// Its id, chosen by the caller.
     pub id: EndpointId,
@@ -144,6 +144,17 @@ pub struct NewEndpoint {
     pub secret: String,
     /// Creation time.
     pub now: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for NewEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewEndpoint")
+            .field("id", &self.id)
+            .field("app_id", &self.app_id)
+            .field("fields", &self.fields)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A stored endpoint. Secrets are read separately ([`crate::Store::endpoint_secrets`]) so they

@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`commit_baseline`]: single-row durable commits/s, the yardstick for ingest.
 //! - [`ingest`]: closed-loop POSTs with delivery workers off.
+//! - [`idempotency`]: the same, with and without `Idempotency-Key`, interleaved in one run.
 //! - [`e2e`]: open-loop POSTs with workers on, 1..N endpoints (fan-out).
 //! - [`idle_latency`]: one message at a time into an idle system.
 //! - [`slow_neighbour`]: 10 endpoints, one answering after 2 s, against a run with none slow.
@@ -12,6 +13,7 @@
 pub mod backlog_drain;
 pub mod commit_baseline;
 pub mod e2e;
+pub mod idempotency;
 pub mod idle_latency;
 pub mod ingest;
 pub mod slow_neighbour;
@@ -135,6 +137,7 @@ impl Rig {
             app,
             clock,
             counters: Arc::new(Counters::default()),
+            keyed: false,
         };
         Ok(Self {
             db,

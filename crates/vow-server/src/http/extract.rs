@@ -37,8 +37,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ValidJsonBytes<T> {
     }
 }
 
-/// A JSON body that may be left out entirely (an empty body reads as `None`).
-pub struct MaybeJson<T>(pub Option<T>);
+/// A JSON body that may be left out entirely (an empty body reads as `None`), with its raw
+/// bytes (for an `Idempotency-Key` fingerprint).
+pub struct MaybeJson<T>(pub Option<T>, pub Bytes);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for MaybeJson<T> {
     type Rejection = ApiError;
@@ -46,9 +47,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for MaybeJson<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = read_body(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(MaybeJson(None));
+            return Ok(MaybeJson(None, bytes));
         }
-        parse_json(&bytes).map(|v| MaybeJson(Some(v)))
+        parse_json(&bytes).map(|v| MaybeJson(Some(v), bytes))
     }
 }
 

@@ -49,7 +49,7 @@ pub struct ApiSettings {
     pub secret_rotation_grace: Duration,
     /// Days a payload is kept when a message does not say.
     pub payload_retention_days: i64,
-    /// Route names on which `Idempotency-Key` is required (see `config::IDEMPOTENT_ROUTES`).
+    /// Route names on which `Idempotency-Key` is required (see [`idempotency::ROUTES`]).
     pub idempotency_required: Vec<String>,
 }
 
@@ -72,6 +72,7 @@ pub fn router(state: AppState, admin: TokenHash) -> Router {
     let limit = state.settings.max_body_bytes;
     crate::metrics::recorder();
     let authenticated = api::routes()
+        .merge(idempotency::status::routes())
         .merge(crate::metrics::routes())
         .route_layer(middleware::from_fn_with_state(admin, auth::require_admin));
     Router::new()

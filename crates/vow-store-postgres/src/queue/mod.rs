@@ -20,7 +20,7 @@
 mod attempt;
 mod attempted;
 mod claim;
-mod operator;
+pub(crate) mod operator;
 mod record;
 mod retention;
 
@@ -86,7 +86,7 @@ impl DeliveryQueue for PgStore {
         endpoint: EndpointId,
         now: DateTime<Utc>,
     ) -> StoreResult<Delivery> {
-        operator::resend(&self.pool, app, msg, endpoint, now).await
+        operator::resend(&mut *self.conn().await?, app, msg, endpoint, now).await
     }
 
     async fn replay(
@@ -98,7 +98,8 @@ impl DeliveryQueue for PgStore {
         spacing: chrono::Duration,
         dry_run: bool,
     ) -> StoreResult<u64> {
-        operator::replay(&self.pool, app, endpoint, filter, now, spacing, dry_run).await
+        let mut conn = self.conn().await?;
+        operator::replay(&mut conn, app, endpoint, filter, now, spacing, dry_run).await
     }
 
     async fn endpoint_stats(

@@ -2,7 +2,7 @@
 //! endpoint's deliveries by state.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
 use vow_store::queue::{DeliveryStats, ReplayFilter};
 use vow_store::{Delivery, StoreResult};
@@ -19,7 +19,7 @@ use crate::error::db_error;
 /// change owner, so checking first is enough; one deleted in between fails the upsert's foreign
 /// key, which reads as the same `NotFound`.
 pub(crate) async fn resend(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     app: AppId,
     msg: MessageId,
     endpoint: EndpointId,
@@ -35,7 +35,7 @@ pub(crate) async fn resend(
     .bind(&app)
     .bind(&msg)
     .bind(&endpoint)
-    .fetch_one(pool)
+    .fetch_one(&mut *conn)
     .await
     .map_err(db_error)?;
     if !has_message {
@@ -60,7 +60,7 @@ pub(crate) async fn resend(
     .bind(&msg)
     .bind(&endpoint)
     .bind(now)
-    .fetch_one(pool)
+    .fetch_one(&mut *conn)
     .await
     .map_err(db_error)?
     .into_model()
@@ -103,7 +103,7 @@ fn push_replay_selection(
 /// creation order due at `now + i * spacing`, in one statement; returns how many matched.
 /// `NotFound("endpoint")` when `app` has no such endpoint (as the SQLite store).
 pub(crate) async fn replay(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     app: AppId,
     endpoint: EndpointId,
     filter: &ReplayFilter,
@@ -116,11 +116,11 @@ pub(crate) async fn replay(
         push_replay_selection(&mut qb, app, endpoint, filter);
         let count: i64 = qb
             .build_query_scalar()
-            .fetch_one(pool)
+            .fetch_one(&mut *conn)
             .await
             .map_err(db_error)?;
         if count == 0 {
-            require_endpoint(pool, app, endpoint).await?;
+            require_endpoint(conn, app, endpoint).await?;
         }
         return Ok(u64::try_from(count).unwrap_or_default());
     }
@@ -152,21 +152,25 @@ pub(crate) async fn replay(
         " FROM picked p
           WHERE d.id = p.picked_id AND d.status IN ('dead_lettered', 'held')",
     );
-    let done = qb.build().execute(pool).await.map_err(db_error)?;
+    let done = qb.build().execute(&mut *conn).await.map_err(db_error)?;
     if done.rows_affected() == 0 {
-        require_endpoint(pool, app, endpoint).await?;
+        require_endpoint(conn, app, endpoint).await?;
     }
     Ok(done.rows_affected())
 }
 
 /// `NotFound("endpoint")` unless `app` has `endpoint`. Only asked when a replay matched nothing,
 /// so a replay that found work costs no extra round trip.
-async fn require_endpoint(pool: &PgPool, app: AppId, endpoint: EndpointId) -> StoreResult<()> {
+async fn require_endpoint(
+    conn: &mut PgConnection,
+    app: AppId,
+    endpoint: EndpointId,
+) -> StoreResult<()> {
     let exists: bool =
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2)")
             .bind(app.to_string())
             .bind(endpoint.to_string())
-            .fetch_one(pool)
+            .fetch_one(conn)
             .await
             .map_err(db_error)?;
     if !exists {

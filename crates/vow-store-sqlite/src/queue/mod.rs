@@ -12,7 +12,7 @@
 mod attempted;
 mod attempts;
 mod claim;
-mod operator;
+pub(crate) mod operator;
 mod record;
 
 use async_trait::async_trait;

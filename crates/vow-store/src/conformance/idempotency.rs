@@ -5,8 +5,10 @@
 use vow_idempotency::IdempotencyKey;
 
 use super::support::*;
-use crate::idempotency::{Begun, Completion, Fingerprint, LeaseToken, Scope, StoredResponse};
-use crate::{CreatedMessage, MessageFilter, Store, StoreError};
+use crate::idempotency::{
+    Begun, Completion, Fingerprint, KeyState, LeaseToken, Scope, StoredResponse, Write, Written,
+};
+use crate::{CreatedMessage, MessageFilter, NewEndpoint, NewMessage, Store, StoreError};
 
 const ROUTE: &str = "/api/v1/app/{app_id}/msg";
 const BODY: &str = r#"{"eventType":"user.created","payload":{"hello":"world"}}"#;
@@ -34,22 +36,47 @@ async fn begin(store: &dyn Store, scope: &Scope, body: &str) -> Begun {
 #[track_caller]
 fn owner(begun: Begun) -> LeaseToken {
     match begun {
-        Begun::Owner(token) => token,
+        Begun::Owner(token) | Begun::TakenOver(token) => token,
         other => panic!("expected to own the record, got {other:?}"),
     }
 }
 
-/// The response a test stores: 202 with the message id.
+/// The response a test stores: 202 with the created resource's id.
 fn completion(scope: &Scope, token: &LeaseToken) -> Completion {
     Completion {
         scope: scope.clone(),
         token: token.clone(),
-        render: Box::new(|created: &CreatedMessage| StoredResponse {
-            status: 202,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: format!(r#"{{"id":"{}"}}"#, created.message.id).into_bytes(),
-            resource: Some(created.message.id.to_string()),
+        now: t(5),
+        render: Box::new(|written: &Written| {
+            let id = match written {
+                Written::Message(created) => created.message.id.to_string(),
+                Written::Endpoint(endpoint) => endpoint.id.to_string(),
+                other => format!("{other:?}"),
+            };
+            StoredResponse {
+                status: 202,
+                headers: vec![("content-type".into(), "application/json".into())],
+                body: format!(r#"{{"id":"{id}"}}"#).into_bytes(),
+                resource: Some(id),
+            }
         }),
+    }
+}
+
+/// Creates `new` through [`Store::apply`], completing the record `token` owns.
+async fn create_message(
+    store: &dyn Store,
+    new: &NewMessage,
+    scope: &Scope,
+    token: &LeaseToken,
+) -> Result<(CreatedMessage, StoredResponse), StoreError> {
+    let write = Write::CreateMessage {
+        new: new.clone(),
+        only: None,
+    };
+    match store.apply(write, Some(completion(scope, token))).await? {
+        (Written::Message(created), Some(response)) => Ok((created, response)),
+        other => panic!("expected a message and a stored response, got {other:?}"),
     }
 }
 
@@ -63,10 +90,7 @@ pub async fn an_idempotent_create_commits_its_response_and_the_same_request_repl
     let s = scope(&app.id.to_string(), "key-1");
     let token = owner(begin(store, &s, BODY).await);
     let new = new_message(app.id, "user.created");
-    let (created, response) = store
-        .create_message_idempotent(new.clone(), completion(&s, &token))
-        .await
-        .unwrap();
+    let (created, response) = create_message(store, &new, &s, &token).await.unwrap();
     assert_eq!(created.message.id, new.id);
     assert_eq!(created.deliveries, 1);
     assert_eq!(response.resource, Some(new.id.to_string()));
@@ -164,9 +188,7 @@ pub async fn a_fenced_or_failed_idempotent_create_writes_nothing(store: &dyn Sto
     let token = owner(begin(store, &s, BODY).await);
     assert!(store.release_idempotent(&s, &token).await.unwrap());
     let new = new_message(app.id, "user.created");
-    let fenced = store
-        .create_message_idempotent(new.clone(), completion(&s, &token))
-        .await;
+    let fenced = create_message(store, &new, &s, &token).await;
     assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
     assert!(message_ids(store, app.id, &MessageFilter::default())
         .await
@@ -180,9 +202,7 @@ pub async fn a_fenced_or_failed_idempotent_create_writes_nothing(store: &dyn Sto
     let token = owner(begin(store, &s, BODY).await);
     let missing = new_message(vow_core::AppId::new(), "user.created");
     assert_not_found(
-        store
-            .create_message_idempotent(missing, completion(&s, &token))
-            .await,
+        create_message(store, &missing, &s, &token).await,
         "application",
     );
     assert!(matches!(
@@ -190,4 +210,109 @@ pub async fn a_fenced_or_failed_idempotent_create_writes_nothing(store: &dyn Sto
         Begun::InProgress { .. }
     ));
     assert!(store.release_idempotent(&s, &token).await.unwrap());
+}
+
+/// Any API write commits with its record: an endpoint created under a key exists with its
+/// secret and the stored response names it; a fenced one leaves no endpoint behind. A write
+/// without a completion is the plain create.
+pub async fn an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_one_writes_nothing(
+    store: &dyn Store,
+) {
+    let app = create_app(store, "App").await;
+    let new = |url: &str| NewEndpoint {
+        id: vow_core::EndpointId::new(),
+        app_id: app.id,
+        fields: endpoint_fields(url),
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        now: t(5),
+    };
+    let s = scope(&app.id.to_string(), "ep-1");
+    let token = owner(begin(store, &s, BODY).await);
+    let first = new("https://example.com/a");
+    let (written, response) = store
+        .apply(
+            Write::CreateEndpoint(first.clone()),
+            Some(completion(&s, &token)),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(&written, Written::Endpoint(e) if e.id == first.id));
+    assert_eq!(response.unwrap().resource, Some(first.id.to_string()));
+    assert_eq!(
+        store
+            .endpoint_secrets(app.id, first.id, t(6))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(matches!(begin(store, &s, BODY).await, Begun::Replay { .. }));
+
+    let s2 = scope(&app.id.to_string(), "ep-2");
+    let token = owner(begin(store, &s2, BODY).await);
+    assert!(store.release_idempotent(&s2, &token).await.unwrap());
+    let fenced = store
+        .apply(
+            Write::CreateEndpoint(new("https://example.com/b")),
+            Some(completion(&s2, &token)),
+        )
+        .await;
+    assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
+
+    let (plain, none) = store
+        .apply(Write::CreateEndpoint(new("https://example.com/c")), None)
+        .await
+        .unwrap();
+    assert!(matches!(plain, Written::Endpoint(_)) && none.is_none());
+    let mut urls: Vec<String> = store
+        .list_endpoints(app.id, &all(10))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.fields.url)
+        .collect();
+    urls.sort();
+    assert_eq!(urls, ["https://example.com/a", "https://example.com/c"]);
+}
+
+/// A key's status follows its record: in progress (the oldest claim's start is known), then
+/// completed with its resource, then expired once purged to a tombstone; another scope's key of
+/// the same name is not seen.
+pub async fn a_keys_status_follows_its_record_and_the_oldest_claim_is_reported(store: &dyn Store) {
+    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), None);
+    let s = scope("app_s", "key-s");
+    assert_eq!(store.idempotency_status(&s, t(5)).await.unwrap(), None);
+    let token = owner(begin(store, &s, BODY).await);
+    let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
+    assert_eq!(status.state, KeyState::InProgress);
+    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), Some(t(5)));
+    assert_eq!(
+        store
+            .idempotency_status(&scope("app_other", "key-s"), t(6))
+            .await
+            .unwrap(),
+        None
+    );
+
+    let done = StoredResponse {
+        status: 201,
+        headers: Vec::new(),
+        body: b"{}".to_vec(),
+        resource: Some("ep_1".into()),
+    };
+    store
+        .complete_idempotent(&s, &token, done, t(5))
+        .await
+        .unwrap();
+    let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
+    assert_eq!(status.state, KeyState::Completed);
+    assert_eq!(status.resource.as_deref(), Some("ep_1"));
+    assert_eq!(status.expires_at, t(5 + 24 * 3600));
+    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), None);
+
+    let later = t(5 + 24 * 3600 + 1);
+    store.purge_idempotent(later, 100).await.unwrap();
+    let status = store.idempotency_status(&s, later).await.unwrap().unwrap();
+    assert_eq!(status.state, KeyState::Expired);
+    assert_eq!(status.resource.as_deref(), Some("ep_1"));
 }

@@ -2,18 +2,20 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{AppId, Patch};
+use vow_store::idempotency::{StoredResponse, Write};
 use vow_store::page::Page;
-use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Order, StoreError};
+use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Order};
 
 use super::{app_key, check_uid, ListParams, ListResponse, Metadata, Problems};
 use crate::error::{ApiError, ApiResult};
-use crate::http::extract::{ValidJson, ValidQuery};
+use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
+use crate::http::idempotency::{self, Once};
 use crate::http::AppState;
 
 /// Application routes.
@@ -131,9 +133,10 @@ async fn list_applications(
 
 async fn create_application(
     State(state): State<AppState>,
+    once: Once,
     ValidQuery(params): ValidQuery<CreateParams>,
-    ValidJson(body): ValidJson<ApplicationIn>,
-) -> ApiResult<impl IntoResponse> {
+    ValidJsonBytes(body, raw): ValidJsonBytes<ApplicationIn>,
+) -> ApiResult<Response> {
     let fields = body.validate(&["body"])?;
     let uid = fields.uid.clone();
     let new = NewApplication {
@@ -141,15 +144,26 @@ async fn create_application(
         fields,
         now: state.now(),
     };
-    match state.store.create_application(new).await {
-        Ok(app) => Ok((StatusCode::CREATED, Json(ApplicationOut::from(app)))),
-        Err(StoreError::Conflict(detail)) if params.get_if_exists => {
-            let key = AppKey::Uid(uid.ok_or(ApiError::Conflict(detail))?);
-            let app = find(&state, &key).await?;
-            Ok((StatusCode::OK, Json(app.into())))
+    once.run(&state, None, &raw, move |commit| async move {
+        let state = commit.state().clone();
+        let render = |app: &Application| rendered(StatusCode::CREATED, app);
+        match commit.write(Write::CreateApplication(new), render).await {
+            Ok((_, response)) => Ok(response),
+            Err(ApiError::Conflict(detail)) if params.get_if_exists => {
+                let key = AppKey::Uid(uid.ok_or(ApiError::Conflict(detail))?);
+                let app = find(&state, &key).await?;
+                Ok(idempotency::respond::stored(rendered(StatusCode::OK, &app)))
+            }
+            Err(e) => Err(e),
         }
-        Err(e) => Err(e.into()),
-    }
+    })
+    .await
+}
+
+/// `ApplicationOut` as a response to store.
+fn rendered(status: StatusCode, app: &Application) -> StoredResponse {
+    let out = ApplicationOut::from(app.clone());
+    idempotency::json(status, &out, Some(app.id.to_string()))
 }
 
 /// Loads the application a path names, or 404.

@@ -3,18 +3,22 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use vow_core::{AttemptId, EndpointId, EventTypeName, MessageId};
+use vow_store::idempotency::Write;
 use vow_store::page::Page;
 use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, ReplayFilter};
-use vow_store::Order;
+use vow_store::{Delivery, Order};
 
 use super::{application, endpoint_key, message_key, ListParams, ListResponse, Problems};
 use crate::error::{ApiError, ApiResult};
-use crate::http::extract::{MaybeJson, ValidQuery};
+use crate::http::extract::{MaybeJson, ValidJsonBytes, ValidQuery};
+use crate::http::idempotency::{self, Once};
 use crate::http::AppState;
 
 /// Attempt, stats and replay routes.
@@ -172,10 +176,7 @@ pub(super) async fn find_endpoint(
     raw: &str,
 ) -> ApiResult<EndpointId> {
     let key = endpoint_key(raw)?;
-    match state.store.get_endpoint(app, &key).await? {
-        Some(e) => Ok(e.id),
-        None => Err(ApiError::not_found("Endpoint")),
-    }
+    Ok(super::endpoint::find_in(state, app, &key).await?.id)
 }
 
 async fn list_attempts_by_msg(
@@ -248,14 +249,22 @@ async fn expunge_message_content(
 async fn resend_message(
     State(state): State<AppState>,
     Path((app_id, msg_id, endpoint_id)): Path<(String, String, String)>,
-) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
+    once: Once,
+) -> ApiResult<Response> {
     let app = application::resolve(&state, &app_id).await?;
-    let msg = find_message(&state, app, &msg_id).await?;
-    let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
-    state.queue.resend(app, msg, endpoint, state.now()).await?;
-    state.wake.notify_one();
-    // Svix answers `EmptyResponse`, `{}`, which its SDKs parse.
-    Ok((StatusCode::ACCEPTED, Json(serde_json::json!({}))))
+    once.run(&state, Some(app), &[], move |commit| async move {
+        let state = commit.state();
+        let write = Write::Resend {
+            app,
+            msg: find_message(state, app, &msg_id).await?,
+            endpoint: find_endpoint(state, app, &endpoint_id).await?,
+            now: state.now(),
+        };
+        // Svix answers `EmptyResponse`, `{}`, which its SDKs parse.
+        let render = |_: &Delivery| idempotency::json(StatusCode::ACCEPTED, &json!({}), None);
+        Ok(commit.write(write, render).await?.1)
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize)]
@@ -318,29 +327,35 @@ const REPLAY_SPACING_MS: i64 = 20;
 async fn recover_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
-    crate::http::extract::ValidJson(body): crate::http::extract::ValidJson<RecoverIn>,
-) -> ApiResult<(StatusCode, Json<RecoverOut>)> {
+    once: Once,
+    ValidJsonBytes(body, raw): ValidJsonBytes<RecoverIn>,
+) -> ApiResult<Response> {
     let app = application::resolve(&state, &app_id).await?;
-    let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
-    let filter = ReplayFilter {
-        since: Some(body.since),
-        until: body.until,
-        ..Default::default()
-    };
-    let now = state.now();
-    let spacing = chrono::Duration::milliseconds(REPLAY_SPACING_MS);
-    state
-        .queue
-        .replay(app, endpoint, &filter, now, spacing, false)
-        .await?;
-    state.wake.notify_one();
-    let out = RecoverOut {
-        id: format!("qtask_{}", ulid::Ulid::new()),
-        status: "finished",
-        task: "endpoint.recover",
-        updated_at: now,
-    };
-    Ok((StatusCode::ACCEPTED, Json(out)))
+    once.run(&state, Some(app), &raw, move |commit| async move {
+        let now = commit.state().now();
+        let write = Write::Replay {
+            app,
+            endpoint: find_endpoint(commit.state(), app, &endpoint_id).await?,
+            filter: ReplayFilter {
+                since: Some(body.since),
+                until: body.until,
+                ..Default::default()
+            },
+            now,
+            spacing: chrono::Duration::milliseconds(REPLAY_SPACING_MS),
+        };
+        let render = move |_: &u64| {
+            let out = RecoverOut {
+                id: format!("qtask_{}", ulid::Ulid::new()),
+                status: "finished",
+                task: "endpoint.recover",
+                updated_at: now,
+            };
+            idempotency::json(StatusCode::ACCEPTED, &out, Some(out.id.clone()))
+        };
+        Ok(commit.write(write, render).await?.1)
+    })
+    .await
 }
 
 /// vow's replay: dead-lettered and held deliveries of an endpoint, filtered.
@@ -366,10 +381,9 @@ struct ReplayOut {
 async fn replay_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
-    MaybeJson(body): MaybeJson<ReplayIn>,
-) -> ApiResult<Json<ReplayOut>> {
-    let app = application::resolve(&state, &app_id).await?;
-    let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
+    once: Once,
+    MaybeJson(body, raw): MaybeJson<ReplayIn>,
+) -> ApiResult<Response> {
     let body = body.unwrap_or_default();
     let mut p = Problems::default();
     for (i, t) in body.event_types.iter().enumerate() {
@@ -386,15 +400,33 @@ async fn replay_endpoint(
         last_status: body.last_status_code,
     };
     let spacing = chrono::Duration::milliseconds(REPLAY_SPACING_MS);
-    let count = state
-        .queue
-        .replay(app, endpoint, &filter, state.now(), spacing, body.dry_run)
-        .await?;
-    if !body.dry_run && count > 0 {
-        state.wake.notify_one();
-    }
-    Ok(Json(ReplayOut {
-        count,
-        dry_run: body.dry_run,
-    }))
+    let dry_run = body.dry_run;
+    let app = application::resolve(&state, &app_id).await?;
+    once.run(&state, Some(app), &raw, move |commit| async move {
+        let state = commit.state();
+        let endpoint = find_endpoint(state, app, &endpoint_id).await?;
+        let now = state.now();
+        let render = move |count: &u64| {
+            let out = ReplayOut {
+                count: *count,
+                dry_run,
+            };
+            idempotency::json(StatusCode::OK, &out, None)
+        };
+        if dry_run {
+            let count = (state.queue)
+                .replay(app, endpoint, &filter, now, spacing, true)
+                .await?;
+            return Ok(idempotency::respond::stored(render(&count)));
+        }
+        let write = Write::Replay {
+            app,
+            endpoint,
+            filter,
+            now,
+            spacing,
+        };
+        Ok(commit.write(write, render).await?.1)
+    })
+    .await
 }

@@ -9,22 +9,24 @@
 //! while sending) due; `null` for the others, which nothing schedules.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{EndpointId, EventTypeName, MessageId};
+use vow_store::idempotency::Write;
 use vow_store::page::Page;
 use vow_store::queue::{DeliveryState, MessageStatus};
-use vow_store::{DeliveryStatus, EventType, NewMessage, Order};
+use vow_store::{CreatedMessage, DeliveryStatus, EventType, NewMessage, Order};
 
 use super::attempt::{find_endpoint, find_message};
 use super::endpoint::EndpointOut;
-use super::message::{ListMessagesParams, MessageOut};
+use super::message::{accepted, ListMessagesParams, MessageOut};
 use super::{application, ListParams, ListResponse, Problems};
 use crate::error::{ApiError, ApiResult};
-use crate::http::extract::{ValidJson, ValidQuery};
+use crate::http::extract::{ValidJsonBytes, ValidQuery};
+use crate::http::idempotency::Once;
 use crate::http::AppState;
 
 /// Attempted destinations, attempted messages and send-example.
@@ -222,10 +224,9 @@ fn example_payload(event_type: &EventType, index: usize) -> ApiResult<serde_json
 async fn send_example(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
-    ValidJson(body): ValidJson<EventExampleIn>,
-) -> ApiResult<(StatusCode, Json<MessageOut>)> {
-    let app = application::resolve(&state, &app_id).await?;
-    let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
+    once: Once,
+    ValidJsonBytes(body, raw): ValidJsonBytes<EventExampleIn>,
+) -> ApiResult<Response> {
     let mut p = Problems::default();
     let name = p.check(
         &["body", "eventType"],
@@ -233,29 +234,32 @@ async fn send_example(
     );
     p.finish()?;
     let name = name.map(EventTypeName::into_string).unwrap_or_default();
-    let event_type = match state.store.get_event_type(&name).await? {
-        Some(et) if !et.archived => et,
-        _ => return Err(ApiError::NotFound(format!("Event type {name:?} not found"))),
-    };
-    let payload = example_payload(&event_type, body.example_index)?;
-    let now = state.now();
-    let new = NewMessage {
-        id: MessageId::new(),
-        app_id: app,
-        event_id: None,
-        event_type: name,
-        channels: None,
-        payload: payload.to_string(),
-        payload_expires_at: now + Duration::days(state.settings.payload_retention_days),
-        now,
-    };
-    let created = state
-        .store
-        .create_message_to_endpoint(new, endpoint)
-        .await?;
-    if created.deliveries > 0 {
-        state.wake.notify_one();
-    }
-    let out = MessageOut::new(created.message, true)?;
-    Ok((StatusCode::ACCEPTED, Json(out)))
+    let app = application::resolve(&state, &app_id).await?;
+    once.run(&state, Some(app), &raw, move |commit| async move {
+        let state = commit.state();
+        let endpoint = find_endpoint(state, app, &endpoint_id).await?;
+        let event_type = match state.store.get_event_type(&name).await? {
+            Some(et) if !et.archived => et,
+            _ => return Err(ApiError::NotFound(format!("Event type {name:?} not found"))),
+        };
+        let payload = example_payload(&event_type, body.example_index)?;
+        let now = state.now();
+        let new = NewMessage {
+            id: MessageId::new(),
+            app_id: app,
+            event_id: None,
+            event_type: name,
+            channels: None,
+            payload: payload.to_string(),
+            payload_expires_at: now + Duration::days(state.settings.payload_retention_days),
+            now,
+        };
+        let write = Write::CreateMessage {
+            new,
+            only: Some(endpoint),
+        };
+        let render = |created: &CreatedMessage| accepted(created, true);
+        Ok(commit.write(write, render).await?.1)
+    })
+    .await
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
@@ -18,13 +18,15 @@ use vow_core::{
     Channel, EndpointId, EndpointUrl, EventTypeName, Patch, RetrySchedule, SignatureStyle,
 };
 use vow_signature::SymmetricKey;
+use vow_store::idempotency::Write;
 use vow_store::page::Page;
-use vow_store::{DeliveryOptions, Endpoint, EndpointFields, NewEndpoint, Order};
+use vow_store::{DeliveryOptions, Endpoint, EndpointFields, EndpointKey, NewEndpoint, Order};
 
 use super::headers::{check_headers, HeadersIn, HeadersOut, HeadersPatchIn};
 use super::{application, check_uid, endpoint_key, ListParams, ListResponse, Metadata, Problems};
 use crate::error::{ApiError, ApiResult};
-use crate::http::extract::{MaybeJson, ValidJson, ValidQuery};
+use crate::http::extract::{MaybeJson, ValidJson, ValidJsonBytes, ValidQuery};
+use crate::http::idempotency::{self, Once};
 use crate::http::AppState;
 
 /// The longest per-attempt timeout an endpoint may ask for.
@@ -285,10 +287,14 @@ pub fn generate_secret() -> String {
 /// Loads `{endpoint_id}` within `{app_id}`, or 404.
 async fn find(state: &AppState, app_id: &str, endpoint_id: &str) -> ApiResult<Endpoint> {
     let app = application::resolve(state, app_id).await?;
-    let key = endpoint_key(endpoint_id)?;
+    find_in(state, app, &endpoint_key(endpoint_id)?).await
+}
+
+/// Loads the endpoint `key` names within `app`, or 404.
+pub async fn find_in(state: &AppState, app: AppId, key: &EndpointKey) -> ApiResult<Endpoint> {
     state
         .store
-        .get_endpoint(app, &key)
+        .get_endpoint(app, key)
         .await?
         .ok_or_else(|| ApiError::not_found("Endpoint"))
 }
@@ -309,28 +315,36 @@ async fn list_endpoints(
 async fn create_endpoint(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
-    ValidJson(body): ValidJson<EndpointIn>,
-) -> ApiResult<impl IntoResponse> {
-    let app = application::resolve(&state, &app_id).await?;
+    once: Once,
+    ValidJsonBytes(body, raw): ValidJsonBytes<EndpointIn>,
+) -> ApiResult<Response> {
     let (fields, secret) = body.validate()?;
-    let endpoint = insert(&state, app, fields, secret).await?;
-    Ok((StatusCode::CREATED, Json(EndpointOut::from(endpoint))))
+    let app = application::resolve(&state, &app_id).await?;
+    let new = new_endpoint(&state, app, fields, secret);
+    once.run(&state, Some(app), &raw, move |commit| async move {
+        let render = |endpoint: &Endpoint| {
+            let out = EndpointOut::from(endpoint.clone());
+            idempotency::json(StatusCode::CREATED, &out, Some(endpoint.id.to_string()))
+        };
+        Ok(commit.write(Write::CreateEndpoint(new), render).await?.1)
+    })
+    .await
 }
 
-async fn insert(
+/// A new endpoint of `app_id`, with `secret` or a generated one.
+fn new_endpoint(
     state: &AppState,
     app_id: AppId,
     fields: EndpointFields,
     secret: Option<String>,
-) -> ApiResult<Endpoint> {
-    let new = NewEndpoint {
+) -> NewEndpoint {
+    NewEndpoint {
         id: EndpointId::new(),
         app_id,
         fields,
         secret: secret.unwrap_or_else(generate_secret),
         now: state.now(),
-    };
-    Ok(state.store.create_endpoint(new).await?)
+    }
 }
 
 async fn get_endpoint(
@@ -359,7 +373,8 @@ async fn update_endpoint(
         return Err(ApiError::not_found("Endpoint"));
     };
     fields.uid = Some(uid);
-    let created = insert(&state, app, fields, secret).await?;
+    let new = new_endpoint(&state, app, fields, secret);
+    let created = state.store.create_endpoint(new).await?;
     Ok((StatusCode::CREATED, Json(EndpointOut::from(created))))
 }
 
@@ -485,9 +500,9 @@ pub struct EndpointSecretRotateIn {
 async fn rotate_endpoint_secret(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
-    MaybeJson(body): MaybeJson<EndpointSecretRotateIn>,
-) -> ApiResult<Json<EndpointSecretOut>> {
-    let current = find(&state, &app_id, &endpoint_id).await?;
+    once: Once,
+    MaybeJson(body, raw): MaybeJson<EndpointSecretRotateIn>,
+) -> ApiResult<Response> {
     let body = body.unwrap_or_default();
     let mut p = Problems::default();
     let key = body
@@ -509,11 +524,21 @@ async fn rotate_endpoint_secret(
     let valid_until = state.now()
         + chrono::Duration::from_std(grace).map_err(|e| ApiError::Internal(Box::new(e)))?;
     let key = key.unwrap_or_else(generate_secret);
-    state
-        .store
-        .rotate_endpoint_secret(current.app_id, current.id, key.clone(), valid_until)
-        .await?;
-    // The spec says 204, but the official SDKs (svix 2.x) parse an `EndpointSecretOut` from
-    // this response; a 200 with the new key satisfies both.
-    Ok(Json(EndpointSecretOut { key }))
+    let app = application::resolve(&state, &app_id).await?;
+    let endpoint = endpoint_key(&endpoint_id)?;
+    once.run(&state, Some(app), &raw, move |commit| async move {
+        let endpoint = find_in(commit.state(), app, &endpoint).await?;
+        let write = Write::RotateEndpointSecret {
+            app,
+            endpoint: endpoint.id,
+            new_key: key.clone(),
+            old_valid_until: valid_until,
+        };
+        // The spec says 204, but the official SDKs (svix 2.x) parse an `EndpointSecretOut` from
+        // this response; a 200 with the new key satisfies both.
+        let render =
+            move |_: &()| idempotency::json(StatusCode::OK, &EndpointSecretOut { key }, None);
+        Ok(commit.write(write, render).await?.1)
+    })
+    .await
 }

@@ -5,18 +5,20 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{EventTypeName, Patch};
+use vow_store::idempotency::Write;
 use vow_store::page::Page;
 use vow_store::{EventType, Order};
 
 use super::{ListParams, ListResponse, Problems};
 use crate::error::{ApiError, ApiResult};
-use crate::http::extract::{ValidJson, ValidQuery};
+use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
+use crate::http::idempotency::{self, Once};
 use crate::http::AppState;
 
 /// Event type routes.
@@ -182,25 +184,30 @@ async fn list_event_types(
     ))
 }
 
+/// Creates an event type, or revives an archived one of the same name.
 async fn create_event_type(
     State(state): State<AppState>,
-    ValidJson(body): ValidJson<EventTypeIn>,
-) -> ApiResult<impl IntoResponse> {
+    once: Once,
+    ValidJsonBytes(body, raw): ValidJsonBytes<EventTypeIn>,
+) -> ApiResult<Response> {
     let now = state.now();
     let name = body.name.into_string();
     let event_type = body.body.into_event_type(name.clone(), now, now)?;
-    if let Some(existing) = state.store.get_event_type(&name).await? {
-        if existing.archived {
-            let revived = EventType {
+    once.run(&state, None, &raw, move |commit| async move {
+        let write = match commit.state().store.get_event_type(&name).await? {
+            Some(existing) if existing.archived => Write::UpdateEventType(EventType {
                 created_at: existing.created_at,
                 ..event_type
-            };
-            let saved = state.store.update_event_type(revived).await?;
-            return Ok((StatusCode::CREATED, Json(EventTypeOut::from(saved))));
-        }
-    }
-    let saved = state.store.create_event_type(event_type).await?;
-    Ok((StatusCode::CREATED, Json(EventTypeOut::from(saved))))
+            }),
+            _ => Write::CreateEventType(event_type),
+        };
+        let render = |saved: &EventType| {
+            let out = EventTypeOut::from(saved.clone());
+            idempotency::json(StatusCode::CREATED, &out, Some(saved.name.clone()))
+        };
+        Ok(commit.write(write, render).await?.1)
+    })
+    .await
 }
 
 async fn get_event_type(

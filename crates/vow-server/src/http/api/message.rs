@@ -3,10 +3,11 @@
 //! Creating a message writes it and its delivery rows in one store transaction. The payload is
 //! kept as the exact JSON text the client sent (never re-serialised), so what is signed and
 //! delivered is byte-for-byte what was posted. With an `Idempotency-Key`, the create goes through
-//! [`crate::http::idempotency`], which stores the same 202 response with the message.
+//! [`crate::http::idempotency`], which stores the same 202 response with the message, in its
+//! transaction.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -14,7 +15,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use vow_core::{Channel, EventTypeName, MessageId};
-use vow_store::idempotency::{Render, StoredResponse};
+use vow_store::idempotency::{StoredResponse, Write};
 use vow_store::page::Page;
 use vow_store::{
     AppKey, CreatedMessage, Message, MessageFilter, NewApplication, NewMessage, Order,
@@ -24,7 +25,7 @@ use super::application::{self, ApplicationIn};
 use super::{app_key, message_key, ListParams, ListResponse, Problems};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJsonBytes, ValidQuery};
-use crate::http::idempotency;
+use crate::http::idempotency::{self, Once};
 use crate::http::AppState;
 
 /// Message routes.
@@ -88,27 +89,19 @@ struct ContentParams {
 async fn create_message(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
+    once: Once,
     ValidQuery(params): ValidQuery<ContentParams>,
-    headers: HeaderMap,
     ValidJsonBytes(body, raw): ValidJsonBytes<MessageIn>,
 ) -> ApiResult<Response> {
-    let key = match idempotency::key(&headers) {
-        Ok(None) if state.settings.requires_idempotency_key("message.create") => {
-            return Ok(idempotency::problem(vow_idempotency::Problem::KeyMissing))
-        }
-        Ok(key) => key,
-        Err(problem) => return Ok(idempotency::problem(problem)),
-    };
     let new = new_message(&state, &app_id, body).await?;
-    let render = accepted(params.with_content.unwrap_or(true));
-    let Some(key) = key else {
-        let created = state.store.create_message(new).await?;
-        announce(&state, &created);
-        return idempotency::stored(render(&created));
-    };
-    let wait = idempotency::prefer_wait(&headers);
-    idempotency::create_message(&state, (key, wait), &raw, new, render, |created| {
-        announce(&state, created)
+    let with_content = params.with_content.unwrap_or(true);
+    once.run(&state, Some(new.app_id), &raw, move |commit| async move {
+        let write = Write::CreateMessage { new, only: None };
+        let (_, response) = commit
+            .write(write, move |created| accepted(created, with_content))
+            .await?;
+        metrics::counter!(crate::metrics::MESSAGES).increment(1);
+        Ok(response)
     })
     .await
 }
@@ -185,39 +178,18 @@ async fn new_message(state: &AppState, app_id: &str, body: MessageIn) -> ApiResu
     })
 }
 
-/// Counts a created message and wakes the delivery workers when it has deliveries.
-fn announce(state: &AppState, created: &CreatedMessage) {
-    metrics::counter!(crate::metrics::MESSAGES).increment(1);
-    if created.deliveries > 0 {
-        state.wake.notify_one();
-    }
-}
-
 /// Renders the 202 answer to a created message: `MessageOut` as JSON. It is also what an
 /// `Idempotency-Key` record stores and replays.
-fn accepted(with_content: bool) -> Render {
-    Box::new(move |created: &CreatedMessage| {
-        let out = MessageOut::new(created.message.clone(), with_content)
-            .and_then(|out| serde_json::to_vec(&out).map_err(|e| ApiError::Internal(Box::new(e))));
-        match out {
-            Ok(body) => StoredResponse {
-                status: StatusCode::ACCEPTED.as_u16(),
-                headers: vec![("content-type".into(), "application/json".into())],
-                body,
-                resource: Some(created.message.id.to_string()),
-            },
-            // Cannot happen: the payload was read as a JSON object.
-            Err(e) => {
-                tracing::error!(error = %e, "could not render a created message");
-                StoredResponse {
-                    status: StatusCode::INTERNAL_SERVER_ERROR.as_u16(),
-                    headers: Vec::new(),
-                    body: Vec::new(),
-                    resource: Some(created.message.id.to_string()),
-                }
-            }
+pub fn accepted(created: &CreatedMessage, with_content: bool) -> StoredResponse {
+    let resource = Some(created.message.id.to_string());
+    match MessageOut::new(created.message.clone(), with_content) {
+        Ok(out) => idempotency::json(StatusCode::ACCEPTED, &out, resource),
+        // Cannot happen: the payload was read as a JSON object.
+        Err(e) => {
+            tracing::error!(error = %e, "could not render a created message");
+            idempotency::json(StatusCode::INTERNAL_SERVER_ERROR, &(), resource)
         }
-    })
+    }
 }
 
 /// Creates the application named by the path from `MessageIn.application`, or 404 without one.

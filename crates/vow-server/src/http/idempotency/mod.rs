@@ -1,0 +1,437 @@
+//! `Idempotency-Key` on every create route of the API (ADR 6; problems in `docs/problems.md`).
+//!
+//! A create handler takes [`Once`] as an extractor (before its body: an invalid key, or a
+//! missing one where `VOW_REQUIRE_IDEMPOTENCY_KEY` names the route, is a 400 problem before
+//! anything else is read), validates its body, resolves the application in the path (the
+//! record's scope, so its uid and id share keys), and hands the rest of its work to
+//! [`Once::run`] as an operation that ends in one [`Commit::write`]. Without a key the operation
+//! simply runs. With one, the record is begun under (principal `admin`, application, `POST`,
+//! route template, key), fingerprinted over the body and the path's other parameters, and:
+//! - owner: the operation runs; its write commits with the rendered, stored response in ONE
+//!   store transaction ([`vow_store::Store::apply`]). A business refusal on the way (404 for an
+//!   endpoint, 409 for a taken uid) is final too: stored, and replayed. A validation failure or
+//!   an infrastructure failure releases the record, so a retry runs;
+//! - replay: the stored status, headers and body, with `Idempotent-Replayed: true`;
+//! - reused: 422 with the differing pointers; in progress (or fenced by a takeover): 409 with
+//!   `Retry-After`, or with `Prefer: wait=N` a wait of up to N s for the outcome; expired: 422;
+//!   the record store unavailable: 503, failing closed.
+//!
+//! Every keyed answer carries `Idempotency-Expires`. The keyed operation runs in a task of its
+//! own, so a client that hangs up cannot cancel it half-way: its retry finds the outcome.
+//!
+//! # Layout
+//! - [`route`]: the routes and what their fingerprint covers.
+//! - [`respond`]: problems, stored and replayed responses, reading the headers.
+//! - [`status`]: `GET /api/v1/idempotency-key/{key}`.
+
+pub mod respond;
+pub mod route;
+pub mod status;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{FromRequestParts, MatchedPath, RawPathParams};
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use vow_core::AppId;
+use vow_idempotency::{fingerprint, IdempotencyKey, Problem};
+use vow_store::idempotency::{
+    settings, Begun, Completion, Fingerprint, LeaseToken, Render, Scope, StoredResponse, Write,
+    Written,
+};
+use vow_store::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError};
+
+use crate::error::{ApiError, ApiResult};
+use crate::http::AppState;
+pub use respond::{json, problem};
+pub use route::{Route, ROUTES};
+
+/// The one principal there is: the admin token.
+const PRINCIPAL: &str = "admin";
+
+/// How often a waiting request looks at the record again.
+const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// The `Idempotency-Key` side of a request to a create route, read from its head: the route,
+/// the key, `Prefer: wait`, and the target its fingerprint covers.
+#[derive(Debug)]
+pub struct Once {
+    route: &'static Route,
+    key: Option<IdempotencyKey>,
+    wait: Option<Duration>,
+    target: String,
+}
+
+impl FromRequestParts<AppState> for Once {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let template = parts
+            .extensions
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str);
+        let Some(route) = template.and_then(Route::at) else {
+            let detail = format!("{template:?} is not a route that honours Idempotency-Key");
+            return Err(ApiError::Internal(detail.into()).into_response());
+        };
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let key = match respond::key(&parts.headers) {
+            Ok(None) if state.settings.requires_idempotency_key(route.name) => {
+                return Err(problem(Problem::KeyMissing))
+            }
+            Ok(key) => key,
+            Err(invalid) => return Err(problem(invalid)),
+        };
+        Ok(Self {
+            route,
+            key,
+            wait: respond::prefer_wait(&parts.headers),
+            target: route.target(params.iter()),
+        })
+    }
+}
+
+impl Once {
+    /// Runs `op` at most once per key (see the module docs). `app` is the application the
+    /// route's path names, resolved; `raw` the body as sent.
+    pub async fn run<F, Fut>(
+        self,
+        state: &AppState,
+        app: Option<AppId>,
+        raw: &[u8],
+        op: F,
+    ) -> ApiResult<Response>
+    where
+        F: FnOnce(Commit) -> Fut + Send + 'static,
+        Fut: Future<Output = ApiResult<Response>> + Send + 'static,
+    {
+        let Some(key) = self.key else {
+            return op(Commit::plain(state.clone())).await;
+        };
+        let scope = Scope {
+            principal: PRINCIPAL.into(),
+            application: app.map(|a| a.to_string()),
+            method: "POST".into(),
+            route: self.route.template.into(),
+            key,
+        };
+        let request = Keyed {
+            fingerprint: Fingerprint::of("POST", &self.target, raw),
+            body: fingerprint::canonical_body(raw),
+            scope,
+            wait: self.wait,
+        };
+        let state = state.clone();
+        tokio::spawn(async move { request.run(&state, op).await })
+            .await
+            .unwrap_or_else(|e| Err(ApiError::Internal(Box::new(e))))
+    }
+}
+
+/// A request with a key, ready to begin its record.
+struct Keyed {
+    scope: Scope,
+    fingerprint: Fingerprint,
+    body: String,
+    wait: Option<Duration>,
+}
+
+impl Keyed {
+    async fn run<F, Fut>(self, state: &AppState, op: F) -> ApiResult<Response>
+    where
+        F: FnOnce(Commit) -> Fut,
+        Fut: Future<Output = ApiResult<Response>>,
+    {
+        let now = state.now();
+        let begun = match self.begin_waiting(state, now).await {
+            Ok(begun) => begun,
+            Err(e) => return Ok(self.unavailable(&e)),
+        };
+        let token = match begun {
+            Begun::Owner(token) => token,
+            Begun::TakenOver(token) => {
+                metrics::counter!(crate::metrics::IDEMPOTENT_TAKEOVERS).increment(1);
+                tracing::info!(key = %self.scope.key.hash(), "took over an expired idempotency claim");
+                token
+            }
+            Begun::Replay {
+                response,
+                expires_at,
+            } => return Ok(respond::replayed(response, expires_at)),
+            Begun::Reused { differences } => {
+                return Ok(problem(Problem::KeyReused { differences }))
+            }
+            // The owner's `now` can be a hair later than this request's (they raced), which
+            // would make the lease look longer than it is: never more than a whole lease.
+            Begun::InProgress { retry_after_secs } => {
+                return Ok(problem(Problem::InProgress {
+                    retry_after: retry_after_secs.min(settings().lease.as_secs()),
+                }))
+            }
+            Begun::Expired { .. } => return Ok(problem(Problem::KeyExpired)),
+            other => {
+                return Err(ApiError::Internal(
+                    format!("unknown idempotency outcome {other:?}").into(),
+                ))
+            }
+        };
+        let progress = Arc::new(Mutex::new(Progress::Open));
+        let commit = Commit {
+            state: state.clone(),
+            record: Some(Owned {
+                scope: self.scope.clone(),
+                token: token.clone(),
+                now,
+                progress: progress.clone(),
+            }),
+        };
+        let outcome = op(commit).await;
+        let progress = *progress.lock().unwrap_or_else(|e| e.into_inner());
+        if progress == Progress::Completed && hang_after_commit() {
+            // Fault injection for the crash tests: committed, and never answered.
+            std::future::pending::<()>().await;
+        }
+        let expires_at = settings().deadlines(now).expires_at;
+        match (progress, outcome) {
+            (Progress::Fenced, _) => Ok(problem(Problem::InProgress { retry_after: 1 })),
+            (Progress::Completed, outcome) => outcome.map(|out| respond::expiring(out, expires_at)),
+            // An answer reached without a write (a refusal, get-if-exists): final, stored.
+            (Progress::Open, Ok(out)) => self.finish(state, &token, out, now, expires_at).await,
+            (Progress::Open, Err(e @ (ApiError::NotFound(_) | ApiError::Conflict(_)))) => {
+                let out = e.into_response();
+                self.finish(state, &token, out, now, expires_at).await
+            }
+            (Progress::Open, Err(e)) => {
+                if let Err(release) = state.store.release_idempotent(&self.scope, &token).await {
+                    tracing::warn!(error = %release, key = %self.scope.key.hash(),
+                        "could not release an idempotency record; it frees when its lease ends");
+                }
+                match e {
+                    ApiError::Unavailable(cause) => Ok(self.unavailable(&cause)),
+                    e => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Begins the record; while another request holds it and `wait` allows, polls until that
+    /// request's outcome is stored (a replay), its lease ends (this request takes over), or the
+    /// wait is over (409).
+    async fn begin_waiting(
+        &self,
+        state: &AppState,
+        now: DateTime<Utc>,
+    ) -> Result<Begun, StoreError> {
+        let until = tokio::time::Instant::now() + self.wait.unwrap_or_default();
+        let mut at = now;
+        loop {
+            let begun = state
+                .store
+                .begin_idempotent(&self.scope, &self.fingerprint, &self.body, at)
+                .await?;
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if !matches!(begun, Begun::InProgress { .. }) || left.is_zero() {
+                return Ok(begun);
+            }
+            if at == now {
+                metrics::counter!(crate::metrics::IDEMPOTENT_WAITS).increment(1);
+            }
+            tokio::time::sleep(WAIT_POLL.min(left)).await;
+            at = state.now();
+        }
+    }
+
+    /// Stores `out` as the record's final response and answers it.
+    async fn finish(
+        &self,
+        state: &AppState,
+        token: &LeaseToken,
+        out: Response,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> ApiResult<Response> {
+        let (response, out) = respond::to_stored(out).await?;
+        match state
+            .store
+            .complete_idempotent(&self.scope, token, response, now)
+            .await
+        {
+            Ok(()) | Err(StoreError::Fenced) => {}
+            Err(e) => tracing::warn!(error = %e, key = %self.scope.key.hash(),
+                "could not store a final outcome; a retry will run the request again"),
+        }
+        Ok(respond::expiring(out, expires_at))
+    }
+
+    /// 503: the records cannot be read or written, so nothing runs (fail closed).
+    fn unavailable(&self, cause: &StoreError) -> Response {
+        tracing::warn!(error = %cause, key = %self.scope.key.hash(),
+            "idempotency records unavailable; refusing the request");
+        problem(Problem::StoreUnavailable)
+    }
+}
+
+/// `VOW_TEST_HANG_AFTER_COMMIT=1`: a keyed request whose write committed never answers, so a
+/// test can `kill -9` the process between the commit and the response. Read once; never set
+/// outside tests.
+fn hang_after_commit() -> bool {
+    static HANG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HANG.get_or_init(|| std::env::var_os("VOW_TEST_HANG_AFTER_COMMIT").is_some_and(|v| v == "1"))
+}
+
+/// Where the owner's record stands after its operation ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    /// Not completed: the operation ended before its write committed, or without one.
+    Open,
+    /// Completed in the write's transaction.
+    Completed,
+    /// Another request took the record over; this one wrote nothing.
+    Fenced,
+}
+
+/// The owner's record, as a [`Commit`] completes it.
+struct Owned {
+    scope: Scope,
+    token: LeaseToken,
+    now: DateTime<Utc>,
+    progress: Arc<Mutex<Progress>>,
+}
+
+/// The one write an operation ends in: with a key, it completes the record in the same store
+/// transaction; without one it is the plain write.
+pub struct Commit {
+    state: AppState,
+    record: Option<Owned>,
+}
+
+impl Commit {
+    fn plain(state: AppState) -> Self {
+        Self {
+            state,
+            record: None,
+        }
+    }
+
+    /// The handler's state.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Runs `write` in one store transaction, with the response `render` makes of its result
+    /// stored in that transaction when there is a key, and wakes the delivery workers when the
+    /// write queued work. Returns the result and the response to answer.
+    pub async fn write<T: Produced>(
+        self,
+        write: Write,
+        render: impl FnOnce(&T) -> StoredResponse + Send + 'static,
+    ) -> ApiResult<(T, Response)> {
+        let store = &self.state.store;
+        let (written, response) = match self.record {
+            None => {
+                let (written, _) = store.apply(write, None).await?;
+                let response = T::view(&written).map(render);
+                (written, response)
+            }
+            Some(owned) => {
+                let render: Render = Box::new(move |written: &Written| match T::view(written) {
+                    Some(value) => render(value),
+                    None => mismatch(written),
+                });
+                let completion = Completion {
+                    scope: owned.scope,
+                    token: owned.token,
+                    now: owned.now,
+                    render,
+                };
+                let applied = store.apply(write, Some(completion)).await;
+                let mut progress = owned.progress.lock().unwrap_or_else(|e| e.into_inner());
+                match applied {
+                    Ok(applied) => {
+                        *progress = Progress::Completed;
+                        applied
+                    }
+                    Err(StoreError::Fenced) => {
+                        *progress = Progress::Fenced;
+                        return Err(ApiError::Internal(Box::new(StoreError::Fenced)));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        if written.queues_work() {
+            self.state.wake.notify_one();
+        }
+        let response = response.ok_or_else(|| mismatch_error(&written))?;
+        let value = T::take(written).ok_or_else(|| ApiError::Internal("write mismatch".into()))?;
+        Ok((value, respond::stored(response)))
+    }
+}
+
+/// What a [`Write`] produces, taken out of [`Written`] by type.
+pub trait Produced: Sized + Send + 'static {
+    /// The value, if `written` holds one of this type.
+    fn view(written: &Written) -> Option<&Self>;
+    /// The value, owned.
+    fn take(written: Written) -> Option<Self>;
+}
+
+macro_rules! produced {
+    ($($type:ty => $variant:ident),* $(,)?) => {$(
+        impl Produced for $type {
+            fn view(written: &Written) -> Option<&Self> {
+                match written {
+                    Written::$variant(value) => Some(value),
+                    _ => None,
+                }
+            }
+            fn take(written: Written) -> Option<Self> {
+                match written {
+                    Written::$variant(value) => Some(value),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+produced!(
+    Application => Application,
+    EventType => EventType,
+    Endpoint => Endpoint,
+    CreatedMessage => Message,
+    Delivery => Resent,
+    u64 => Replayed,
+);
+
+impl Produced for () {
+    fn view(written: &Written) -> Option<&Self> {
+        matches!(written, Written::SecretRotated).then_some(&())
+    }
+    fn take(written: Written) -> Option<Self> {
+        matches!(written, Written::SecretRotated).then_some(())
+    }
+}
+
+/// A handler asked for another result than its write produces: a bug, answered 500.
+fn mismatch(written: &Written) -> StoredResponse {
+    tracing::error!(
+        ?written,
+        "a write produced another result than its handler renders"
+    );
+    StoredResponse {
+        status: 500,
+        headers: Vec::new(),
+        body: Vec::new(),
+        resource: None,
+    }
+}
+
+fn mismatch_error(written: &Written) -> ApiError {
+    ApiError::Internal(format!("a write produced {written:?}, not what its handler renders").into())
+}

@@ -1,0 +1,90 @@
+//! `GET /api/v1/idempotency-key/{key}?route=…[&app_id=…]`: where the caller's key stands on a
+//! route (`in_progress`, `completed` or `expired`), the created resource's reference, and when
+//! the outcome stops being replayed. Scoped like the records: the caller, the route, and for an
+//! application's routes the application (by id or uid). A free or unknown key is 404.
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use vow_idempotency::IdempotencyKey;
+use vow_store::idempotency::Scope;
+
+use super::{Route, PRINCIPAL};
+use crate::error::{ApiError, ApiResult};
+use crate::http::api::application;
+use crate::http::extract::ValidQuery;
+use crate::http::AppState;
+
+/// The key-status route.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/v1/idempotency-key/{key}", get(get_idempotency_key))
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusQuery {
+    route: String,
+    app_id: Option<String>,
+}
+
+/// `IdempotencyKeyOut`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IdempotencyKeyOut {
+    route: &'static str,
+    state: &'static str,
+    resource: Option<String>,
+    expires_at: DateTime<Utc>,
+    tombstone_until: DateTime<Utc>,
+}
+
+async fn get_idempotency_key(
+    State(state): State<AppState>,
+    Path(raw_key): Path<String>,
+    ValidQuery(q): ValidQuery<StatusQuery>,
+) -> ApiResult<Json<IdempotencyKeyOut>> {
+    let key = IdempotencyKey::parse(&raw_key)
+        .map_err(|e| ApiError::invalid(&["path", "key"], e.to_string(), "value_error.key"))?;
+    let route = Route::named(&q.route).ok_or_else(|| {
+        let names: Vec<&str> = super::ROUTES.iter().map(|r| r.name).collect();
+        ApiError::invalid(
+            &["query", "route"],
+            format!("must be one of {}", names.join(", ")),
+            "value_error.route",
+        )
+    })?;
+    let application = match (route.has_application(), q.app_id) {
+        (true, Some(app)) => Some(application::resolve(&state, &app).await?.to_string()),
+        (true, None) => {
+            return Err(ApiError::invalid(
+                &["query", "app_id"],
+                format!(
+                    "{} is an application's route: name the application",
+                    route.name
+                ),
+                "value_error.missing",
+            ))
+        }
+        (false, _) => None,
+    };
+    let scope = Scope {
+        principal: PRINCIPAL.into(),
+        application,
+        method: "POST".into(),
+        route: route.template.into(),
+        key,
+    };
+    let status = state
+        .store
+        .idempotency_status(&scope, state.now())
+        .await?
+        .ok_or_else(|| ApiError::not_found("Idempotency key"))?;
+    Ok(Json(IdempotencyKeyOut {
+        route: route.name,
+        state: status.state.as_str(),
+        resource: status.resource,
+        expires_at: status.expires_at,
+        tombstone_until: status.tombstone_until,
+    }))
+}
