@@ -79,6 +79,17 @@ impl TestApp {
                 (Stores::new(store), Box::new(()))
             }
         };
+        Self::spawn_on(backend, config, stores, guard).await
+    }
+
+    /// Starts a server with `config` on `stores` (which may hold rows already, or be shared
+    /// with another server); `guard` lives as long as the app (e.g. a temporary directory).
+    pub async fn spawn_on(
+        backend: Backend,
+        config: Config,
+        stores: Stores,
+        guard: Box<dyn Any + Send>,
+    ) -> TestApp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = Server::build(&config, stores.clone(), listener)
             .await

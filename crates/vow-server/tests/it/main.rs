@@ -15,6 +15,7 @@ mod endpoints;
 mod event_types;
 mod faults;
 mod idempotency;
+mod idempotency_faults;
 mod idempotent_routes;
 mod messages;
 mod operators;
