@@ -50,6 +50,10 @@ const KINDS: &[(&str, &str)] = &[
     ("msg", "a message"),
     ("atmpt", "an attempt"),
     ("dlv", "a delivery"),
+    ("src", "a source"),
+    ("dst", "a destination"),
+    ("inevt", "an inbound event"),
+    ("inrej", "an inbound rejection"),
 ];
 
 /// What kind of id `s` is (e.g. "an endpoint"), if it is any vow id at all.
@@ -169,6 +173,22 @@ prefixed_id!(
 prefixed_id!(
     /// The delivery of one message to one endpoint (the unit of work workers claim).
     DeliveryId, "dlv", "a delivery"
+);
+prefixed_id!(
+    /// An inbound source: a provider (Stripe, GitHub, …) that sends webhooks to vow.
+    SourceId, "src", "a source"
+);
+prefixed_id!(
+    /// Where a source's inbound events are forwarded.
+    DestinationId, "dst", "a destination"
+);
+prefixed_id!(
+    /// One stored inbound delivery (claimed, duplicate-free, or quarantined).
+    InboundEventId, "inevt", "an inbound event"
+);
+prefixed_id!(
+    /// One refused inbound request (bad signature, stale timestamp, too large, ...).
+    RejectionId, "inrej", "an inbound rejection"
 );
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! everything behind them (the store, the workers) can rely on the invariants they carry.
 //!
 //! # Layout
-//! - [`id`]: typed, prefixed, time-sortable ids (`app_…`, `ep_…`, `msg_…`) from one macro.
+//! - [`id`]: typed, prefixed, time-sortable ids (`app_…`, `ep_…`, `msg_…`, `src_…`) from one macro.
 //! - [`name`]: validated names: uids, event-type names, channels, endpoint URLs.
 //! - [`matching`]: which endpoints a message fans out to.
 //! - [`patch`]: the three states of a field in a PATCH body (absent, null, value).
@@ -20,7 +20,10 @@ pub mod patch;
 pub mod retry;
 pub mod style;
 
-pub use id::{AppId, AttemptId, DeliveryId, EndpointId, IdError, MessageId};
+pub use id::{
+    AppId, AttemptId, DeliveryId, DestinationId, EndpointId, IdError, InboundEventId, MessageId,
+    RejectionId, SourceId,
+};
 pub use name::{Channel, EndpointUrl, EventTypeName, InvalidName, Uid};
 pub use patch::Patch;
 pub use retry::{

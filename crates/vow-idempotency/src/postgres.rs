@@ -75,13 +75,17 @@ pub async fn begin(
                 .bind(d.expires_at)
                 .bind(d.tombstone_until)
         };
-        let insert = "INSERT INTO idempotency_records (principal, application, method, route, \
-             key, state, fingerprint_version, fingerprint, canonical_body, lease_token, \
-             lease_until, expires_at, tombstone_until) \
-             VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9, $10, $11, $12) \
-             ON CONFLICT DO NOTHING";
-        let done = fresh(bind(scope, insert)).execute(&mut *conn).await?;
-        if done.rows_affected() == 1 {
+        if claim(
+            conn,
+            scope,
+            fingerprint,
+            canonical_body,
+            &token,
+            now,
+            settings,
+        )
+        .await?
+        {
             return Ok(Begun::Owner(token));
         }
         let Some(row) = read(conn, scope).await? else {
@@ -110,6 +114,41 @@ pub async fn begin(
         }
     }
     Ok(record::contended())
+}
+
+/// Inserts an `in_progress` row for the scope.
+const INSERT: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
+     key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+     expires_at, tombstone_until) \
+     VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9, $10, $11, $12) \
+     ON CONFLICT DO NOTHING";
+
+/// Claims a scope that has no record, for `token`, INSIDE the host's transaction, so the claim,
+/// the business writes and [`complete`] commit once (a concurrent claim of the same scope waits
+/// for this transaction). `false` when the scope has a record (the host rolls back and asks
+/// [`begin`] what to answer). Only for a scope with no record: an expired claim or tombstone is
+/// taken over by [`begin`], never here.
+pub async fn claim(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    canonical_body: &str,
+    token: &LeaseToken,
+    now: DateTime<Utc>,
+    settings: &Settings,
+) -> Result<bool> {
+    let d = settings.deadlines(now);
+    let done = bind(scope, INSERT)
+        .bind(i32::from(fingerprint.version))
+        .bind(fingerprint.hex())
+        .bind(canonical_body.to_owned())
+        .bind(token.0.clone())
+        .bind(d.lease_until)
+        .bind(d.expires_at)
+        .bind(d.tombstone_until)
+        .execute(&mut *conn)
+        .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// Locks the record, inside the host's transaction and before its business writes, if `token`

@@ -74,12 +74,15 @@ pub fn begin(
             &d.expires_at.timestamp_micros(),
             &d.tombstone_until.timestamp_micros(),
         ];
-        let sql = "INSERT INTO idempotency_records (principal, application, method, route, key, \
-             state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
-             expires_at, tombstone_until) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'in_progress', ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
-             ON CONFLICT DO NOTHING";
-        if conn.prepare_cached(sql)?.execute(bind(scope, &fresh)?)? == 1 {
+        if claim(
+            conn,
+            scope,
+            fingerprint,
+            canonical_body,
+            &token,
+            now,
+            settings,
+        )? {
             return Ok(Begun::Owner(token));
         }
         let Some(row) = read(conn, scope)? else {
@@ -107,6 +110,42 @@ pub fn begin(
         }
     }
     Ok(record::contended())
+}
+
+/// Inserts an `in_progress` row for the scope.
+const INSERT: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
+     key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+     expires_at, tombstone_until) \
+     VALUES (?1, ?2, ?3, ?4, ?5, 'in_progress', ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+     ON CONFLICT DO NOTHING";
+
+/// Claims a scope that has no record, for `token`, INSIDE the host's transaction, so the claim,
+/// the business writes and [`complete`] commit once. `false` when the scope has a record (the
+/// host rolls back and asks [`begin`] what to answer). Only for a scope with no record: an
+/// expired claim or tombstone is taken over by [`begin`], never here.
+pub fn claim(
+    conn: &Connection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    canonical_body: &str,
+    token: &LeaseToken,
+    now: DateTime<Utc>,
+    settings: &Settings,
+) -> Result<bool> {
+    let d = settings.deadlines(now);
+    let values: [&dyn ToSql; 7] = [
+        &fingerprint.version,
+        &fingerprint.hex(),
+        &canonical_body,
+        &token.0,
+        &d.lease_until.timestamp_micros(),
+        &d.expires_at.timestamp_micros(),
+        &d.tombstone_until.timestamp_micros(),
+    ];
+    Ok(conn
+        .prepare_cached(INSERT)?
+        .execute(bind(scope, &values)?)?
+        == 1)
 }
 
 /// Checks, inside the host's transaction and before its business writes, that `token` still owns

@@ -53,6 +53,8 @@ pub struct Config {
     pub payload_retention_days: u16,
     /// Attempt response body retention, days.
     pub response_retention_days: u16,
+    /// Raw inbound payload (and rejection record) retention, days.
+    pub inbound_retention_days: u16,
     /// Routes on which a request without `Idempotency-Key` is refused (comma-separated names;
     /// empty = none).
     pub require_idempotency_key: String,
@@ -218,6 +220,9 @@ impl Config {
         }
         if !(1..=3650).contains(&self.response_retention_days) {
             return invalid("response_retention_days", "must be between 1 and 3650");
+        }
+        if !(1..=3650).contains(&self.inbound_retention_days) {
+            return invalid("inbound_retention_days", "must be between 1 and 3650");
         }
         if !(100..=120_000).contains(&self.delivery_timeout_ms) {
             return invalid("delivery_timeout_ms", "must be between 100 and 120000");

@@ -12,9 +12,10 @@
 //! - [`demo`]: `vow demo`, seed 000's six scenarios end to end.
 //! - [`delivery`]: the delivery workers (claim, sign, attempt, record).
 //! - [`error`]: [`ApiError`](error::ApiError), the one error type of the API, and its wire shape.
-//! - [`http`]: router, middleware, extractors and the API handlers.
+//! - [`http`]: router, middleware, extractors, the API handlers and the inbound ingest routes.
 //! - [`metrics`]: the Prometheus metrics vow records and `GET /metrics`.
-//! - [`retention`]: the cleaner that deletes expired payloads and response bodies.
+//! - [`retention`]: the cleaner that deletes expired payloads, response bodies and raw inbound
+//!   payloads.
 //! - [`telemetry`]: logging set-up.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

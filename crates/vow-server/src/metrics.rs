@@ -42,6 +42,15 @@ pub const IDEMPOTENT_TAKEOVERS: &str = "vow_idempotency_takeovers_total";
 /// Gauge: seconds since the oldest `Idempotency-Key` claim still in progress began (0 when
 /// none), read from the store at each scrape: a request stuck or abandoned shows here.
 pub const IDEMPOTENCY_OLDEST_IN_PROGRESS: &str = "vow_idempotency_oldest_in_progress_seconds";
+/// Counter: inbound requests refused, by `reason` (`signature_mismatch`, `timestamp_too_old`,
+/// `missing_header`, `body_too_large`, `unknown_source`, ...).
+pub const INBOUND_REJECTIONS: &str = "vow_inbound_rejections_total";
+/// Counter: inbound deliveries claimed as new events.
+pub const INBOUND_RECEIVED: &str = "vow_inbound_received_total";
+/// Counter: inbound deliveries that repeated a stored event (same id, same payload).
+pub const INBOUND_DUPLICATES: &str = "vow_inbound_duplicates_total";
+/// Counter: inbound deliveries quarantined (a stored event id with a different payload).
+pub const INBOUND_QUARANTINED: &str = "vow_inbound_quarantined_total";
 
 /// The Prometheus recorder, installed as the global `metrics` recorder on first use. When
 /// another recorder was installed first (by an embedding program), vow's metrics go there and
@@ -94,6 +103,19 @@ fn describe() {
     describe_gauge!(
         IDEMPOTENCY_OLDEST_IN_PROGRESS,
         "Age in seconds of the oldest Idempotency-Key claim still in progress."
+    );
+    describe_counter!(INBOUND_REJECTIONS, "Inbound requests refused, by reason.");
+    describe_counter!(
+        INBOUND_RECEIVED,
+        "Inbound deliveries claimed as new events."
+    );
+    describe_counter!(
+        INBOUND_DUPLICATES,
+        "Inbound deliveries repeating a stored event."
+    );
+    describe_counter!(
+        INBOUND_QUARANTINED,
+        "Inbound deliveries quarantined: a stored event id with another payload."
     );
 }
 

@@ -7,7 +7,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use vow_store::{DeliveryQueue, Store};
+use vow_store::{DeliveryQueue, InboundStore, Store};
 use vow_store_postgres::PgStore;
 use vow_store_sqlite::SqliteStore;
 
@@ -16,14 +16,17 @@ use crate::config::{Config, Database};
 use crate::delivery::operational::Operational;
 use crate::delivery::Dispatcher;
 use crate::http::{self, ApiSettings, AppState};
+use crate::retention::Cleaner;
 
-/// One backend, seen through both of its traits.
+/// One backend, seen through each of its traits.
 #[derive(Clone)]
 pub struct Stores {
     /// Everything the API reads and writes.
     pub store: Arc<dyn Store>,
     /// The delivery queue.
     pub queue: Arc<dyn DeliveryQueue>,
+    /// Inbound sources and events.
+    pub inbound: Arc<dyn InboundStore>,
     /// Notified whenever delivery work may have become due (by this process or, on
     /// PostgreSQL, by any process).
     pub wake: Arc<Notify>,
@@ -31,11 +34,12 @@ pub struct Stores {
 
 impl Stores {
     /// Wraps a backend.
-    pub fn new<S: Store + DeliveryQueue>(backend: S) -> Self {
+    pub fn new<S: Store + DeliveryQueue + InboundStore>(backend: S) -> Self {
         let backend = Arc::new(backend);
         Self {
             store: backend.clone(),
-            queue: backend,
+            queue: backend.clone(),
+            inbound: backend,
             wake: Arc::new(Notify::new()),
         }
     }
@@ -115,8 +119,7 @@ pub struct Server {
     state: AppState,
     admin: AdminToken,
     dispatcher: Option<Dispatcher>,
-    queue: Arc<dyn DeliveryQueue>,
-    keep_responses: chrono::Duration,
+    cleaner: Cleaner,
 }
 
 impl Server {
@@ -133,6 +136,16 @@ impl Server {
         } else {
             None
         };
+        // Inbound quarantines are reported whether or not this process delivers: the event is
+        // stored, and whichever process runs workers sends it.
+        let operational = match config.operational_webhook_url.as_str() {
+            "" => None,
+            url => Some(
+                Operational::ensure(stores.store.clone(), url, wake.clone())
+                    .await
+                    .context("setting up operational webhooks")?,
+            ),
+        };
         let settings = ApiSettings {
             max_body_bytes: config.max_body_bytes,
             secret_rotation_grace: Duration::from_secs(config.secret_rotation_grace_seconds.into()),
@@ -142,18 +155,24 @@ impl Server {
                 .map_err(|name| anyhow::anyhow!("require_idempotency_key names {name:?}"))?,
         };
         let state = AppState {
-            store: stores.store,
+            store: stores.store.clone(),
             queue: stores.queue.clone(),
+            inbound: stores.inbound.clone(),
             settings: Arc::new(settings),
             wake,
+            operational,
         };
+        let cleaner = Cleaner::new(
+            stores,
+            chrono::Duration::days(config.response_retention_days.into()),
+            chrono::Duration::days(config.inbound_retention_days.into()),
+        );
         Ok(Server {
             listener,
             state,
             admin,
             dispatcher,
-            queue: stores.queue,
-            keep_responses: chrono::Duration::days(config.response_retention_days.into()),
+            cleaner,
         })
     }
 
@@ -176,13 +195,7 @@ impl Server {
         let workers = self
             .dispatcher
             .map(|d| tokio::spawn(d.run(shutdown.clone())));
-        tokio::spawn(crate::retention::run(
-            self.state.store.clone(),
-            self.queue,
-            self.keep_responses,
-            Duration::from_secs(60),
-            shutdown.clone(),
-        ));
+        tokio::spawn(self.cleaner.run(Duration::from_secs(60), shutdown.clone()));
         let router = http::router(self.state, self.admin.hash());
         let served = http::serve(self.listener, router, shutdown).await;
         if let Some(workers) = workers {

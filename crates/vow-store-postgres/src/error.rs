@@ -45,6 +45,8 @@ fn conflict_message(constraint: Option<&str>) -> &'static str {
         Some("attempts_pkey") => "an attempt with this id already exists",
         Some("endpoint_secrets_current_key") => "this endpoint already has a current secret",
         Some("settings_pkey") => "this setting already exists",
+        Some("sources_pkey") => "a source with this id already exists",
+        Some("sources_token_key") => "a source with this token already exists",
         _ => "a row with these values already exists",
     }
 }
@@ -61,6 +63,7 @@ fn missing_parent(constraint: Option<&str>) -> Option<&'static str> {
             | "attempts_endpoint_fkey",
         ) => Some("endpoint"),
         Some("deliveries_message_fkey" | "attempts_message_fkey") => Some("message"),
+        Some("inbound_events_source_fkey" | "inbound_rejections_source_fkey") => Some("source"),
         _ => None,
     }
 }

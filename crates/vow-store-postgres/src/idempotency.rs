@@ -14,6 +14,7 @@ use vow_store::idempotency::{
 use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
+use crate::inbound::sources;
 use crate::queue::operator;
 use crate::{application, endpoint, event_type, message, secret};
 
@@ -76,12 +77,30 @@ pub(crate) async fn apply(
         Some(Completion {
             scope,
             token,
+            fresh,
             now,
             render,
         }) => {
-            records::fence(&mut tx, &scope, &token)
-                .await
-                .map_err(convert)?;
+            match fresh {
+                Some(f) => {
+                    let settings = settings();
+                    let claimed = records::claim(
+                        &mut tx,
+                        &scope,
+                        &f.fingerprint,
+                        &f.canonical_body,
+                        &token,
+                        now,
+                        &settings,
+                    );
+                    if !claimed.await.map_err(convert)? {
+                        return Err(StoreError::Fenced);
+                    }
+                }
+                None => records::fence(&mut tx, &scope, &token)
+                    .await
+                    .map_err(convert)?,
+            }
             let written = perform(&mut tx, write).await?;
             let response = render(&written);
             records::complete(&mut tx, &scope, &token, &response, now, &settings())
@@ -105,6 +124,7 @@ async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> 
             Written::EventType(event_type::update(conn, updated).await?)
         }
         Write::CreateEndpoint(new) => Written::Endpoint(endpoint::create(conn, new).await?),
+        Write::CreateSource(new) => Written::Source(sources::create(conn, new).await?),
         Write::CreateMessage { new, only } => {
             Written::Message(message::create_in(conn, new, only).await?)
         }

@@ -26,6 +26,8 @@
 //!   (`Idempotency-Key` records, completed in the transaction of the write they protect).
 //! - `queue`: the [`vow_store::DeliveryQueue`] impl: leased claims, fenced records, attempts,
 //!   resend/replay, retention; one module per concern.
+//! - `inbound`: the [`vow_store::InboundStore`] impl: sources, the atomic claim of inbound
+//!   events, quarantine, rejections, retention.
 //! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
 //!   process's workers.
 //! - `seek`: keyset pagination ([`vow_store::Seek`]) as SQL.
@@ -42,6 +44,7 @@ mod endpoint;
 mod error;
 mod event_type;
 mod idempotency;
+mod inbound;
 mod listen;
 mod message;
 mod migrate;

@@ -146,6 +146,8 @@ pub(crate) fn conflict_sentence(constraint: &str) -> String {
         "messages.app_id, messages.event_id" => "a message with this eventId already exists",
         "messages.app_id, messages.id" => "a message with this id already exists",
         "attempts.id" => "an attempt with this id already exists",
+        "sources.id" => "a source with this id already exists",
+        "sources.token" => "a source with this token already exists",
         other => return format!("a row with these values already exists ({other})"),
     };
     sentence.to_string()

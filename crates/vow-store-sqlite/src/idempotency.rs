@@ -13,6 +13,7 @@ use vow_store::idempotency::{
 use vow_store::StoreError;
 
 use crate::error::{from_sqlite, Error, Result};
+use crate::inbound::sources;
 use crate::queue::operator;
 use crate::{apps, endpoints, event_types, messages};
 
@@ -55,13 +56,30 @@ pub(crate) fn apply(
     let Some(Completion {
         scope,
         token,
+        fresh,
         now,
         render,
     }) = completion
     else {
         return Ok((perform(conn, write)?, None));
     };
-    records::fence(conn, &scope, &token).map_err(convert)?;
+    match fresh {
+        Some(f) => {
+            let claimed = records::claim(
+                conn,
+                &scope,
+                &f.fingerprint,
+                &f.canonical_body,
+                &token,
+                now,
+                &settings(),
+            );
+            if !claimed.map_err(convert)? {
+                return Err(Error::Store(StoreError::Fenced));
+            }
+        }
+        None => records::fence(conn, &scope, &token).map_err(convert)?,
+    }
     let written = perform(conn, write)?;
     let response = render(&written);
     records::complete(conn, &scope, &token, &response, now, &settings()).map_err(convert)?;
@@ -75,6 +93,7 @@ fn perform(conn: &Connection, write: Write) -> Result<Written> {
         Write::CreateEventType(new) => Written::EventType(event_types::create(conn, new)?),
         Write::UpdateEventType(updated) => Written::EventType(event_types::update(conn, updated)?),
         Write::CreateEndpoint(new) => Written::Endpoint(endpoints::create(conn, new)?),
+        Write::CreateSource(new) => Written::Source(sources::create(conn, new)?),
         Write::CreateMessage { new, only } => Written::Message(messages::create(conn, new, only)?),
         Write::RotateEndpointSecret {
             app,

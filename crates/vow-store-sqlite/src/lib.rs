@@ -17,6 +17,8 @@
 //!   routes each method to the writer or the readers.
 //! - `queue`: the [`vow_store::DeliveryQueue`] impl (claims with leases, outcomes, attempts,
 //!   resend/replay, retention).
+//! - `inbound`: the [`vow_store::InboundStore`] impl (sources, the atomic claim of inbound
+//!   events, quarantine, rejections, retention).
 //! - `writer`: the writer thread, batching and group commit.
 //! - `readers`: the read connection pool.
 //! - `checkpointer`: WAL checkpoints on their own thread, off the writer's path.
@@ -36,6 +38,7 @@ mod endpoints;
 mod error;
 mod event_types;
 mod idempotency;
+mod inbound;
 mod messages;
 mod migrate;
 mod queue;

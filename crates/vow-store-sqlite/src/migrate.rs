@@ -31,6 +31,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0005_idempotency_in_progress",
         include_str!("../migrations/0005_idempotency_in_progress.sql"),
     ),
+    (
+        "0006_inbound",
+        include_str!("../migrations/0006_inbound.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

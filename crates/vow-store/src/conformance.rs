@@ -22,6 +22,8 @@
 //! - `fanout`: which endpoints get a delivery row for a new message, `Pending` or `Held`.
 //! - `idempotency`: `Idempotency-Key` records: begin, the completing create, replay, release,
 //!   fencing.
+//! - `inbound`: sources and the atomic claim of inbound events (duplicates, quarantine),
+//!   rejections, retention ([`crate::InboundStore`]).
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
 //! - `settings`: the admin token hash and ping.
 //! - `queue`: the [`DeliveryQueue`]: claims and leases, recording outcomes, auto-disabling,
@@ -33,6 +35,7 @@ mod endpoints;
 mod event_types;
 mod fanout;
 mod idempotency;
+mod inbound;
 mod messages;
 mod queue;
 mod settings;
@@ -43,6 +46,7 @@ pub use endpoints::*;
 pub use event_types::*;
 pub use fanout::*;
 pub use idempotency::*;
+pub use inbound::*;
 pub use messages::*;
 pub use queue::*;
 pub use settings::*;
@@ -160,6 +164,17 @@ macro_rules! conformance_suite {
             attempted_destinations_are_the_messages_endpoints_with_their_status,
             attempted_messages_are_an_endpoints_messages_filtered_by_status_and_fields,
             a_message_to_one_endpoint_is_delivered_there_only,
+            // inbound: sources, claims, quarantine, rejections, retention
+            a_source_round_trips_updates_and_deletes_with_its_events,
+            sources_page_through_in_both_directions_without_gaps,
+            concurrent_claims_of_one_event_id_store_exactly_one_row,
+            a_reused_id_with_another_payload_is_quarantined_once,
+            events_without_an_id_are_never_deduplicated,
+            an_event_keeps_its_exact_bytes_headers_and_pointers,
+            a_quarantined_event_is_released_or_discarded_once,
+            rejections_are_recorded_and_listed_per_source,
+            purging_removes_old_content_but_keeps_the_claims,
+            an_idempotent_source_create_commits_with_its_record,
         );
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
@@ -188,6 +203,7 @@ mod tests {
             include_str!("conformance/event_types.rs"),
             include_str!("conformance/fanout.rs"),
             include_str!("conformance/idempotency.rs"),
+            include_str!("conformance/inbound.rs"),
             include_str!("conformance/messages.rs"),
             include_str!("conformance/settings.rs"),
             include_str!("conformance/queue/claims.rs"),

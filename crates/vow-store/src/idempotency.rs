@@ -14,6 +14,7 @@ pub use vow_idempotency::{
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, EndpointId, MessageId};
 
+use crate::inbound::{NewSource, Source};
 use crate::queue::ReplayFilter;
 use crate::{Application, CreatedMessage, Delivery, Endpoint, EventType, NewApplication};
 use crate::{NewEndpoint, NewMessage};
@@ -74,6 +75,8 @@ pub enum Write {
         /// How far apart the replayed deliveries are scheduled.
         spacing: chrono::Duration,
     },
+    /// [`crate::InboundStore::create_source`].
+    CreateSource(NewSource),
 }
 
 impl std::fmt::Debug for Write {
@@ -87,6 +90,7 @@ impl std::fmt::Debug for Write {
             Self::RotateEndpointSecret { .. } => "RotateEndpointSecret",
             Self::Resend { .. } => "Resend",
             Self::Replay { .. } => "Replay",
+            Self::CreateSource(_) => "CreateSource",
         })
     }
 }
@@ -109,6 +113,8 @@ pub enum Written {
     Resent(Delivery),
     /// How many deliveries a replay made due again.
     Replayed(u64),
+    /// The source created.
+    Source(Source),
 }
 
 impl Written {
@@ -131,12 +137,26 @@ pub type Render = Box<dyn FnOnce(&Written) -> StoredResponse + Send>;
 pub struct Completion {
     /// The record's scope.
     pub scope: Scope,
-    /// The owner's lease token, from [`Begun::Owner`].
+    /// The owner's lease token: from [`Begun::Owner`] or [`Begun::TakenOver`], or, with
+    /// `fresh`, a new one the record is claimed with.
     pub token: LeaseToken,
+    /// `Some` when the key has no record yet: the transaction claims it first (one commit for
+    /// claim, write and response), and is [`crate::StoreError::Fenced`] when the key has a
+    /// record by then. `None`: the record was begun; the transaction fences it by `token`.
+    pub fresh: Option<FreshClaim>,
     /// When the record completes (its expiry counts from here).
     pub now: DateTime<Utc>,
     /// Renders the stored response from the write's result, inside the transaction.
     pub render: Render,
+}
+
+/// What a fresh claim records: the request's fingerprint and canonical body.
+#[derive(Debug, Clone)]
+pub struct FreshClaim {
+    /// The request's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The request's canonical body.
+    pub canonical_body: String,
 }
 
 impl std::fmt::Debug for Completion {

@@ -10,6 +10,7 @@
 //! - [`model`]: the rows: applications, event types, endpoints, messages, deliveries.
 //! - [`page`]: keyset pagination (`Seek`) and Svix-style pages (`iterator`, `prevIterator`).
 //! - [`queue`]: [`DeliveryQueue`], the delivery queue workers claim from and record into.
+//! - [`inbound`]: [`InboundStore`], sources of inbound webhooks and the events claimed from them.
 //! - [`error`]: the error type, [`StoreError`].
 //! - [`idempotency`]: what the `Idempotency-Key` methods take: the write ([`idempotency::Write`])
 //!   and the record it completes ([`idempotency::Completion`]).
@@ -20,6 +21,7 @@
 pub mod conformance;
 pub mod error;
 pub mod idempotency;
+pub mod inbound;
 pub mod model;
 pub mod page;
 pub mod queue;
@@ -32,6 +34,7 @@ use idempotency::{
 use vow_core::{AppId, EndpointId, MessageId};
 
 pub use error::{StoreError, StoreResult};
+pub use inbound::InboundStore;
 pub use model::*;
 pub use page::{Order, Seek};
 pub use queue::DeliveryQueue;

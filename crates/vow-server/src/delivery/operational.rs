@@ -5,6 +5,8 @@
 //! inspectable like any other delivery (read the signing secret through the API:
 //! `GET /api/v1/app/vow-operational/endpoint/operational/secret`). Events about the internal
 //! application's own deliveries are not emitted, so a failing operator URL cannot loop.
+//! Besides delivery trouble, the inbound side reports quarantined events
+//! ([`Operational::source_event_quarantined`]).
 
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use chrono::{SubsecRound, Utc};
 use serde_json::json;
 use tokio::sync::Notify;
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::inbound::InboundEvent;
 use vow_store::queue::{AttemptOutcome, NextState, Recorded};
 use vow_store::{
     AppKey, ApplicationFields, Delivery, EndpointFields, EndpointKey, NewApplication, NewEndpoint,
@@ -139,6 +142,19 @@ impl Operational {
             let d = json!({"appId": delivery.app_id, "endpointId": delivery.endpoint_id});
             self.emit("endpoint.disabled", d).await;
         }
+    }
+
+    /// `source.event.quarantined`: an inbound delivery reused a stored event id with another
+    /// payload, and was kept aside (`event`) for an operator to release or discard.
+    pub async fn source_event_quarantined(&self, event: &InboundEvent) {
+        let data = json!({
+            "sourceId": event.source_id,
+            "inboundEventId": event.id,
+            "eventId": event.event_id,
+            "account": event.account,
+            "conflictsWith": event.conflicts_with,
+        });
+        self.emit("source.event.quarantined", data).await;
     }
 
     async fn emit(&self, event_type: &str, data: serde_json::Value) {

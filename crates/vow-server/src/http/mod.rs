@@ -1,6 +1,7 @@
 //! The HTTP layer: the router, shared state, and the request middleware.
 //!
-//! Handlers live in [`api`]; they parse input with the [`extract`] extractors into `vow-core`
+//! Handlers live in [`api`] (the admin API) and [`inbound`] (the public ingest routes of inbound
+//! webhooks, outside the admin token); they parse input with the [`extract`] extractors into `vow-core`
 //! types, call one [`Store`](vow_store::Store) method, and map the result to Svix's wire shapes.
 //! [`request_context`] gives every request an id, logs every error once with its cause chain, and
 //! makes 5xx bodies carry that id instead of internals.
@@ -8,6 +9,7 @@
 pub mod api;
 pub mod extract;
 pub mod idempotency;
+pub mod inbound;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,10 +36,14 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     /// The delivery queue (the same backend as `store`).
     pub queue: Arc<dyn vow_store::DeliveryQueue>,
+    /// Inbound sources and events (the same backend as `store`).
+    pub inbound: Arc<dyn vow_store::InboundStore>,
     /// API settings.
     pub settings: Arc<ApiSettings>,
     /// Wakes this process's delivery workers when work becomes due.
     pub wake: Arc<tokio::sync::Notify>,
+    /// Where operational events go, when an operational webhook URL is configured.
+    pub operational: Option<crate::delivery::operational::Operational>,
 }
 
 /// Settings the handlers need.
@@ -77,6 +83,7 @@ pub fn router(state: AppState, admin: TokenHash) -> Router {
         .route_layer(middleware::from_fn_with_state(admin, auth::require_admin));
     Router::new()
         .merge(api::health::routes())
+        .merge(inbound::routes())
         .merge(authenticated)
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(state)

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use vow_server::startup::{Server, Stores};
 use vow_server::Config;
-use vow_store::{DeliveryQueue, Store};
+use vow_store::{DeliveryQueue, InboundStore, Store};
 
 /// The admin token every test server uses.
 pub const TOKEN: &str = "test-admin-token";
@@ -30,6 +30,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub store: Arc<dyn Store>,
     pub queue: Arc<dyn DeliveryQueue>,
+    pub inbound: Arc<dyn InboundStore>,
     shutdown: CancellationToken,
     _guard: Box<dyn Any + Send>,
 }
@@ -103,6 +104,7 @@ impl TestApp {
             client: reqwest::Client::new(),
             store: stores.store,
             queue: stores.queue,
+            inbound: stores.inbound,
             shutdown,
             _guard: guard,
         }
@@ -161,6 +163,7 @@ impl TestApp {
         let stores = Stores {
             store: self.store.clone(),
             queue: self.queue.clone(),
+            inbound: self.inbound.clone(),
             wake: wake.clone(),
         };
         let dispatcher = vow_server::startup::dispatcher(config, &stores, wake)

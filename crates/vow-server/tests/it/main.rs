@@ -17,6 +17,7 @@ mod faults;
 mod idempotency;
 mod idempotency_faults;
 mod idempotent_routes;
+mod inbound;
 mod messages;
 mod operators;
 mod receiver;

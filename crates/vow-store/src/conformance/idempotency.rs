@@ -46,6 +46,7 @@ fn completion(scope: &Scope, token: &LeaseToken) -> Completion {
     Completion {
         scope: scope.clone(),
         token: token.clone(),
+        fresh: None,
         now: t(5),
         render: Box::new(|written: &Written| {
             let id = match written {

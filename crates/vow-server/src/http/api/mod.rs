@@ -12,6 +12,8 @@ pub mod event_type;
 pub mod headers;
 pub mod health;
 pub mod message;
+pub mod source;
+pub mod source_event;
 
 use axum::Router;
 use serde::{Deserialize, Serialize};
@@ -31,6 +33,8 @@ pub fn routes() -> Router<AppState> {
         .merge(event_type::routes())
         .merge(endpoint::routes())
         .merge(message::routes())
+        .merge(source::routes())
+        .merge(source_event::routes())
 }
 
 /// Collects field errors so one response can name every bad field.

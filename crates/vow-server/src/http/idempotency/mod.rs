@@ -39,9 +39,10 @@ use chrono::{DateTime, Utc};
 use vow_core::AppId;
 use vow_idempotency::{fingerprint, IdempotencyKey, Problem};
 use vow_store::idempotency::{
-    settings, Begun, Completion, Fingerprint, LeaseToken, Render, Scope, StoredResponse, Write,
-    Written,
+    settings, Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope,
+    StoredResponse, Write, Written,
 };
+use vow_store::inbound::Source;
 use vow_store::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError};
 
 use crate::error::{ApiError, ApiResult};
@@ -148,36 +149,21 @@ impl Keyed {
         Fut: Future<Output = ApiResult<Response>>,
     {
         let now = state.now();
-        let begun = match self.begin_waiting(state, now).await {
-            Ok(begun) => begun,
+        // A key with no record (every first request) is claimed inside the write's own
+        // transaction: one commit for claim, write and response. A key with one is begun first.
+        let fresh = match state.store.idempotency_status(&self.scope, now).await {
+            Ok(status) => status.is_none(),
             Err(e) => return Ok(self.unavailable(&e)),
         };
-        let token = match begun {
-            Begun::Owner(token) => token,
-            Begun::TakenOver(token) => {
-                metrics::counter!(crate::metrics::IDEMPOTENT_TAKEOVERS).increment(1);
-                tracing::info!(key = %self.scope.key.hash(), "took over an expired idempotency claim");
-                token
-            }
-            Begun::Replay {
-                response,
-                expires_at,
-            } => return Ok(respond::replayed(response, expires_at)),
-            Begun::Reused { differences } => {
-                return Ok(problem(Problem::KeyReused { differences }))
-            }
-            // The owner's `now` can be a hair later than this request's (they raced), which
-            // would make the lease look longer than it is: never more than a whole lease.
-            Begun::InProgress { retry_after_secs } => {
-                return Ok(problem(Problem::InProgress {
-                    retry_after: retry_after_secs.min(settings().lease.as_secs()),
-                }))
-            }
-            Begun::Expired { .. } => return Ok(problem(Problem::KeyExpired)),
-            other => {
-                return Err(ApiError::Internal(
-                    format!("unknown idempotency outcome {other:?}").into(),
-                ))
+        let token = if fresh {
+            LeaseToken::generate()
+        } else {
+            match self.begin_waiting(state, now).await {
+                Ok(begun) => match self.owned(begun) {
+                    Ok(token) => token,
+                    Err(answer) => return Ok(answer),
+                },
+                Err(e) => return Ok(self.unavailable(&e)),
             }
         };
         let progress = Arc::new(Mutex::new(Progress::Open));
@@ -186,6 +172,10 @@ impl Keyed {
             record: Some(Owned {
                 scope: self.scope.clone(),
                 token: token.clone(),
+                fresh: fresh.then(|| FreshClaim {
+                    fingerprint: self.fingerprint,
+                    canonical_body: self.body.clone(),
+                }),
                 now,
                 progress: progress.clone(),
             }),
@@ -198,24 +188,80 @@ impl Keyed {
         }
         let expires_at = settings().deadlines(now).expires_at;
         match (progress, outcome) {
-            (Progress::Fenced, _) => Ok(problem(Problem::InProgress { retry_after: 1 })),
             (Progress::Completed, outcome) => outcome.map(|out| respond::expiring(out, expires_at)),
+            // Another request claimed the key meanwhile: answer as its record says.
+            (Progress::Fenced, _) if fresh => Ok(self.lost_claim(state).await),
+            (Progress::Fenced, _) => Ok(problem(Problem::InProgress { retry_after: 1 })),
             // An answer reached without a write (a refusal, get-if-exists): final, stored.
-            (Progress::Open, Ok(out)) => self.finish(state, &token, out, now, expires_at).await,
+            (Progress::Open, Ok(out)) => self.finish(state, fresh, &token, out, now).await,
             (Progress::Open, Err(e @ (ApiError::NotFound(_) | ApiError::Conflict(_)))) => {
                 let out = e.into_response();
-                self.finish(state, &token, out, now, expires_at).await
+                self.finish(state, fresh, &token, out, now).await
             }
             (Progress::Open, Err(e)) => {
-                if let Err(release) = state.store.release_idempotent(&self.scope, &token).await {
-                    tracing::warn!(error = %release, key = %self.scope.key.hash(),
-                        "could not release an idempotency record; it frees when its lease ends");
+                if !fresh {
+                    self.release(state, &token).await;
                 }
                 match e {
                     ApiError::Unavailable(cause) => Ok(self.unavailable(&cause)),
                     e => Err(e),
                 }
             }
+        }
+    }
+
+    /// The lease token when `begun` lets this request run the operation, else the answer
+    /// (`vow_idempotency::http::answer`, with vow's replay, problem and takeover metrics).
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error is the response the caller sends at once; boxing it gains nothing"
+    )]
+    fn owned(&self, begun: Begun) -> Result<LeaseToken, Response> {
+        Err(match begun {
+            Begun::Owner(token) => return Ok(token),
+            Begun::TakenOver(token) => {
+                metrics::counter!(crate::metrics::IDEMPOTENT_TAKEOVERS).increment(1);
+                tracing::info!(key = %self.scope.key.hash(), "took over an expired idempotency claim");
+                return Ok(token);
+            }
+            Begun::Replay {
+                response,
+                expires_at,
+            } => respond::replayed(response, expires_at),
+            Begun::Reused { differences } => problem(Problem::KeyReused { differences }),
+            // The owner's `now` can be a hair later than this request's (they raced), which
+            // would make the lease look longer than it is: never more than a whole lease.
+            Begun::InProgress { retry_after_secs } => problem(Problem::InProgress {
+                retry_after: retry_after_secs.min(settings().lease.as_secs()),
+            }),
+            Begun::Expired { .. } => problem(Problem::KeyExpired),
+            other => ApiError::Internal(format!("unknown idempotency outcome {other:?}").into())
+                .into_response(),
+        })
+    }
+
+    /// The answer when a concurrent request claimed the key before this one's write committed
+    /// (this one wrote nothing): its replay, or 409 while it runs (or after `Prefer: wait`).
+    async fn lost_claim(&self, state: &AppState) -> Response {
+        match self.begin_waiting(state, state.now()).await {
+            Ok(begun) => match self.owned(begun) {
+                Err(answer) => answer,
+                // The other request released the key again (it failed): this one's operation
+                // is spent, so the client retries.
+                Ok(token) => {
+                    self.release(state, &token).await;
+                    problem(Problem::InProgress { retry_after: 1 })
+                }
+            },
+            Err(e) => self.unavailable(&e),
+        }
+    }
+
+    /// Deletes the record `token` holds, so a retry runs.
+    async fn release(&self, state: &AppState, token: &LeaseToken) {
+        if let Err(e) = state.store.release_idempotent(&self.scope, token).await {
+            tracing::warn!(error = %e, key = %self.scope.key.hash(),
+                "could not release an idempotency record; it frees when its lease ends");
         }
     }
 
@@ -246,26 +292,38 @@ impl Keyed {
         }
     }
 
-    /// Stores `out` as the record's final response and answers it.
+    /// Stores `out` as the record's final response and answers it. A fresh key is begun
+    /// first; when another request got it meanwhile, its record answers instead.
     async fn finish(
         &self,
         state: &AppState,
+        fresh: bool,
         token: &LeaseToken,
         out: Response,
         now: DateTime<Utc>,
-        expires_at: DateTime<Utc>,
     ) -> ApiResult<Response> {
+        let token = if fresh {
+            match self.begin_waiting(state, now).await {
+                Ok(begun) => match self.owned(begun) {
+                    Ok(token) => token,
+                    Err(answer) => return Ok(answer),
+                },
+                Err(e) => return Ok(self.unavailable(&e)),
+            }
+        } else {
+            token.clone()
+        };
         let (response, out) = respond::to_stored(out).await?;
         match state
             .store
-            .complete_idempotent(&self.scope, token, response, now)
+            .complete_idempotent(&self.scope, &token, response, now)
             .await
         {
             Ok(()) | Err(StoreError::Fenced) => {}
             Err(e) => tracing::warn!(error = %e, key = %self.scope.key.hash(),
                 "could not store a final outcome; a retry will run the request again"),
         }
-        Ok(respond::expiring(out, expires_at))
+        Ok(respond::expiring(out, settings().deadlines(now).expires_at))
     }
 
     /// 503: the records cannot be read or written, so nothing runs (fail closed).
@@ -299,6 +357,7 @@ enum Progress {
 struct Owned {
     scope: Scope,
     token: LeaseToken,
+    fresh: Option<FreshClaim>,
     now: DateTime<Utc>,
     progress: Arc<Mutex<Progress>>,
 }
@@ -346,6 +405,7 @@ impl Commit {
                 let completion = Completion {
                     scope: owned.scope,
                     token: owned.token,
+                    fresh: owned.fresh,
                     now: owned.now,
                     render,
                 };
@@ -407,6 +467,7 @@ produced!(
     CreatedMessage => Message,
     Delivery => Resent,
     u64 => Replayed,
+    Source => Source,
 );
 
 impl Produced for () {

@@ -48,6 +48,10 @@ pub const ROUTES: &[Route] = &[
         name: "message.resend",
         template: "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend",
     },
+    Route {
+        name: "source.create",
+        template: "/api/v1/source",
+    },
 ];
 
 impl Route {

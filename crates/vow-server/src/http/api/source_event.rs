@@ -1,0 +1,220 @@
+//! What a source received and refused, and the operators' decisions on quarantined events:
+//! `/api/v1/source/{source_id}/event[/{event_id}[/release|/discard]]` and
+//! `/api/v1/source/{source_id}/rejection`.
+//!
+//! A quarantined event (a reused event id with another payload) waits for an operator:
+//! `release` makes it `received` (it will be processed like any other), `discard` makes it
+//! `discarded`. Either happens once (409 afterwards).
+
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use vow_core::{InboundEventId, RejectionId, SourceId};
+use vow_store::inbound::{
+    InboundContent, InboundEvent, InboundFilter, InboundState, Rejection, StoredInbound,
+};
+use vow_store::page::Page;
+use vow_store::Order;
+
+use super::source::{find, source_key};
+use super::{id_error, ListParams, ListResponse};
+use crate::error::{ApiError, ApiResult};
+use crate::http::extract::ValidQuery;
+use crate::http::AppState;
+
+/// Routes of a source's events and rejections.
+pub fn routes() -> Router<AppState> {
+    let one = "/api/v1/source/{source_id}/event/{event_id}";
+    Router::new()
+        .route("/api/v1/source/{source_id}/event", get(list_source_events))
+        .route(one, get(get_source_event))
+        .route(&format!("{one}/release"), post(release_source_event))
+        .route(&format!("{one}/discard"), post(discard_source_event))
+        .route(
+            "/api/v1/source/{source_id}/rejection",
+            get(list_source_rejections),
+        )
+}
+
+/// `InboundEventOut`; `headers` and the payload only for one event, until retention removes
+/// them. The payload is `payload` when it is UTF-8 text, else `payloadBase64`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InboundEventOut {
+    id: InboundEventId,
+    source_id: SourceId,
+    account: String,
+    event_id: Option<String>,
+    state: &'static str,
+    conflicts_with: Option<InboundEventId>,
+    sha256: String,
+    size: u64,
+    duplicates: u64,
+    version: Option<String>,
+    entity: Option<String>,
+    received_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    headers: Option<Vec<(String, String)>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_base64: Option<String>,
+}
+
+impl From<InboundEvent> for InboundEventOut {
+    fn from(e: InboundEvent) -> Self {
+        Self {
+            id: e.id,
+            source_id: e.source_id,
+            account: e.account,
+            event_id: e.event_id,
+            state: e.state.as_str(),
+            conflicts_with: e.conflicts_with,
+            sha256: e.sha256,
+            size: e.size,
+            duplicates: e.duplicates,
+            version: e.version,
+            entity: e.entity,
+            received_at: e.received_at,
+            updated_at: e.updated_at,
+            headers: None,
+            payload: None,
+            payload_base64: None,
+        }
+    }
+}
+
+impl From<StoredInbound> for InboundEventOut {
+    fn from(stored: StoredInbound) -> Self {
+        let mut out = InboundEventOut::from(stored.event);
+        if let Some(InboundContent { headers, payload }) = stored.content {
+            out.headers = Some(headers);
+            match String::from_utf8(payload) {
+                Ok(text) => out.payload = Some(text),
+                Err(e) => {
+                    let bytes = e.into_bytes();
+                    out.payload_base64 =
+                        Some(base64::engine::general_purpose::STANDARD.encode(bytes))
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `RejectionOut`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectionOut {
+    id: RejectionId,
+    reason: String,
+    status: u16,
+    body_size: u64,
+    received_at: DateTime<Utc>,
+}
+
+impl From<Rejection> for RejectionOut {
+    fn from(r: Rejection) -> Self {
+        Self {
+            id: r.id,
+            reason: r.reason,
+            status: r.status,
+            body_size: r.body_size,
+            received_at: r.now,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct EventQuery {
+    state: Option<String>,
+}
+
+/// `{event_id}`: an inbound event id, else 422.
+fn event_key(raw: &str) -> ApiResult<InboundEventId> {
+    InboundEventId::parse(raw).map_err(|e| id_error(&["path", "event_id"], e))
+}
+
+async fn list_source_events(
+    State(state): State<AppState>,
+    Path(source_id): Path<String>,
+    ValidQuery(params): ValidQuery<ListParams>,
+    ValidQuery(query): ValidQuery<EventQuery>,
+) -> ApiResult<Json<ListResponse<InboundEventOut>>> {
+    let source = find(&state, &source_id).await?;
+    let filter = InboundFilter {
+        state: match query.state.as_deref() {
+            None => None,
+            Some(name) => Some(InboundState::parse(name).ok_or_else(|| {
+                let names: Vec<&str> = InboundState::ALL.iter().map(|s| s.as_str()).collect();
+                let msg = format!("must be one of {}", names.join(", "));
+                ApiError::invalid(&["query", "state"], msg, "value_error.state")
+            })?),
+        },
+    };
+    let order = params.order(Order::Descending);
+    let seek = params.seek(order, |it| InboundEventId::parse(it).map(|_| ()))?;
+    let rows = state
+        .inbound
+        .list_inbound_events(source.id, &filter, &seek)
+        .await?;
+    let page = Page::build(rows, &seek, order, |e| e.id.to_string());
+    Ok(Json(page.map(InboundEventOut::from).into()))
+}
+
+async fn get_source_event(
+    State(state): State<AppState>,
+    Path((source_id, event_id)): Path<(String, String)>,
+) -> ApiResult<Json<InboundEventOut>> {
+    let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
+    let stored = state.inbound.get_inbound_event(source, event).await?;
+    let stored = stored.ok_or_else(|| ApiError::not_found("Inbound event"))?;
+    Ok(Json(stored.into()))
+}
+
+/// Decides a quarantined event's fate.
+async fn resolve(
+    state: &AppState,
+    source_id: &str,
+    event_id: &str,
+    to: InboundState,
+) -> ApiResult<Json<InboundEventOut>> {
+    let (source, event) = (source_key(source_id)?, event_key(event_id)?);
+    let resolved = state
+        .inbound
+        .resolve_quarantined(source, event, to, state.now())
+        .await?;
+    tracing::info!(source = %source, event = %event, to = to.as_str(), "quarantined inbound event resolved");
+    Ok(Json(resolved.into()))
+}
+
+async fn release_source_event(
+    State(state): State<AppState>,
+    Path((source_id, event_id)): Path<(String, String)>,
+) -> ApiResult<Json<InboundEventOut>> {
+    resolve(&state, &source_id, &event_id, InboundState::Received).await
+}
+
+async fn discard_source_event(
+    State(state): State<AppState>,
+    Path((source_id, event_id)): Path<(String, String)>,
+) -> ApiResult<Json<InboundEventOut>> {
+    resolve(&state, &source_id, &event_id, InboundState::Discarded).await
+}
+
+async fn list_source_rejections(
+    State(state): State<AppState>,
+    Path(source_id): Path<String>,
+    ValidQuery(params): ValidQuery<ListParams>,
+) -> ApiResult<Json<ListResponse<RejectionOut>>> {
+    let source = find(&state, &source_id).await?;
+    let order = params.order(Order::Descending);
+    let seek = params.seek(order, |it| RejectionId::parse(it).map(|_| ()))?;
+    let rows = state.inbound.list_rejections(source.id, &seek).await?;
+    let page = Page::build(rows, &seek, order, |r| r.id.to_string());
+    Ok(Json(page.map(RejectionOut::from).into()))
+}

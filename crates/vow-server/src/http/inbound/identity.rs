@@ -1,0 +1,337 @@
+//! Who a verified inbound delivery is: its event id and the account that scopes it (where the
+//! source says, else where its provider documents them), the values at the version and entity
+//! pointers, the provider handshakes answered instead of stored, and which headers are kept.
+//! Pure functions of the request, so each rule is unit-tested here.
+
+use axum::http::HeaderMap;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use vow_signature::provider::{Headers, Scheme, Verified};
+use vow_store::inbound::{Locator, SourceFields};
+
+/// Event ids longer than this are replaced by `sha256:` and their digest, so any id fits the
+/// unique index and still deduplicates.
+const MAX_ID_BYTES: usize = 512;
+
+/// Where to look for a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lookup<'a> {
+    /// A header (lowercase).
+    Header(&'a str),
+    /// A JSON pointer into the body.
+    Pointer(&'a str),
+    /// The id the signature covers (`webhook-id`, a generic HMAC's id header).
+    Signed,
+}
+
+impl<'a> From<&'a Locator> for Lookup<'a> {
+    fn from(locator: &'a Locator) -> Self {
+        match locator {
+            Locator::Header(name) => Lookup::Header(name),
+            Locator::Pointer(pointer) => Lookup::Pointer(pointer),
+        }
+    }
+}
+
+/// Where each provider documents its event id; the first one present wins.
+fn default_event_id(scheme: &Scheme) -> &'static [Lookup<'static>] {
+    match scheme {
+        Scheme::StandardWebhooks | Scheme::Hmac(_) => &[Lookup::Signed],
+        Scheme::Stripe | Scheme::Discord => &[Lookup::Pointer("/id")],
+        Scheme::GitHub => &[Lookup::Header("x-github-delivery")],
+        // The docs disagree: the event id marks duplicates, the webhook id is per delivery.
+        Scheme::Shopify => &[
+            Lookup::Header("x-shopify-event-id"),
+            Lookup::Header("x-shopify-webhook-id"),
+        ],
+        Scheme::Slack | Scheme::Square | Scheme::Paddle => &[Lookup::Pointer("/event_id")],
+        Scheme::Linear => &[Lookup::Header("linear-delivery")],
+        Scheme::Twilio => &[Lookup::Header("i-twilio-idempotency-token")],
+        Scheme::SeedSha256 | Scheme::SeedTimestamped => &[Lookup::Header("x-delivery-id")],
+        _ => &[],
+    }
+}
+
+/// Where each provider says whose event it is (the scope of its ids).
+fn default_account(scheme: &Scheme) -> &'static [Lookup<'static>] {
+    match scheme {
+        // Connect events name the connected account; the platform's own have none.
+        Scheme::Stripe => &[Lookup::Pointer("/account")],
+        // One delivery GUID is shared by every hook subscribed to the event.
+        Scheme::GitHub => &[Lookup::Header("x-github-hook-id")],
+        Scheme::Shopify => &[Lookup::Header("x-shopify-shop-domain")],
+        Scheme::Square => &[Lookup::Pointer("/merchant_id")],
+        _ => &[],
+    }
+}
+
+/// What identifies a delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identity {
+    /// The id's scope (`""`: none).
+    pub account: String,
+    /// The provider's event id, if found.
+    pub event_id: Option<String>,
+    /// The value at the version pointer.
+    pub version: Option<String>,
+    /// The value at the entity pointer.
+    pub entity: Option<String>,
+}
+
+/// The body as JSON, parsed at most once and only when a pointer needs it.
+struct Body<'a> {
+    raw: &'a [u8],
+    json: std::cell::OnceCell<Option<Value>>,
+}
+
+impl Body<'_> {
+    fn pointer(&self, pointer: &str) -> Option<String> {
+        let json = self
+            .json
+            .get_or_init(|| serde_json::from_slice(self.raw).ok());
+        match json.as_ref()?.pointer(pointer)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Finds the delivery's identity under `fields` (verified as `scheme`, yielding `verified`).
+pub fn identify<H: Headers + ?Sized>(
+    fields: &SourceFields,
+    scheme: &Scheme,
+    verified: &Verified,
+    headers: &H,
+    body: &[u8],
+) -> Identity {
+    let body = Body {
+        raw: body,
+        json: std::cell::OnceCell::new(),
+    };
+    let find = |lookup: &Lookup<'_>| -> Option<String> {
+        let value = match *lookup {
+            Lookup::Header(name) => {
+                let raw = headers.get(name)?;
+                std::str::from_utf8(raw).ok()?.trim().to_owned()
+            }
+            Lookup::Pointer(pointer) => body.pointer(pointer)?,
+            Lookup::Signed => verified.id.clone()?,
+        };
+        (!value.is_empty()).then_some(value)
+    };
+    let first = |configured: Option<&Locator>, defaults: &[Lookup<'_>]| match configured {
+        Some(locator) => find(&Lookup::from(locator)),
+        None => defaults.iter().find_map(&find),
+    };
+    let pointer = |p: &Option<String>| p.as_deref().and_then(|p| body.pointer(p));
+    Identity {
+        account: first(fields.account.as_ref(), default_account(scheme))
+            .map(bounded)
+            .unwrap_or_default(),
+        event_id: first(fields.event_id.as_ref(), default_event_id(scheme)).map(bounded),
+        version: pointer(&fields.version_pointer),
+        entity: pointer(&fields.entity_pointer).map(bounded),
+    }
+}
+
+/// `value`, or `sha256:<hex>` of it when it is too long to index.
+fn bounded(value: String) -> String {
+    if value.len() <= MAX_ID_BYTES {
+        value
+    } else {
+        format!("sha256:{}", hex::encode(Sha256::digest(value.as_bytes())))
+    }
+}
+
+/// The answer to a provider's handshake, which is verified like any delivery and answered
+/// instead of stored: Slack's `url_verification` (echo the challenge), Discord's PING.
+pub fn handshake(scheme: &Scheme, body: &[u8]) -> Option<Value> {
+    if !matches!(scheme, Scheme::Slack | Scheme::Discord) {
+        return None;
+    }
+    let json: Value = serde_json::from_slice(body).ok()?;
+    match scheme {
+        Scheme::Slack if json["type"] == "url_verification" => {
+            let challenge = json.get("challenge")?.as_str()?;
+            Some(serde_json::json!({ "challenge": challenge }))
+        }
+        Scheme::Discord if json["type"] == 1 => Some(serde_json::json!({ "type": 1 })),
+        _ => None,
+    }
+}
+
+/// Whether header `name` (lowercase) may carry a credential or a signature, and so is never
+/// stored: `authorization`, cookies, and any name that speaks of a signature, an HMAC, a token,
+/// a secret, a password or an API key.
+fn is_credential(name: &str) -> bool {
+    const WORDS: [&str; 7] = [
+        "signature",
+        "hmac",
+        "token",
+        "secret",
+        "password",
+        "api-key",
+        "apikey",
+    ];
+    matches!(name, "authorization" | "proxy-authorization" | "cookie")
+        || WORDS.iter().any(|word| name.contains(word))
+}
+
+/// The headers worth storing with an event: all but credentials and signatures (and
+/// `extra`, the signature header a generic HMAC source names), values as lossy UTF-8.
+pub fn kept_headers(headers: &HeaderMap, extra: Option<&str>) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| !is_credential(name.as_str()) && Some(name.as_str()) != extra)
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(event_id: Option<Locator>, account: Option<Locator>) -> SourceFields {
+        SourceFields {
+            description: String::new(),
+            scheme: String::new(),
+            hmac: None,
+            secrets: Vec::new(),
+            tolerance_secs: 300,
+            event_id,
+            account,
+            version_pointer: Some("/data/version".into()),
+            entity_pointer: Some("/data/object/id".into()),
+            destinations: Vec::new(),
+        }
+    }
+
+    fn who(scheme: &Scheme, f: &SourceFields, headers: &[(&str, &str)], body: &str) -> Identity {
+        identify(f, scheme, &Verified::default(), headers, body.as_bytes())
+    }
+
+    #[test]
+    fn each_provider_names_its_event_id_and_account_where_it_documents_them() {
+        let f = fields(None, None);
+        let stripe = who(
+            &Scheme::Stripe,
+            &f,
+            &[],
+            r#"{"id":"evt_1","account":"acct_9","data":{"version":7,"object":{"id":"cus_1"}}}"#,
+        );
+        let expected = Identity {
+            account: "acct_9".into(),
+            event_id: Some("evt_1".into()),
+            version: Some("7".into()),
+            entity: Some("cus_1".into()),
+        };
+        assert_eq!(stripe, expected);
+        let github = [("x-github-delivery", "guid-1"), ("x-github-hook-id", "42")];
+        let github = who(&Scheme::GitHub, &f, &github, "{}");
+        assert_eq!(
+            (github.event_id.as_deref(), github.account.as_str()),
+            (Some("guid-1"), "42")
+        );
+        let shopify = [
+            ("x-shopify-webhook-id", "delivery-1"),
+            ("x-shopify-shop-domain", "shop.example"),
+        ];
+        let shopify = who(&Scheme::Shopify, &f, &shopify, "{}");
+        assert_eq!(shopify.event_id.as_deref(), Some("delivery-1"));
+        assert_eq!(shopify.account, "shop.example");
+        let slack = who(&Scheme::Slack, &f, &[], r#"{"event_id":"Ev1"}"#);
+        assert_eq!(
+            (slack.event_id.as_deref(), slack.account.as_str()),
+            (Some("Ev1"), "")
+        );
+        let signed = Verified::default();
+        let std = identify(
+            &f,
+            &Scheme::StandardWebhooks,
+            &signed,
+            &[("webhook-id", "x")][..],
+            b"",
+        );
+        assert_eq!(
+            std.event_id, None,
+            "only the signed id counts, and none was signed"
+        );
+    }
+
+    #[test]
+    fn a_configured_locator_replaces_the_default_and_a_missing_value_is_no_id() {
+        let f = fields(
+            Some(Locator::Header("x-request-id".into())),
+            Some(Locator::Pointer("/tenant".into())),
+        );
+        let found = who(
+            &Scheme::Stripe,
+            &f,
+            &[("x-request-id", " r-1 ")],
+            r#"{"tenant":5}"#,
+        );
+        assert_eq!(
+            (found.event_id.as_deref(), found.account.as_str()),
+            (Some("r-1"), "5")
+        );
+        let missing = who(&Scheme::Stripe, &f, &[], r#"{"id":"evt_1"}"#);
+        assert_eq!(missing.event_id, None);
+        let not_json = who(&Scheme::Stripe, &fields(None, None), &[], "id=evt_1");
+        assert_eq!(not_json, Identity::default());
+    }
+
+    #[test]
+    fn an_overlong_id_is_replaced_by_its_digest() {
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        let f = fields(Some(Locator::Header("x-id".into())), None);
+        let id = who(&Scheme::GitHub, &f, &[("x-id", &long)], "")
+            .event_id
+            .unwrap();
+        assert!(id.starts_with("sha256:") && id.len() == 7 + 64, "{id}");
+        let again = who(&Scheme::GitHub, &f, &[("x-id", &long)], "").event_id;
+        assert_eq!(again, Some(id));
+    }
+
+    #[test]
+    fn slack_and_discord_handshakes_are_answered() {
+        let body = br#"{"type":"url_verification","challenge":"3eZbrw1a","token":"t"}"#;
+        assert_eq!(
+            handshake(&Scheme::Slack, body),
+            Some(serde_json::json!({"challenge": "3eZbrw1a"}))
+        );
+        assert_eq!(
+            handshake(&Scheme::Slack, br#"{"type":"event_callback"}"#),
+            None
+        );
+        assert_eq!(handshake(&Scheme::GitHub, body), None);
+        assert_eq!(
+            handshake(&Scheme::Discord, br#"{"type":1,"id":"1"}"#),
+            Some(serde_json::json!({"type": 1}))
+        );
+    }
+
+    #[test]
+    fn credentials_and_signatures_are_never_kept() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("authorization", "Bearer x"),
+            ("stripe-signature", "t=1,v1=ab"),
+            ("x-hub-signature-256", "sha256=ab"),
+            ("x-shopify-hmac-sha256", "ab=="),
+            ("x-gitlab-token", "t"),
+            ("x-my-mac", "ab"),
+            ("content-type", "application/json"),
+            ("x-github-event", "push"),
+        ] {
+            headers.insert(name, value.parse().unwrap());
+        }
+        let kept = kept_headers(&headers, Some("x-my-mac"));
+        let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["content-type", "x-github-event"]);
+    }
+}

@@ -1,0 +1,15 @@
+//! Inbound webhooks (issue 5): sources through the API, and `POST /in/...` verifying, claiming,
+//! deduplicating and quarantining deliveries, on both stores. Requests are signed the way each
+//! provider documents it, with HMAC computed independently of vow-signature; outcomes are
+//! counted in the store, not only read from status codes.
+//!
+//! # Layout
+//! - `support`: signing, sending, reading back.
+//! - `sources`: the source API.
+//! - `ingest`: verification and the claim.
+//! - `quarantine`: reused ids, operators' decisions, the operational event, retention.
+
+mod ingest;
+mod quarantine;
+mod sources;
+mod support;

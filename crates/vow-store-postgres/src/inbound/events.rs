@@ -1,0 +1,393 @@
+//! Inbound events and rejections: the claim (one transaction, READ COMMITTED: an insert that
+//! meets a concurrent insert of the same key waits for it to commit, then does nothing, and the
+//! statements after it see that row), operators' decisions on quarantined events, listings and
+//! retention. A missing source is the foreign key `*_source_fkey` (→ `NotFound("source")`).
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
+use vow_core::{InboundEventId, SourceId};
+use vow_store::inbound::{
+    Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
+    NewRejection, Rejection, StoredInbound,
+};
+use vow_store::{Seek, StoreError, StoreResult};
+
+use crate::convert::{self, not_found};
+use crate::error::{corrupt, db_error};
+use crate::seek::push_seek;
+
+/// The columns [`EventRow`] reads.
+const COLUMNS: &str = "id, source_id, account, event_id, state, conflicts_with, sha256, size, \
+                       duplicates, version, entity, received_at, updated_at";
+
+/// One `inbound_events` row, without its content.
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    id: String,
+    source_id: String,
+    account: String,
+    event_id: Option<String>,
+    state: String,
+    conflicts_with: Option<String>,
+    sha256: String,
+    size: i64,
+    duplicates: i64,
+    version: Option<String>,
+    entity: Option<String>,
+    received_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl EventRow {
+    fn into_model(self) -> StoreResult<InboundEvent> {
+        let unsigned = |column: &str, v: i64| {
+            u64::try_from(v).map_err(|_| corrupt(format!("{column} is negative: {v}")))
+        };
+        Ok(InboundEvent {
+            id: convert::id("inbound_events.id", &self.id)?,
+            source_id: convert::id("inbound_events.source_id", &self.source_id)?,
+            account: self.account,
+            event_id: self.event_id,
+            state: InboundState::parse(&self.state)
+                .ok_or_else(|| corrupt(format!("inbound_events.state {:?}", self.state)))?,
+            conflicts_with: self
+                .conflicts_with
+                .map(|id| convert::id("inbound_events.conflicts_with", &id))
+                .transpose()?,
+            sha256: self.sha256,
+            size: unsigned("inbound_events.size", self.size)?,
+            duplicates: unsigned("inbound_events.duplicates", self.duplicates)?,
+            version: self.version,
+            entity: self.entity,
+            received_at: self.received_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+type EventQuery<'q> = QueryAs<'q, Postgres, EventRow, PgArguments>;
+
+/// Runs `query` for at most one event.
+async fn one_event<'c>(
+    query: EventQuery<'_>,
+    ex: impl PgExecutor<'c>,
+) -> StoreResult<Option<InboundEvent>> {
+    query
+        .fetch_optional(ex)
+        .await
+        .map_err(db_error)?
+        .map(EventRow::into_model)
+        .transpose()
+}
+
+/// Which unique index an insert may conflict on.
+#[derive(Clone, Copy)]
+enum Target {
+    /// `inbound_events_claim`: the first row of an event id.
+    Claim,
+    /// `inbound_events_quarantine`: another payload under a claimed id.
+    Quarantine,
+}
+
+impl Target {
+    /// The columns of its unique index.
+    fn columns(self) -> &'static str {
+        match self {
+            Target::Claim => "source_id, account, event_id",
+            Target::Quarantine => "source_id, account, event_id, sha256",
+        }
+    }
+
+    /// Which rows its index holds (its partial-index predicate).
+    fn rows(self) -> &'static str {
+        match self {
+            Target::Claim => "conflicts_with IS NULL",
+            Target::Quarantine => "conflicts_with IS NOT NULL",
+        }
+    }
+
+    /// The state of a row inserted under it.
+    fn state(self) -> InboundState {
+        match self {
+            Target::Claim => InboundState::Received,
+            Target::Quarantine => InboundState::Quarantined,
+        }
+    }
+}
+
+/// Inserts `new` unless the index of `target` already holds its key; the row, if written.
+async fn insert(
+    conn: &mut PgConnection,
+    new: &NewInboundEvent,
+    target: Target,
+    conflicts_with: Option<&InboundEventId>,
+) -> StoreResult<Option<InboundEvent>> {
+    let sql = format!(
+        "INSERT INTO inbound_events (id, source_id, account, event_id, conflicts_with, state,
+             sha256, size, payload, headers, version, entity, received_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
+         ON CONFLICT ({}) WHERE {} DO NOTHING
+         RETURNING {COLUMNS}",
+        target.columns(),
+        target.rows()
+    );
+    let query = sqlx::query_as::<_, EventRow>(&sql)
+        .bind(new.id.to_string())
+        .bind(new.source_id.to_string())
+        .bind(&new.account)
+        .bind(&new.event_id)
+        .bind(conflicts_with.map(ToString::to_string))
+        .bind(target.state().as_str())
+        .bind(&new.sha256)
+        .bind(convert::bigint_param(new.payload.len()))
+        .bind(&new.payload)
+        .bind(Json(&new.headers))
+        .bind(&new.version)
+        .bind(&new.entity)
+        .bind(new.now);
+    one_event(query, conn).await
+}
+
+/// Counts one more delivery of the row of `new`'s id and digest among the claim (`Claim`) or
+/// the quarantined rows (`Quarantine`); that row, if there is one.
+async fn repeat(
+    conn: &mut PgConnection,
+    new: &NewInboundEvent,
+    among: Target,
+) -> StoreResult<Option<InboundEvent>> {
+    let sql = format!(
+        "UPDATE inbound_events SET duplicates = duplicates + 1, updated_at = $5
+         WHERE source_id = $1 AND account = $2 AND event_id = $3 AND sha256 = $4 AND {}
+         RETURNING {COLUMNS}",
+        among.rows()
+    );
+    let query = sqlx::query_as::<_, EventRow>(&sql)
+        .bind(new.source_id.to_string())
+        .bind(&new.account)
+        .bind(&new.event_id)
+        .bind(&new.sha256)
+        .bind(new.now);
+    one_event(query, conn).await
+}
+
+/// [`vow_store::InboundStore::claim_inbound`] as ONE transaction.
+pub(crate) async fn claim(pool: &PgPool, new: NewInboundEvent) -> StoreResult<Claim> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let claim = claim_in(&mut tx, &new).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(claim)
+}
+
+async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult<Claim> {
+    if let Some(event) = insert(conn, new, Target::Claim, None).await? {
+        return Ok(Claim::Received(event));
+    }
+    if let Some(event) = repeat(conn, new, Target::Claim).await? {
+        return Ok(Claim::Duplicate(event));
+    }
+    // The claim row only goes with its source, so a claim gone by now means the source is.
+    let claimant: String = sqlx::query_scalar(
+        "SELECT id FROM inbound_events
+         WHERE source_id = $1 AND account = $2 AND event_id = $3 AND conflicts_with IS NULL",
+    )
+    .bind(new.source_id.to_string())
+    .bind(&new.account)
+    .bind(&new.event_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db_error)?
+    .ok_or_else(|| not_found("source"))?;
+    let claimant = convert::id("inbound_events.id", &claimant)?;
+    if let Some(event) = insert(conn, new, Target::Quarantine, Some(&claimant)).await? {
+        return Ok(Claim::Quarantined(event));
+    }
+    repeat(conn, new, Target::Quarantine)
+        .await?
+        .map(Claim::Duplicate)
+        .ok_or_else(|| not_found("source"))
+}
+
+/// An event with its content.
+#[derive(sqlx::FromRow)]
+struct DetailRow {
+    #[sqlx(flatten)]
+    event: EventRow,
+    headers: Option<Json<Vec<(String, String)>>>,
+    payload: Option<Vec<u8>>,
+}
+
+pub(crate) async fn get(
+    pool: &PgPool,
+    source: SourceId,
+    id: InboundEventId,
+) -> StoreResult<Option<StoredInbound>> {
+    let Some(row) = sqlx::query_as::<_, DetailRow>(&format!(
+        "SELECT {COLUMNS}, headers, payload FROM inbound_events
+         WHERE source_id = $1 AND id = $2"
+    ))
+    .bind(source.to_string())
+    .bind(id.to_string())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    else {
+        return Ok(None);
+    };
+    let content = row.payload.map(|payload| InboundContent {
+        headers: row.headers.map(|j| j.0).unwrap_or_default(),
+        payload,
+    });
+    Ok(Some(StoredInbound {
+        event: row.event.into_model()?,
+        content,
+    }))
+}
+
+pub(crate) async fn list(
+    pool: &PgPool,
+    source: SourceId,
+    filter: &InboundFilter,
+    seek: &Seek,
+) -> StoreResult<Vec<InboundEvent>> {
+    let mut qb = QueryBuilder::<Postgres>::new(format!(
+        "SELECT {COLUMNS} FROM inbound_events WHERE source_id = "
+    ));
+    qb.push_bind(source.to_string());
+    if let Some(state) = filter.state {
+        qb.push(" AND state = ").push_bind(state.as_str());
+    }
+    push_seek(&mut qb, "id", seek);
+    qb.build_query_as::<EventRow>()
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(EventRow::into_model)
+        .collect()
+}
+
+pub(crate) async fn resolve(
+    pool: &PgPool,
+    source: SourceId,
+    id: InboundEventId,
+    to: InboundState,
+    now: DateTime<Utc>,
+) -> StoreResult<InboundEvent> {
+    let sql = format!(
+        "UPDATE inbound_events SET state = $3, updated_at = $4
+         WHERE source_id = $1 AND id = $2 AND state = 'quarantined'
+         RETURNING {COLUMNS}"
+    );
+    let query = sqlx::query_as::<_, EventRow>(&sql)
+        .bind(source.to_string())
+        .bind(id.to_string())
+        .bind(to.as_str())
+        .bind(now);
+    if let Some(event) = one_event(query, pool).await? {
+        return Ok(event);
+    }
+    let exists: Option<i32> =
+        sqlx::query_scalar("SELECT 1 FROM inbound_events WHERE source_id = $1 AND id = $2")
+            .bind(source.to_string())
+            .bind(id.to_string())
+            .fetch_optional(pool)
+            .await
+            .map_err(db_error)?;
+    Err(match exists {
+        Some(_) => vow_store::inbound::not_quarantined(),
+        None => StoreError::NotFound("inbound event"),
+    })
+}
+
+const REJECTION_COLUMNS: &str = "id, source_id, reason, status, body_size, received_at";
+
+/// One `inbound_rejections` row.
+#[derive(sqlx::FromRow)]
+struct RejectionRow {
+    id: String,
+    source_id: String,
+    reason: String,
+    status: i32,
+    body_size: i64,
+    received_at: DateTime<Utc>,
+}
+
+impl RejectionRow {
+    fn into_model(self) -> StoreResult<Rejection> {
+        Ok(Rejection {
+            id: convert::id("inbound_rejections.id", &self.id)?,
+            source_id: convert::id("inbound_rejections.source_id", &self.source_id)?,
+            reason: self.reason,
+            status: convert::status("inbound_rejections.status", Some(self.status))?
+                .unwrap_or_default(),
+            body_size: u64::try_from(self.body_size)
+                .map_err(|_| corrupt("inbound_rejections.body_size is negative"))?,
+            now: self.received_at,
+        })
+    }
+}
+
+pub(crate) async fn record_rejection(pool: &PgPool, r: NewRejection) -> StoreResult<()> {
+    sqlx::query(&format!(
+        "INSERT INTO inbound_rejections ({REJECTION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
+    ))
+    .bind(r.id.to_string())
+    .bind(r.source_id.to_string())
+    .bind(r.reason)
+    .bind(i32::from(r.status))
+    .bind(convert::bigint_param(r.body_size))
+    .bind(r.now)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+pub(crate) async fn list_rejections(
+    pool: &PgPool,
+    source: SourceId,
+    seek: &Seek,
+) -> StoreResult<Vec<Rejection>> {
+    let mut qb = QueryBuilder::<Postgres>::new(format!(
+        "SELECT {REJECTION_COLUMNS} FROM inbound_rejections WHERE source_id = "
+    ));
+    qb.push_bind(source.to_string());
+    push_seek(&mut qb, "id", seek);
+    qb.build_query_as::<RejectionRow>()
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(RejectionRow::into_model)
+        .collect()
+}
+
+/// Clears the content of up to `batch` events received before `before` and deletes up to
+/// `batch` rejections recorded before it, in one statement; rows another process holds are
+/// skipped (the next run gets them).
+pub(crate) async fn purge(pool: &PgPool, before: DateTime<Utc>, batch: usize) -> StoreResult<u64> {
+    let changed: i64 = sqlx::query_scalar(
+        "WITH c AS (
+             UPDATE inbound_events SET payload = NULL, headers = NULL
+             WHERE id IN (SELECT id FROM inbound_events
+                          WHERE payload IS NOT NULL AND received_at < $1
+                          ORDER BY received_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+             RETURNING 1
+         ), r AS (
+             DELETE FROM inbound_rejections
+             WHERE id IN (SELECT id FROM inbound_rejections WHERE received_at < $1
+                          ORDER BY received_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+             RETURNING 1
+         )
+         SELECT (SELECT count(*) FROM c) + (SELECT count(*) FROM r)",
+    )
+    .bind(before)
+    .bind(convert::bigint_param(batch))
+    .fetch_one(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(u64::try_from(changed).unwrap_or_default())
+}

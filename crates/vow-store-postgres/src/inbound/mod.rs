@@ -1,0 +1,95 @@
+//! [`InboundStore`] on PostgreSQL: a claim is one transaction (see `events`), every other
+//! write one statement; several processes may share the tables.
+//!
+//! # Layout
+//! - `sources`: the `sources` table.
+//! - `events`: the claim, `inbound_events` and `inbound_rejections`.
+
+pub(crate) mod events;
+pub(crate) mod sources;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use vow_core::{InboundEventId, SourceId};
+use vow_store::inbound::{
+    Claim, InboundEvent, InboundFilter, InboundState, NewInboundEvent, NewRejection, NewSource,
+    Rejection, Source, SourceFields, StoredInbound,
+};
+use vow_store::{InboundStore, Seek, StoreResult};
+
+use crate::PgStore;
+
+#[async_trait]
+impl InboundStore for PgStore {
+    async fn create_source(&self, new: NewSource) -> StoreResult<Source> {
+        sources::create(&mut *self.conn().await?, new).await
+    }
+
+    async fn get_source(&self, id: SourceId) -> StoreResult<Option<Source>> {
+        sources::get(&self.pool, id).await
+    }
+
+    async fn get_source_by_token(&self, token: &str) -> StoreResult<Option<Source>> {
+        sources::get_by_token(&self.pool, token).await
+    }
+
+    async fn list_sources(&self, seek: &Seek) -> StoreResult<Vec<Source>> {
+        sources::list(&self.pool, seek).await
+    }
+
+    async fn update_source(
+        &self,
+        id: SourceId,
+        fields: SourceFields,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Source> {
+        sources::update(&self.pool, id, fields, now).await
+    }
+
+    async fn delete_source(&self, id: SourceId) -> StoreResult<()> {
+        sources::delete(&self.pool, id).await
+    }
+
+    async fn claim_inbound(&self, new: NewInboundEvent) -> StoreResult<Claim> {
+        events::claim(&self.pool, new).await
+    }
+
+    async fn get_inbound_event(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+    ) -> StoreResult<Option<StoredInbound>> {
+        events::get(&self.pool, source, id).await
+    }
+
+    async fn list_inbound_events(
+        &self,
+        source: SourceId,
+        filter: &InboundFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<InboundEvent>> {
+        events::list(&self.pool, source, filter, seek).await
+    }
+
+    async fn resolve_quarantined(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        to: InboundState,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent> {
+        events::resolve(&self.pool, source, id, to, now).await
+    }
+
+    async fn record_rejection(&self, rejection: NewRejection) -> StoreResult<()> {
+        events::record_rejection(&self.pool, rejection).await
+    }
+
+    async fn list_rejections(&self, source: SourceId, seek: &Seek) -> StoreResult<Vec<Rejection>> {
+        events::list_rejections(&self.pool, source, seek).await
+    }
+
+    async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64> {
+        events::purge(&self.pool, before, batch).await
+    }
+}

@@ -1,0 +1,190 @@
+//! Sources of inbound webhooks: one row each, with the scheme's settings, the secrets, the
+//! locators and the destinations as JSONB. A taken token is `sources_token_key` (→ `Conflict`).
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
+use vow_core::SourceId;
+use vow_store::inbound::{Destination, HmacSettings, Locator, NewSource, Source, SourceFields};
+use vow_store::{Seek, StoreResult};
+
+use crate::convert::{self, not_found};
+use crate::error::db_error;
+use crate::seek::push_seek;
+
+/// The columns [`SourceRow`] reads.
+const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
+                       account, version_pointer, entity_pointer, destinations, created_at, \
+                       updated_at";
+
+/// One `sources` row.
+#[derive(sqlx::FromRow)]
+struct SourceRow {
+    id: String,
+    token: String,
+    description: String,
+    scheme: String,
+    hmac: Option<Json<HmacSettings>>,
+    secrets: Json<Vec<String>>,
+    tolerance_secs: i32,
+    event_id: Option<Json<Locator>>,
+    account: Option<Json<Locator>>,
+    version_pointer: Option<String>,
+    entity_pointer: Option<String>,
+    destinations: Json<Vec<Destination>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl SourceRow {
+    fn into_model(self) -> StoreResult<Source> {
+        Ok(Source {
+            id: convert::id("sources.id", &self.id)?,
+            token: self.token,
+            fields: SourceFields {
+                description: self.description,
+                scheme: self.scheme,
+                hmac: self.hmac.map(|j| j.0),
+                secrets: self.secrets.0,
+                tolerance_secs: convert::count("sources.tolerance_secs", self.tolerance_secs)?,
+                event_id: self.event_id.map(|j| j.0),
+                account: self.account.map(|j| j.0),
+                version_pointer: self.version_pointer,
+                entity_pointer: self.entity_pointer,
+                destinations: self.destinations.0,
+            },
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// The replaceable columns, bound in this order by [`bind_fields`].
+const FIELDS: [&str; 10] = [
+    "description",
+    "scheme",
+    "hmac",
+    "secrets",
+    "tolerance_secs",
+    "event_id",
+    "account",
+    "version_pointer",
+    "entity_pointer",
+    "destinations",
+];
+
+type SourceQuery<'q> = QueryAs<'q, Postgres, SourceRow, PgArguments>;
+
+/// Binds the values of [`FIELDS`], as stored.
+fn bind_fields(query: SourceQuery<'_>, f: SourceFields) -> SourceQuery<'_> {
+    query
+        .bind(f.description)
+        .bind(f.scheme)
+        .bind(f.hmac.map(Json))
+        .bind(Json(f.secrets))
+        .bind(convert::int_param(f.tolerance_secs))
+        .bind(f.event_id.map(Json))
+        .bind(f.account.map(Json))
+        .bind(f.version_pointer)
+        .bind(f.entity_pointer)
+        .bind(Json(f.destinations))
+}
+
+/// `$from`, `$from + 1`, … for each of [`FIELDS`].
+fn placeholders(from: usize) -> impl Iterator<Item = (&'static str, String)> {
+    FIELDS
+        .iter()
+        .enumerate()
+        .map(move |(i, column)| (*column, format!("${}", i + from)))
+}
+
+pub(crate) async fn create(conn: &mut PgConnection, new: NewSource) -> StoreResult<Source> {
+    // $1 id, $2 token, $3 the time, then the fields from $4 on.
+    let values: Vec<String> = placeholders(4).map(|(_, p)| p).collect();
+    let sql = format!(
+        "INSERT INTO sources (id, token, created_at, updated_at, {})
+         VALUES ($1, $2, $3, $3, {}) RETURNING {COLUMNS}",
+        FIELDS.join(", "),
+        values.join(", ")
+    );
+    let query = sqlx::query_as::<_, SourceRow>(&sql)
+        .bind(new.id.to_string())
+        .bind(new.token)
+        .bind(new.now);
+    bind_fields(query, new.fields)
+        .fetch_one(conn)
+        .await
+        .map_err(db_error)?
+        .into_model()
+}
+
+pub(crate) async fn get(pool: &PgPool, id: SourceId) -> StoreResult<Option<Source>> {
+    by(pool, "id", &id.to_string()).await
+}
+
+pub(crate) async fn get_by_token(pool: &PgPool, token: &str) -> StoreResult<Option<Source>> {
+    by(pool, "token", token).await
+}
+
+/// The source whose `column` (a trusted name) is `value`.
+async fn by(pool: &PgPool, column: &str, value: &str) -> StoreResult<Option<Source>> {
+    sqlx::query_as::<_, SourceRow>(&format!(
+        "SELECT {COLUMNS} FROM sources WHERE {column} = $1"
+    ))
+    .bind(value)
+    .fetch_optional(pool)
+    .await
+    .map_err(db_error)?
+    .map(SourceRow::into_model)
+    .transpose()
+}
+
+pub(crate) async fn list(pool: &PgPool, seek: &Seek) -> StoreResult<Vec<Source>> {
+    let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM sources WHERE TRUE"));
+    push_seek(&mut qb, "id", seek);
+    qb.build_query_as::<SourceRow>()
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(SourceRow::into_model)
+        .collect()
+}
+
+pub(crate) async fn update(
+    pool: &PgPool,
+    id: SourceId,
+    f: SourceFields,
+    now: DateTime<Utc>,
+) -> StoreResult<Source> {
+    // $1 id, $2 the time, then the fields from $3 on.
+    let set: Vec<String> = placeholders(3).map(|(c, p)| format!("{c} = {p}")).collect();
+    let sql = format!(
+        "UPDATE sources SET {}, updated_at = $2 WHERE id = $1 RETURNING {COLUMNS}",
+        set.join(", ")
+    );
+    let query = sqlx::query_as::<_, SourceRow>(&sql)
+        .bind(id.to_string())
+        .bind(now);
+    bind_fields(query, f)
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| not_found("source"))?
+        .into_model()
+}
+
+/// Deletes the source; its events and rejections go with it (ON DELETE CASCADE).
+pub(crate) async fn delete(pool: &PgPool, id: SourceId) -> StoreResult<()> {
+    let done = sqlx::query("DELETE FROM sources WHERE id = $1")
+        .bind(id.to_string())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(not_found("source"));
+    }
+    Ok(())
+}

@@ -1,0 +1,332 @@
+//! Inbound events and rejections: the claim (one writer job, so one transaction, serialised
+//! with every other write), operators' decisions on quarantined events, listings and retention.
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::Type;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use vow_core::{InboundEventId, SourceId};
+use vow_store::inbound::{
+    Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
+    NewRejection, Rejection, StoredInbound,
+};
+use vow_store::{Seek, StoreError};
+
+use super::sources;
+use crate::error::Result;
+use crate::rows::{id, micros, opt_json, seek_sql, time, to_json};
+
+const COLUMNS: &str = "id, source_id, account, event_id, state, conflicts_with, sha256, size, \
+                       duplicates, version, entity, received_at, updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<InboundEvent> {
+    let state: String = row.get(4)?;
+    Ok(InboundEvent {
+        id: id(row, 0)?,
+        source_id: id(row, 1)?,
+        account: row.get(2)?,
+        event_id: row.get(3)?,
+        state: InboundState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(4, Type::Text, state.into())
+        })?,
+        conflicts_with: row
+            .get::<_, Option<String>>(5)?
+            .map(|_| id(row, 5))
+            .transpose()?,
+        sha256: row.get(6)?,
+        size: row.get(7)?,
+        duplicates: row.get(8)?,
+        version: row.get(9)?,
+        entity: row.get(10)?,
+        received_at: time(row, 11)?,
+        updated_at: time(row, 12)?,
+    })
+}
+
+/// Which unique index an insert may conflict on.
+#[derive(Clone, Copy)]
+enum Target {
+    /// `inbound_events_claim`: the first row of an event id.
+    Claim,
+    /// `inbound_events_quarantine`: another payload under a claimed id.
+    Quarantine,
+}
+
+impl Target {
+    /// The columns of its unique index.
+    fn columns(self) -> &'static str {
+        match self {
+            Target::Claim => "source_id, account, event_id",
+            Target::Quarantine => "source_id, account, event_id, sha256",
+        }
+    }
+
+    /// Which rows its index holds (its partial-index predicate).
+    fn rows(self) -> &'static str {
+        match self {
+            Target::Claim => "conflicts_with IS NULL",
+            Target::Quarantine => "conflicts_with IS NOT NULL",
+        }
+    }
+
+    /// The state of a row inserted under it.
+    fn state(self) -> InboundState {
+        match self {
+            Target::Claim => InboundState::Received,
+            Target::Quarantine => InboundState::Quarantined,
+        }
+    }
+}
+
+/// Inserts `new` unless the index of `target` already holds its key; the row, if written.
+fn insert(
+    conn: &Connection,
+    new: &NewInboundEvent,
+    target: Target,
+    conflicts_with: Option<&InboundEventId>,
+) -> Result<Option<InboundEvent>> {
+    let sql = format!(
+        "INSERT INTO inbound_events (id, source_id, account, event_id, conflicts_with, state,
+         sha256, size, payload, headers, version, entity, received_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)
+         ON CONFLICT ({}) WHERE {} DO NOTHING RETURNING {COLUMNS}",
+        target.columns(),
+        target.rows()
+    );
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(
+            params![
+                new.id.to_string(),
+                new.source_id.to_string(),
+                new.account,
+                new.event_id,
+                conflicts_with.map(ToString::to_string),
+                target.state().as_str(),
+                new.sha256,
+                new.payload.len() as u64,
+                new.payload,
+                to_json(&new.headers)?,
+                new.version,
+                new.entity,
+                micros(new.now),
+            ],
+            from_row,
+        )
+        .optional()?)
+}
+
+/// Counts one more delivery of the row of `new`'s id and digest among the claim (`Claim`) or
+/// the quarantined rows (`Quarantine`); that row, if there is one.
+fn repeat(conn: &Connection, new: &NewInboundEvent, among: Target) -> Result<Option<InboundEvent>> {
+    let sql = format!(
+        "UPDATE inbound_events SET duplicates = duplicates + 1, updated_at = ?5
+         WHERE source_id = ?1 AND account = ?2 AND event_id = ?3 AND sha256 = ?4 AND {}
+         RETURNING {COLUMNS}",
+        among.rows()
+    );
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(
+            params![
+                new.source_id.to_string(),
+                new.account,
+                new.event_id,
+                new.sha256,
+                micros(new.now),
+            ],
+            from_row,
+        )
+        .optional()?)
+}
+
+/// [`vow_store::InboundStore::claim_inbound`], inside the writer's transaction.
+pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
+    sources::require(conn, new.source_id)?;
+    if let Some(event) = insert(conn, &new, Target::Claim, None)? {
+        return Ok(Claim::Received(event));
+    }
+    if let Some(event) = repeat(conn, &new, Target::Claim)? {
+        return Ok(Claim::Duplicate(event));
+    }
+    let claimant: String = conn
+        .prepare_cached(
+            "SELECT id FROM inbound_events
+             WHERE source_id = ?1 AND account = ?2 AND event_id = ?3 AND conflicts_with IS NULL",
+        )?
+        .query_row(
+            params![new.source_id.to_string(), new.account, new.event_id],
+            |r| r.get(0),
+        )?;
+    let claimant = claimant.parse().map_err(|e: vow_core::IdError| {
+        rusqlite::Error::FromSqlConversionFailure(0, Type::Text, Box::new(e))
+    })?;
+    if let Some(event) = insert(conn, &new, Target::Quarantine, Some(&claimant))? {
+        return Ok(Claim::Quarantined(event));
+    }
+    match repeat(conn, &new, Target::Quarantine)? {
+        Some(event) => Ok(Claim::Duplicate(event)),
+        None => {
+            Err(StoreError::Backend("a conflicting inbound row vanished mid-claim".into()).into())
+        }
+    }
+}
+
+pub(crate) fn get(
+    conn: &Connection,
+    source: SourceId,
+    event: InboundEventId,
+) -> Result<Option<StoredInbound>> {
+    let sql = format!(
+        "SELECT {COLUMNS}, headers, payload FROM inbound_events WHERE source_id = ?1 AND id = ?2"
+    );
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row([source.to_string(), event.to_string()], |row| {
+            let content = match row.get::<_, Option<Vec<u8>>>(14)? {
+                None => None,
+                Some(payload) => Some(InboundContent {
+                    headers: opt_json(row, 13)?.unwrap_or_default(),
+                    payload,
+                }),
+            };
+            Ok(StoredInbound {
+                event: from_row(row)?,
+                content,
+            })
+        })
+        .optional()?)
+}
+
+pub(crate) fn list(
+    conn: &Connection,
+    source: SourceId,
+    filter: &InboundFilter,
+    seek: &Seek,
+) -> Result<Vec<InboundEvent>> {
+    let mut filters = vec!["source_id = ?1"];
+    if filter.state.is_some() {
+        filters.push("state = ?2");
+    }
+    let sql = seek_sql(
+        &format!("{COLUMNS} FROM inbound_events"),
+        &filters,
+        "id",
+        seek,
+        3,
+        4,
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(
+        params![
+            source.to_string(),
+            filter.state.map(InboundState::as_str),
+            seek.after,
+            seek.fetch()
+        ],
+        from_row,
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub(crate) fn resolve(
+    conn: &Connection,
+    source: SourceId,
+    event: InboundEventId,
+    to: InboundState,
+    now: DateTime<Utc>,
+) -> Result<InboundEvent> {
+    let sql = format!(
+        "UPDATE inbound_events SET state = ?3, updated_at = ?4
+         WHERE source_id = ?1 AND id = ?2 AND state = 'quarantined' RETURNING {COLUMNS}"
+    );
+    let keys = [source.to_string(), event.to_string()];
+    let updated = conn
+        .prepare_cached(&sql)?
+        .query_row(
+            params![keys[0], keys[1], to.as_str(), micros(now)],
+            from_row,
+        )
+        .optional()?;
+    if let Some(event) = updated {
+        return Ok(event);
+    }
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM inbound_events WHERE source_id = ?1 AND id = ?2")?
+        .query_row(keys, |_| Ok(()))
+        .optional()?;
+    Err(match exists {
+        Some(()) => vow_store::inbound::not_quarantined(),
+        None => StoreError::NotFound("inbound event"),
+    }
+    .into())
+}
+
+const REJECTION_COLUMNS: &str = "id, source_id, reason, status, body_size, received_at";
+
+fn rejection_from_row(row: &Row<'_>) -> rusqlite::Result<Rejection> {
+    Ok(Rejection {
+        id: id(row, 0)?,
+        source_id: id(row, 1)?,
+        reason: row.get(2)?,
+        status: row.get(3)?,
+        body_size: row.get(4)?,
+        now: time(row, 5)?,
+    })
+}
+
+pub(crate) fn record_rejection(conn: &Connection, r: NewRejection) -> Result<()> {
+    sources::require(conn, r.source_id)?;
+    conn.prepare_cached(&format!(
+        "INSERT INTO inbound_rejections ({REJECTION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+    ))?
+    .execute(params![
+        r.id.to_string(),
+        r.source_id.to_string(),
+        r.reason,
+        r.status,
+        r.body_size,
+        micros(r.now),
+    ])?;
+    Ok(())
+}
+
+pub(crate) fn list_rejections(
+    conn: &Connection,
+    source: SourceId,
+    seek: &Seek,
+) -> Result<Vec<Rejection>> {
+    let sql = seek_sql(
+        &format!("{REJECTION_COLUMNS} FROM inbound_rejections"),
+        &["source_id = ?1"],
+        "id",
+        seek,
+        2,
+        3,
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(
+        params![source.to_string(), seek.after, seek.fetch()],
+        rejection_from_row,
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Clears the content of at most `batch` events received before `before`, oldest first, and
+/// deletes at most `batch` rejections recorded before it.
+pub(crate) fn purge(conn: &Connection, before: DateTime<Utc>, batch: usize) -> Result<u64> {
+    let contents = conn
+        .prepare_cached(
+            "UPDATE inbound_events SET payload = NULL, headers = NULL WHERE id IN (
+                 SELECT id FROM inbound_events WHERE payload IS NOT NULL AND received_at < ?1
+                 ORDER BY received_at LIMIT ?2)",
+        )?
+        .execute(params![micros(before), batch])?;
+    let rejections = conn
+        .prepare_cached(
+            "DELETE FROM inbound_rejections WHERE id IN (
+                 SELECT id FROM inbound_rejections WHERE received_at < ?1
+                 ORDER BY received_at LIMIT ?2)",
+        )?
+        .execute(params![micros(before), batch])?;
+    Ok((contents + rejections) as u64)
+}

@@ -1,0 +1,166 @@
+//! Sources of inbound webhooks: one row each, with the scheme's settings, the secrets, the
+//! locators and the destinations as JSON columns.
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+use vow_core::SourceId;
+use vow_store::inbound::{NewSource, Source, SourceFields};
+use vow_store::{Seek, StoreError};
+
+use crate::error::Result;
+use crate::rows::{id, json, micros, opt_json, seek_sql, time, to_json, to_opt_json, truncate};
+
+const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
+                       account, version_pointer, entity_pointer, destinations, created_at, \
+                       updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Source> {
+    Ok(Source {
+        id: id(row, 0)?,
+        token: row.get(1)?,
+        fields: SourceFields {
+            description: row.get(2)?,
+            scheme: row.get(3)?,
+            hmac: opt_json(row, 4)?,
+            secrets: json(row, 5)?,
+            tolerance_secs: row.get(6)?,
+            event_id: opt_json(row, 7)?,
+            account: opt_json(row, 8)?,
+            version_pointer: row.get(9)?,
+            entity_pointer: row.get(10)?,
+            destinations: json(row, 11)?,
+        },
+        created_at: time(row, 12)?,
+        updated_at: time(row, 13)?,
+    })
+}
+
+fn not_found() -> crate::error::Error {
+    StoreError::NotFound("source").into()
+}
+
+/// Fails with `NotFound("source")` unless the source exists.
+pub(crate) fn require(conn: &Connection, source: SourceId) -> Result<()> {
+    conn.prepare_cached("SELECT 1 FROM sources WHERE id = ?1")?
+        .query_row([source.to_string()], |_| Ok(()))
+        .optional()?
+        .ok_or_else(not_found)
+}
+
+/// The replaceable columns, in the order [`field_values`] gives their values.
+const FIELDS: [&str; 10] = [
+    "description",
+    "scheme",
+    "hmac",
+    "secrets",
+    "tolerance_secs",
+    "event_id",
+    "account",
+    "version_pointer",
+    "entity_pointer",
+    "destinations",
+];
+
+/// The values of [`FIELDS`], as stored.
+fn field_values(f: &SourceFields) -> rusqlite::Result<[Value; 10]> {
+    Ok([
+        f.description.clone().into(),
+        f.scheme.clone().into(),
+        to_opt_json(f.hmac.as_ref())?.into(),
+        to_json(&f.secrets)?.into(),
+        i64::from(f.tolerance_secs).into(),
+        to_opt_json(f.event_id.as_ref())?.into(),
+        to_opt_json(f.account.as_ref())?.into(),
+        f.version_pointer.clone().into(),
+        f.entity_pointer.clone().into(),
+        to_json(&f.destinations)?.into(),
+    ])
+}
+
+pub(crate) fn create(conn: &Connection, new: NewSource) -> Result<Source> {
+    // ?1 id, ?2 token, ?3 the time, then the fields from ?4 on.
+    let sql =
+        format!(
+        "INSERT INTO sources (id, token, created_at, updated_at, {}) VALUES (?1, ?2, ?3, ?3, {})",
+        FIELDS.join(", "),
+        (4..4 + FIELDS.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ")
+    );
+    let keys = [
+        Value::from(new.id.to_string()),
+        new.token.clone().into(),
+        micros(new.now).into(),
+    ];
+    conn.prepare_cached(&sql)?.execute(params_from_iter(
+        keys.into_iter().chain(field_values(&new.fields)?),
+    ))?;
+    let now = truncate(new.now);
+    Ok(Source {
+        id: new.id,
+        token: new.token,
+        fields: new.fields,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
+pub(crate) fn get(conn: &Connection, source: SourceId) -> Result<Option<Source>> {
+    by(conn, "id", &source.to_string())
+}
+
+pub(crate) fn get_by_token(conn: &Connection, token: &str) -> Result<Option<Source>> {
+    by(conn, "token", token)
+}
+
+/// The source whose `column` (a trusted name) is `value`.
+fn by(conn: &Connection, column: &str, value: &str) -> Result<Option<Source>> {
+    let sql = format!("SELECT {COLUMNS} FROM sources WHERE {column} = ?1");
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row([value], from_row)
+        .optional()?)
+}
+
+pub(crate) fn list(conn: &Connection, seek: &Seek) -> Result<Vec<Source>> {
+    let sql = seek_sql(&format!("{COLUMNS} FROM sources"), &[], "id", seek, 1, 2);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub(crate) fn update(
+    conn: &Connection,
+    source: SourceId,
+    f: SourceFields,
+    now: DateTime<Utc>,
+) -> Result<Source> {
+    // ?1 id, ?2 the time, then the fields from ?3 on.
+    let set: Vec<String> = FIELDS
+        .iter()
+        .enumerate()
+        .map(|(i, column)| format!("{column} = ?{}", i + 3))
+        .collect();
+    let sql = format!(
+        "UPDATE sources SET {}, updated_at = ?2 WHERE id = ?1 RETURNING {COLUMNS}",
+        set.join(", ")
+    );
+    let keys = [Value::from(source.to_string()), micros(now).into()];
+    conn.prepare_cached(&sql)?
+        .query_row(
+            params_from_iter(keys.into_iter().chain(field_values(&f)?)),
+            from_row,
+        )
+        .optional()?
+        .ok_or_else(not_found)
+}
+
+/// Deletes the source; its events and rejections go with it (ON DELETE CASCADE).
+pub(crate) fn delete(conn: &Connection, source: SourceId) -> Result<()> {
+    let n = conn
+        .prepare_cached("DELETE FROM sources WHERE id = ?1")?
+        .execute([source.to_string()])?;
+    if n == 0 {
+        return Err(not_found());
+    }
+    Ok(())
+}

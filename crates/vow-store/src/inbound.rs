@@ -1,0 +1,486 @@
+//! Inbound webhooks (issue 5, ADR 7): the sources providers send to, and the events vow claimed
+//! from them. What the ingest route (`POST /in/{source_id}`) and the operators' API need from a
+//! store; implemented by every backend next to [`crate::Store`].
+//!
+//! The heart of it is [`InboundStore::claim_inbound`]: ONE transaction whose first statement is
+//! an insert under a unique constraint on (source, account, provider event id), so under any
+//! race exactly one delivery of an id becomes the `received` row. A later delivery of the same
+//! id with the same payload digest is a [`Claim::Duplicate`] (nothing new is stored); with a
+//! different digest it is stored as its own `quarantined` row ([`Claim::Quarantined`]) for an
+//! operator to release or discard. A delivery without an event id is always a new row: two
+//! identical bodies can be two events.
+//!
+//! Secrets live in [`SourceFields::secrets`] and [`Destination::secret`]; every `Debug` here
+//! leaves them out.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
+
+use crate::{Seek, StoreResult};
+
+/// Where to find a value in an inbound delivery: a header, or a JSON pointer into the body.
+/// Serialised as `{"header": "x-request-id"}` or `{"pointer": "/data/id"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Locator {
+    /// The value of this header (lowercase name).
+    Header(String),
+    /// The string or number at this JSON pointer (RFC 6901) of a JSON body.
+    Pointer(String),
+}
+
+/// A generic HMAC scheme's configuration, as stored (the server turns it into
+/// `vow_signature::provider::HmacConfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HmacSettings {
+    /// The header carrying the MAC (lowercase).
+    pub header: String,
+    /// A prefix the header value starts with (`sha256=`), if any.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// `hex` or `base64`.
+    #[serde(default = "default_encoding")]
+    pub encoding: String,
+    /// `sha256` or `sha512`.
+    #[serde(default = "default_algorithm")]
+    pub algorithm: String,
+    /// What is signed, e.g. `{timestamp}.{body}`.
+    #[serde(default = "default_template")]
+    pub template: String,
+    /// The header carrying a unix timestamp, if any.
+    #[serde(default)]
+    pub timestamp_header: Option<String>,
+    /// The header carrying the message id, if any.
+    #[serde(default)]
+    pub id_header: Option<String>,
+}
+
+fn default_encoding() -> String {
+    "hex".into()
+}
+
+fn default_algorithm() -> String {
+    "sha256".into()
+}
+
+fn default_template() -> String {
+    "{body}".into()
+}
+
+/// One place a source's events are forwarded to (by the inbound workers of a later slice).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Destination {
+    /// Its id, stable across updates of the source.
+    pub id: DestinationId,
+    /// The URL (validated as [`vow_core::EndpointUrl`]).
+    pub url: String,
+    /// The Standard Webhooks secret (`whsec_…`) vow signs forwarded events with.
+    pub secret: String,
+    /// Whether the destination deduplicates by event id itself, so an uncertain forward may
+    /// simply be retried.
+    pub idempotent: bool,
+}
+
+impl fmt::Debug for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Destination")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("idempotent", &self.idempotent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A source's replaceable configuration.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SourceFields {
+    /// Free text for operators.
+    pub description: String,
+    /// The provider scheme's name (`vow_signature::provider::Scheme::as_str`: `stripe`,
+    /// `github`, …, `hmac`).
+    pub scheme: String,
+    /// The generic HMAC's configuration, when `scheme` is `hmac`.
+    pub hmac: Option<HmacSettings>,
+    /// The secrets a delivery may be signed with, newest first (several during a rotation).
+    pub secrets: Vec<String>,
+    /// How far a signed timestamp may be from now, in seconds, both directions.
+    pub tolerance_secs: u32,
+    /// Where the provider's event id is; `None` = the scheme's default.
+    pub event_id: Option<Locator>,
+    /// Where the account (the id's scope) is; `None` = the scheme's default.
+    pub account: Option<Locator>,
+    /// JSON pointer to the event's version (for ordering, later).
+    pub version_pointer: Option<String>,
+    /// JSON pointer to the id of the entity the event is about (for ordering, later).
+    pub entity_pointer: Option<String>,
+    /// Where events are forwarded.
+    pub destinations: Vec<Destination>,
+}
+
+impl fmt::Debug for SourceFields {
+    /// Everything but the secrets (their count only).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SourceFields")
+            .field("description", &self.description)
+            .field("scheme", &self.scheme)
+            .field("hmac", &self.hmac)
+            .field("secrets", &self.secrets.len())
+            .field("tolerance_secs", &self.tolerance_secs)
+            .field("event_id", &self.event_id)
+            .field("account", &self.account)
+            .field("version_pointer", &self.version_pointer)
+            .field("entity_pointer", &self.entity_pointer)
+            .field("destinations", &self.destinations)
+            .finish()
+    }
+}
+
+/// A new source.
+#[derive(Clone)]
+pub struct NewSource {
+    /// Its id, chosen by the caller.
+    pub id: SourceId,
+    /// The unguessable token of its `POST /in/t/{token}` URL.
+    pub token: String,
+    /// Its configuration.
+    pub fields: SourceFields,
+    /// Creation time.
+    pub now: DateTime<Utc>,
+}
+
+impl fmt::Debug for NewSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewSource")
+            .field("id", &self.id)
+            .field("fields", &self.fields)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A stored source.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Source {
+    /// Id.
+    pub id: SourceId,
+    /// The token of its token URL.
+    pub token: String,
+    /// Configuration.
+    pub fields: SourceFields,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("id", &self.id)
+            .field("fields", &self.fields)
+            .field("created_at", &self.created_at)
+            .field("updated_at", &self.updated_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a stored inbound event stands. The processing slice adds its states after these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InboundState {
+    /// Claimed and durable; waiting to be processed.
+    Received,
+    /// A reused event id with a different payload: kept for an operator.
+    Quarantined,
+    /// A quarantined event an operator threw away.
+    Discarded,
+}
+
+impl InboundState {
+    /// Every state, for parsing.
+    pub const ALL: [InboundState; 3] = [Self::Received, Self::Quarantined, Self::Discarded];
+
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Quarantined => "quarantined",
+            Self::Discarded => "discarded",
+        }
+    }
+
+    /// The state called `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// A verified delivery to claim.
+#[derive(Clone)]
+pub struct NewInboundEvent {
+    /// The row's id, chosen by the caller (used only if a row is written).
+    pub id: InboundEventId,
+    /// The source.
+    pub source_id: SourceId,
+    /// The id's scope within the source (`""` when the provider has none).
+    pub account: String,
+    /// The provider's event id; `None`: stored, never deduplicated.
+    pub event_id: Option<String>,
+    /// The exact body bytes.
+    pub payload: Vec<u8>,
+    /// The request headers minus credentials and signatures, in order.
+    pub headers: Vec<(String, String)>,
+    /// Lowercase hex SHA-256 of `payload`.
+    pub sha256: String,
+    /// The value at the source's version pointer, if any.
+    pub version: Option<String>,
+    /// The value at the source's entity pointer, if any.
+    pub entity: Option<String>,
+    /// Arrival time.
+    pub now: DateTime<Utc>,
+}
+
+impl fmt::Debug for NewInboundEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewInboundEvent")
+            .field("id", &self.id)
+            .field("source_id", &self.source_id)
+            .field("event_id", &self.event_id)
+            .field("size", &self.payload.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A stored inbound event, without its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundEvent {
+    /// Id.
+    pub id: InboundEventId,
+    /// The source.
+    pub source_id: SourceId,
+    /// The id's scope (`""`: none).
+    pub account: String,
+    /// The provider's event id.
+    pub event_id: Option<String>,
+    /// Its state.
+    pub state: InboundState,
+    /// For a quarantined row: the row that holds the claim on its event id.
+    pub conflicts_with: Option<InboundEventId>,
+    /// Lowercase hex SHA-256 of the payload.
+    pub sha256: String,
+    /// The payload's size in bytes.
+    pub size: u64,
+    /// How many later deliveries had this id and this digest.
+    pub duplicates: u64,
+    /// The value at the version pointer.
+    pub version: Option<String>,
+    /// The value at the entity pointer.
+    pub entity: Option<String>,
+    /// Arrival time.
+    pub received_at: DateTime<Utc>,
+    /// Last change (state, duplicate count).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An inbound event's raw content, until retention removes it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct InboundContent {
+    /// The headers as stored (no credentials, no signatures).
+    pub headers: Vec<(String, String)>,
+    /// The exact body bytes.
+    pub payload: Vec<u8>,
+}
+
+impl fmt::Debug for InboundContent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InboundContent")
+            .field("headers", &self.headers.len())
+            .field("size", &self.payload.len())
+            .finish()
+    }
+}
+
+/// One inbound event with its content (`None` once purged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredInbound {
+    /// The event.
+    pub event: InboundEvent,
+    /// Its content.
+    pub content: Option<InboundContent>,
+}
+
+/// What a claim did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// A new `received` row: the first delivery of its id, or one without an id.
+    Received(InboundEvent),
+    /// The id was claimed already with this very payload (by the claim or by a quarantined
+    /// row): nothing new is stored; the row it repeats, its duplicate count incremented.
+    Duplicate(InboundEvent),
+    /// The id was claimed with another payload: this one is stored as its own `quarantined`
+    /// row, pointing at the claim.
+    Quarantined(InboundEvent),
+}
+
+/// A refused inbound request, to record. Never holds a secret, a signature or the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRejection {
+    /// Its id.
+    pub id: RejectionId,
+    /// The source the request was addressed to.
+    pub source_id: SourceId,
+    /// A stable code (`signature_mismatch`, `timestamp_too_old`, `body_too_large`, …).
+    pub reason: String,
+    /// The status answered.
+    pub status: u16,
+    /// The body's size in bytes (at least the limit, for a body over it).
+    pub body_size: u64,
+    /// When.
+    pub now: DateTime<Utc>,
+}
+
+/// A recorded rejection.
+pub type Rejection = NewRejection;
+
+/// Filters for listing a source's events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboundFilter {
+    /// Only events in this state.
+    pub state: Option<InboundState>,
+}
+
+/// The error of [`InboundStore::resolve_quarantined`] on an event that is not quarantined
+/// (every backend says the same).
+pub fn not_quarantined() -> crate::StoreError {
+    crate::StoreError::Conflict("this inbound event is not quarantined".into())
+}
+
+/// The inbound side of a store. Implemented by every backend next to [`crate::Store`].
+#[async_trait]
+pub trait InboundStore: Send + Sync + 'static {
+    /// Creates a source. `Conflict` when its id or token is taken.
+    async fn create_source(&self, new: NewSource) -> StoreResult<Source>;
+
+    /// Finds a source by id.
+    async fn get_source(&self, id: SourceId) -> StoreResult<Option<Source>>;
+
+    /// Finds a source by the token of its token URL.
+    async fn get_source_by_token(&self, token: &str) -> StoreResult<Option<Source>>;
+
+    /// Lists sources ordered by id.
+    async fn list_sources(&self, seek: &Seek) -> StoreResult<Vec<Source>>;
+
+    /// Replaces a source's fields (not its token), stamping `now`. `NotFound` when absent.
+    async fn update_source(
+        &self,
+        id: SourceId,
+        fields: SourceFields,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Source>;
+
+    /// Deletes a source with its events and rejections. `NotFound` when absent.
+    async fn delete_source(&self, id: SourceId) -> StoreResult<()>;
+
+    /// Claims a verified delivery in ONE transaction (see the module docs), durable when this
+    /// returns. `NotFound("source")` when the source is gone.
+    async fn claim_inbound(&self, new: NewInboundEvent) -> StoreResult<Claim>;
+
+    /// One event of `source` with its content.
+    async fn get_inbound_event(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+    ) -> StoreResult<Option<StoredInbound>>;
+
+    /// A source's events, newest first unless `seek` says otherwise, filtered.
+    async fn list_inbound_events(
+        &self,
+        source: SourceId,
+        filter: &InboundFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<InboundEvent>>;
+
+    /// An operator's decision on a quarantined event: `to` is `Received` (release: it will be
+    /// processed) or `Discarded`. `NotFound("inbound event")` when absent, `Conflict` when it
+    /// is not quarantined (nothing changes).
+    async fn resolve_quarantined(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        to: InboundState,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent>;
+
+    /// Records a refused request. `NotFound("source")` when the source is gone.
+    async fn record_rejection(&self, rejection: NewRejection) -> StoreResult<()>;
+
+    /// A source's rejections, newest first unless `seek` says otherwise.
+    async fn list_rejections(&self, source: SourceId, seek: &Seek) -> StoreResult<Vec<Rejection>>;
+
+    /// Retention: removes the content (payload and headers) of events received before
+    /// `before`, and deletes rejections recorded before it, at most `batch` rows of each.
+    /// Rows changed. The events themselves stay, so their ids still deduplicate.
+    async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locators_are_tagged_by_where_they_look() {
+        let header: Locator = serde_json::from_str(r#"{"header":"x-id"}"#).unwrap();
+        assert_eq!(header, Locator::Header("x-id".into()));
+        let pointer = Locator::Pointer("/data/id".into());
+        assert_eq!(
+            serde_json::to_string(&pointer).unwrap(),
+            r#"{"pointer":"/data/id"}"#
+        );
+        assert!(serde_json::from_str::<Locator>(r#"{"cookie":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn states_round_trip_through_their_names() {
+        for state in InboundState::ALL {
+            assert_eq!(InboundState::parse(state.as_str()), Some(state));
+        }
+        assert_eq!(InboundState::parse("processing"), None);
+    }
+
+    #[test]
+    fn debug_never_shows_a_secret() {
+        let fields = SourceFields {
+            description: String::new(),
+            scheme: "github".into(),
+            hmac: None,
+            secrets: vec!["s3cr3t-provider".into()],
+            tolerance_secs: 300,
+            event_id: None,
+            account: None,
+            version_pointer: None,
+            entity_pointer: None,
+            destinations: vec![Destination {
+                id: DestinationId::new(),
+                url: "https://d.example".into(),
+                secret: "whsec_s3cr3t-destination".into(),
+                idempotent: false,
+            }],
+        };
+        let source = Source {
+            id: SourceId::new(),
+            token: "t0k3n".into(),
+            fields,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        };
+        let shown = format!("{source:?}");
+        for secret in ["s3cr3t", "t0k3n"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("d.example"), "{shown}");
+    }
+}
