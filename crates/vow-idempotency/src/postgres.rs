@@ -123,11 +123,8 @@ const INSERT: &str = "INSERT INTO idempotency_records (principal, application, m
      VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9, $10, $11, $12) \
      ON CONFLICT DO NOTHING";
 
-/// Claims a scope that has no record, for `token`, INSIDE the host's transaction, so the claim,
-/// the business writes and [`complete`] commit once (a concurrent claim of the same scope waits
-/// for this transaction). `false` when the scope has a record (the host rolls back and asks
-/// [`begin`] what to answer). Only for a scope with no record: an expired claim or tombstone is
-/// taken over by [`begin`], never here.
+/// Claims a scope that has no record, for `token` (an `in_progress` row with a fresh lease):
+/// [`begin`]'s first step. `false` when the scope has a record.
 pub async fn claim(
     conn: &mut PgConnection,
     scope: &Scope,
@@ -194,6 +191,46 @@ pub async fn complete(
         1 => Ok(()),
         _ => Err(Error::Fenced),
     }
+}
+
+/// Records a scope that had no record as completed with `response`, at the END of the host's
+/// transaction that made the business writes, so claim, write and response commit once and a
+/// first request costs one insert (a concurrent insert of the same scope waits for this
+/// transaction). `false` when the scope has a record by then: the host rolls back and asks
+/// [`begin`].
+#[allow(clippy::too_many_arguments)]
+pub async fn record_completed(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    canonical_body: &str,
+    token: &LeaseToken,
+    response: &StoredResponse,
+    now: DateTime<Utc>,
+    settings: &Settings,
+) -> Result<bool> {
+    const SQL: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
+         key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+         response_status, response_headers, response_body, resource, expires_at, \
+         tombstone_until) \
+         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+         $16) ON CONFLICT DO NOTHING";
+    let d = settings.deadlines(now);
+    let done = bind(scope, SQL)
+        .bind(i32::from(fingerprint.version))
+        .bind(fingerprint.hex())
+        .bind(canonical_body.to_owned())
+        .bind(token.0.clone())
+        .bind(now)
+        .bind(i32::from(response.status))
+        .bind(columns::encode_headers(&response.headers))
+        .bind(response.body.clone())
+        .bind(response.resource.clone())
+        .bind(d.expires_at)
+        .bind(d.tombstone_until)
+        .execute(&mut *conn)
+        .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// Deletes the `in_progress` record `token` owns, for an outcome that is not final (validation

@@ -119,10 +119,8 @@ const INSERT: &str = "INSERT INTO idempotency_records (principal, application, m
      VALUES (?1, ?2, ?3, ?4, ?5, 'in_progress', ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
      ON CONFLICT DO NOTHING";
 
-/// Claims a scope that has no record, for `token`, INSIDE the host's transaction, so the claim,
-/// the business writes and [`complete`] commit once. `false` when the scope has a record (the
-/// host rolls back and asks [`begin`] what to answer). Only for a scope with no record: an
-/// expired claim or tombstone is taken over by [`begin`], never here.
+/// Claims a scope that has no record, for `token` (an `in_progress` row with a fresh lease):
+/// [`begin`]'s first step. `false` when the scope has a record.
 pub fn claim(
     conn: &Connection,
     scope: &Scope,
@@ -192,6 +190,44 @@ pub fn complete(
         1 => Ok(()),
         _ => Err(Error::Fenced),
     }
+}
+
+/// Records a scope that had no record as completed with `response`, at the END of the host's
+/// transaction that made the business writes, so claim, write and response commit once and a
+/// first request costs one insert. `false` when the scope has a record by then (a concurrent
+/// request's, or one [`begin`] must decide about): the host rolls back and asks [`begin`].
+#[allow(clippy::too_many_arguments)]
+pub fn record_completed(
+    conn: &Connection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    canonical_body: &str,
+    token: &LeaseToken,
+    response: &StoredResponse,
+    now: DateTime<Utc>,
+    settings: &Settings,
+) -> Result<bool> {
+    let d = settings.deadlines(now);
+    let sql = "INSERT INTO idempotency_records (principal, application, method, route, key, \
+         state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+         response_status, response_headers, response_body, resource, expires_at, \
+         tombstone_until) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'completed', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
+         ?16) ON CONFLICT DO NOTHING";
+    let values: [&dyn ToSql; 11] = [
+        &fingerprint.version,
+        &fingerprint.hex(),
+        &canonical_body,
+        &token.0,
+        &now.timestamp_micros(),
+        &response.status,
+        &columns::encode_headers(&response.headers),
+        &response.body,
+        &response.resource,
+        &d.expires_at.timestamp_micros(),
+        &d.tombstone_until.timestamp_micros(),
+    ];
+    Ok(conn.prepare_cached(sql)?.execute(bind(scope, &values)?)? == 1)
 }
 
 /// Deletes the `in_progress` record `token` owns, for an outcome that is not final (validation

@@ -81,29 +81,32 @@ pub(crate) async fn apply(
             now,
             render,
         }) => {
-            match fresh {
-                Some(f) => {
-                    let settings = settings();
-                    let claimed = records::claim(
-                        &mut tx,
-                        &scope,
-                        &f.fingerprint,
-                        &f.canonical_body,
-                        &token,
-                        now,
-                        &settings,
-                    );
-                    if !claimed.await.map_err(convert)? {
-                        return Err(StoreError::Fenced);
-                    }
+            let settings = settings();
+            if let Some(f) = fresh {
+                let written = perform(&mut tx, write).await?;
+                let response = render(&written);
+                let recorded = records::record_completed(
+                    &mut tx,
+                    &scope,
+                    &f.fingerprint,
+                    &f.canonical_body,
+                    &token,
+                    &response,
+                    now,
+                    &settings,
+                );
+                if !recorded.await.map_err(convert)? {
+                    return Err(StoreError::Fenced);
                 }
-                None => records::fence(&mut tx, &scope, &token)
-                    .await
-                    .map_err(convert)?,
+                tx.commit().await.map_err(db_error)?;
+                return Ok((written, Some(response)));
             }
+            records::fence(&mut tx, &scope, &token)
+                .await
+                .map_err(convert)?;
             let written = perform(&mut tx, write).await?;
             let response = render(&written);
-            records::complete(&mut tx, &scope, &token, &response, now, &settings())
+            records::complete(&mut tx, &scope, &token, &response, now, &settings)
                 .await
                 .map_err(convert)?;
             (written, Some(response))

@@ -63,23 +63,25 @@ pub(crate) fn apply(
     else {
         return Ok((perform(conn, write)?, None));
     };
-    match fresh {
-        Some(f) => {
-            let claimed = records::claim(
-                conn,
-                &scope,
-                &f.fingerprint,
-                &f.canonical_body,
-                &token,
-                now,
-                &settings(),
-            );
-            if !claimed.map_err(convert)? {
-                return Err(Error::Store(StoreError::Fenced));
-            }
+    if let Some(f) = fresh {
+        let written = perform(conn, write)?;
+        let response = render(&written);
+        let recorded = records::record_completed(
+            conn,
+            &scope,
+            &f.fingerprint,
+            &f.canonical_body,
+            &token,
+            &response,
+            now,
+            &settings(),
+        );
+        if !recorded.map_err(convert)? {
+            return Err(Error::Store(StoreError::Fenced));
         }
-        None => records::fence(conn, &scope, &token).map_err(convert)?,
+        return Ok((written, Some(response)));
     }
+    records::fence(conn, &scope, &token).map_err(convert)?;
     let written = perform(conn, write)?;
     let response = render(&written);
     records::complete(conn, &scope, &token, &response, now, &settings()).map_err(convert)?;

@@ -140,9 +140,10 @@ pub struct Completion {
     /// The owner's lease token: from [`Begun::Owner`] or [`Begun::TakenOver`], or, with
     /// `fresh`, a new one the record is claimed with.
     pub token: LeaseToken,
-    /// `Some` when the key has no record yet: the transaction claims it first (one commit for
-    /// claim, write and response), and is [`crate::StoreError::Fenced`] when the key has a
-    /// record by then. `None`: the record was begun; the transaction fences it by `token`.
+    /// `Some` when the key had no record: the transaction runs the write, then records the key
+    /// as completed (one insert, one commit for all), and is [`crate::StoreError::Fenced`],
+    /// writing nothing, when the key has a record by then. `None`: the record was begun; the
+    /// transaction fences it by `token` first and completes it last.
     pub fresh: Option<FreshClaim>,
     /// When the record completes (its expiry counts from here).
     pub now: DateTime<Utc>,
