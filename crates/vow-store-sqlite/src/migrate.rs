@@ -35,6 +35,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0006_inbound",
         include_str!("../migrations/0006_inbound.sql"),
     ),
+    (
+        "0007_inbound_processing",
+        include_str!("../migrations/0007_inbound_processing.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

@@ -24,6 +24,8 @@
 //!   fencing.
 //! - `inbound`: sources and the atomic claim of inbound events (duplicates, quarantine),
 //!   rejections, retention ([`crate::InboundStore`]).
+//! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
+//!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
 //! - `settings`: the admin token hash and ping.
 //! - `queue`: the [`DeliveryQueue`]: claims and leases, recording outcomes, auto-disabling,
@@ -36,6 +38,7 @@ mod event_types;
 mod fanout;
 mod idempotency;
 mod inbound;
+mod inbound_work;
 mod messages;
 mod queue;
 mod settings;
@@ -47,6 +50,7 @@ pub use event_types::*;
 pub use fanout::*;
 pub use idempotency::*;
 pub use inbound::*;
+pub use inbound_work::*;
 pub use messages::*;
 pub use queue::*;
 pub use settings::*;
@@ -175,6 +179,14 @@ macro_rules! conformance_suite {
             rejections_are_recorded_and_listed_per_source,
             purging_removes_old_content_but_keeps_the_claims,
             an_idempotent_source_create_commits_with_its_record,
+            // inbound: processing
+            push_and_pull_claims_take_their_own_sources_events_under_a_lease,
+            a_retry_reaches_only_the_destinations_still_owed_the_event,
+            an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again,
+            an_expired_lease_is_uncertain_unless_the_destination_is_idempotent,
+            a_pull_consumer_claims_completes_and_fails_under_its_lease,
+            older_versions_of_an_entity_are_superseded_and_one_runs_at_a_time,
+            renewing_an_inbound_lease_keeps_it_held,
         );
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
@@ -204,6 +216,7 @@ mod tests {
             include_str!("conformance/fanout.rs"),
             include_str!("conformance/idempotency.rs"),
             include_str!("conformance/inbound.rs"),
+            include_str!("conformance/inbound_work.rs"),
             include_str!("conformance/messages.rs"),
             include_str!("conformance/settings.rs"),
             include_str!("conformance/queue/claims.rs"),

@@ -10,6 +10,9 @@
 //! operator to release or discard. A delivery without an event id is always a new row: two
 //! identical bodies can be two events.
 //!
+//! What happens next (workers forwarding to destinations, pull consumers, outcomes, ordering by
+//! version, operators' decisions) is in [`processing`].
+//!
 //! Secrets live in [`SourceFields::secrets`] and [`Destination::secret`]; every `Debug` here
 //! leaves them out.
 
@@ -21,6 +24,12 @@ use serde::{Deserialize, Serialize};
 use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
 
 use crate::{Seek, StoreResult};
+
+pub mod processing;
+
+use processing::{
+    Forward, LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
+};
 
 /// Where to find a value in an inbound delivery: a header, or a JSON pointer into the body.
 /// Serialised as `{"header": "x-request-id"}` or `{"pointer": "/data/id"}`.
@@ -72,7 +81,7 @@ fn default_template() -> String {
     "{body}".into()
 }
 
-/// One place a source's events are forwarded to (by the inbound workers of a later slice).
+/// One place a source's events are forwarded to by vow's inbound workers.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Destination {
     /// Its id, stable across updates of the source.
@@ -114,9 +123,9 @@ pub struct SourceFields {
     pub event_id: Option<Locator>,
     /// Where the account (the id's scope) is; `None` = the scheme's default.
     pub account: Option<Locator>,
-    /// JSON pointer to the event's version (for ordering, later).
+    /// JSON pointer to the event's version (for ordering).
     pub version_pointer: Option<String>,
-    /// JSON pointer to the id of the entity the event is about (for ordering, later).
+    /// JSON pointer to the id of the entity the event is about (for ordering).
     pub entity_pointer: Option<String>,
     /// Where events are forwarded.
     pub destinations: Vec<Destination>,
@@ -188,7 +197,7 @@ impl fmt::Debug for Source {
     }
 }
 
-/// Where a stored inbound event stands. The processing slice adds its states after these.
+/// Where a stored inbound event stands (see [`processing`] for how it moves).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum InboundState {
@@ -198,11 +207,36 @@ pub enum InboundState {
     Quarantined,
     /// A quarantined event an operator threw away.
     Discarded,
+    /// Claimed by a worker or a pull consumer, under a lease.
+    Processing,
+    /// Every destination confirmed it.
+    Completed,
+    /// A destination refused it for good.
+    Rejected,
+    /// A forward failed harmlessly; due again at `next_attempt_at`.
+    Retryable,
+    /// A forward may have taken effect: an operator resolves it.
+    Uncertain,
+    /// Out of attempts: kept for review and replay.
+    DeadLettered,
+    /// Not newer than what was already processed for its entity: recorded, not forwarded.
+    Superseded,
 }
 
 impl InboundState {
     /// Every state, for parsing.
-    pub const ALL: [InboundState; 3] = [Self::Received, Self::Quarantined, Self::Discarded];
+    pub const ALL: [InboundState; 10] = [
+        Self::Received,
+        Self::Quarantined,
+        Self::Discarded,
+        Self::Processing,
+        Self::Completed,
+        Self::Rejected,
+        Self::Retryable,
+        Self::Uncertain,
+        Self::DeadLettered,
+        Self::Superseded,
+    ];
 
     /// The stored and wire name.
     pub fn as_str(self) -> &'static str {
@@ -210,6 +244,13 @@ impl InboundState {
             Self::Received => "received",
             Self::Quarantined => "quarantined",
             Self::Discarded => "discarded",
+            Self::Processing => "processing",
+            Self::Completed => "completed",
+            Self::Rejected => "rejected",
+            Self::Retryable => "retryable",
+            Self::Uncertain => "uncertain",
+            Self::DeadLettered => "dead_lettered",
+            Self::Superseded => "superseded",
         }
     }
 
@@ -284,6 +325,12 @@ pub struct InboundEvent {
     pub received_at: DateTime<Utc>,
     /// Last change (state, duplicate count).
     pub updated_at: DateTime<Utc>,
+    /// Processing attempts so far (claims by a worker or a pull consumer).
+    pub attempts: u32,
+    /// When a `received` or `retryable` event is due to be processed.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The last problem (a failed forward, why it was superseded), for operators.
+    pub last_error: Option<String>,
 }
 
 /// An inbound event's raw content, until retention removes it.
@@ -304,13 +351,15 @@ impl fmt::Debug for InboundContent {
     }
 }
 
-/// One inbound event with its content (`None` once purged).
+/// One inbound event with its content (`None` once purged) and its destinations' outcomes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredInbound {
     /// The event.
     pub event: InboundEvent,
     /// Its content.
     pub content: Option<InboundContent>,
+    /// What became of it at each destination (or at its pull consumer), by destination.
+    pub forwards: Vec<Forward>,
 }
 
 /// What a claim did.
@@ -405,7 +454,7 @@ pub trait InboundStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<InboundEvent>>;
 
     /// An operator's decision on a quarantined event: `to` is `Received` (release: it will be
-    /// processed) or `Discarded`. `NotFound("inbound event")` when absent, `Conflict` when it
+    /// processed, due at `now`) or `Discarded`. `NotFound("inbound event")` when absent, `Conflict` when it
     /// is not quarantined (nothing changes).
     async fn resolve_quarantined(
         &self,
@@ -425,6 +474,47 @@ pub trait InboundStore: Send + Sync + 'static {
     /// `before`, and deletes rejections recorded before it, at most `batch` rows of each.
     /// Rows changed. The events themselves stay, so their ids still deduplicate.
     async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64>;
+
+    // ---- processing (see [`processing`]) -------------------------------------------------------
+
+    /// Settles the events whose lease ran out before `request.now`, then claims at most
+    /// `request.limit` due events for `request.consumer`, superseding those not newer than
+    /// their entity's mark. One transaction.
+    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim>;
+
+    /// Records a claimed event's outcome if its lease is still held, and moves the event to
+    /// the [`processing::aggregate`] of its destinations' outcomes.
+    async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded>;
+
+    /// Extends the leases still held to `until`; how many were.
+    async fn renew_inbound_leases(
+        &self,
+        leases: &[(InboundEventId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize>;
+
+    /// The earliest time a push claim could take something, if anything waits.
+    async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// An operator's decision on an `uncertain` event. `NotFound("inbound event")` when
+    /// absent, [`processing::wrong_state`] when not uncertain (nothing changes).
+    async fn resolve_uncertain(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        resolution: Resolution,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent>;
+
+    /// Forwards a `dead_lettered` or `rejected` event again: those outcomes are forgotten and
+    /// the event is `retryable`, due at `now`, with its attempts reset. `NotFound` /
+    /// [`processing::wrong_state`] as for [`InboundStore::resolve_uncertain`].
+    async fn replay_inbound(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent>;
 }
 
 #[cfg(test)]

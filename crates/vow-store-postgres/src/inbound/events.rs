@@ -64,6 +64,9 @@ impl EventRow {
             entity: self.entity,
             received_at: self.received_at,
             updated_at: self.updated_at,
+            attempts: 0,
+            next_attempt_at: None,
+            last_error: None,
         })
     }
 }
@@ -241,6 +244,7 @@ pub(crate) async fn get(
         payload,
     });
     Ok(Some(StoredInbound {
+        forwards: Vec::new(),
         event: row.event.into_model()?,
         content,
     }))

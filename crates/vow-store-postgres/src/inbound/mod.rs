@@ -7,6 +7,7 @@
 
 pub(crate) mod events;
 pub(crate) mod sources;
+pub(crate) mod work;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -14,6 +15,9 @@ use vow_core::{InboundEventId, SourceId};
 use vow_store::inbound::{
     Claim, InboundEvent, InboundFilter, InboundState, NewInboundEvent, NewRejection, NewSource,
     Rejection, Source, SourceFields, StoredInbound,
+};
+use vow_store::inbound::processing::{
+    LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
 };
 use vow_store::{InboundStore, Seek, StoreResult};
 
@@ -91,5 +95,44 @@ impl InboundStore for PgStore {
 
     async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64> {
         events::purge(&self.pool, before, batch).await
+    }
+
+    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
+        work::claim(&self.pool, request).await
+    }
+
+    async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
+        work::record(&self.pool, outcome).await
+    }
+
+    async fn renew_inbound_leases(
+        &self,
+        leases: &[(InboundEventId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        work::renew(&self.pool, leases, until).await
+    }
+
+    async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        work::next_due(&self.pool).await
+    }
+
+    async fn resolve_uncertain(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        resolution: Resolution,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent> {
+        work::resolve_uncertain(&self.pool, source, id, resolution, now).await
+    }
+
+    async fn replay_inbound(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent> {
+        work::replay(&self.pool, source, id, now).await
     }
 }

@@ -20,7 +20,7 @@ pub trait InboundBackend: Store + InboundStore {}
 impl<T: Store + InboundStore> InboundBackend for T {}
 
 /// GitHub-like fields with one secret and one destination.
-fn fields(description: &str) -> SourceFields {
+pub(super) fn fields(description: &str) -> SourceFields {
     SourceFields {
         description: description.to_string(),
         scheme: "github".into(),
@@ -40,7 +40,7 @@ fn fields(description: &str) -> SourceFields {
     }
 }
 
-fn new_source(description: &str) -> NewSource {
+pub(super) fn new_source(description: &str) -> NewSource {
     NewSource {
         id: SourceId::new(),
         token: format!("token-{}", SourceId::new()),
@@ -49,7 +49,7 @@ fn new_source(description: &str) -> NewSource {
     }
 }
 
-async fn create_source(store: &dyn InboundStore) -> Source {
+pub(super) async fn create_source(store: &dyn InboundStore) -> Source {
     store
         .create_source(new_source("GitHub"))
         .await
@@ -57,7 +57,11 @@ async fn create_source(store: &dyn InboundStore) -> Source {
 }
 
 /// A delivery of `payload` with `event_id` to `source`, at `t(10)`.
-fn delivery(source: SourceId, event_id: Option<&str>, payload: &[u8]) -> NewInboundEvent {
+pub(super) fn delivery(
+    source: SourceId,
+    event_id: Option<&str>,
+    payload: &[u8],
+) -> NewInboundEvent {
     NewInboundEvent {
         id: InboundEventId::new(),
         source_id: source,
@@ -73,25 +77,29 @@ fn delivery(source: SourceId, event_id: Option<&str>, payload: &[u8]) -> NewInbo
 }
 
 /// A stand-in digest: backends compare it as text and never compute it.
-fn fake_digest(payload: &[u8]) -> u128 {
+pub(super) fn fake_digest(payload: &[u8]) -> u128 {
     payload.iter().fold(0xcbf2_9ce4_8422_2325_u128, |h, b| {
         (h ^ u128::from(*b)).wrapping_mul(0x1b3)
     })
 }
 
-async fn events(store: &dyn InboundStore, source: SourceId, state: Option<InboundState>) -> usize {
+pub(super) async fn events(
+    store: &dyn InboundStore,
+    source: SourceId,
+    state: Option<InboundState>,
+) -> usize {
     let filter = InboundFilter { state };
     let listed = store.list_inbound_events(source, &filter, &all(1000)).await;
     listed.expect("list inbound events").len()
 }
 
 /// Claims `new`, which must become a new received row.
-async fn claim_new(store: &dyn InboundStore, new: NewInboundEvent) -> InboundEvent {
+pub(super) async fn claim_new(store: &dyn InboundStore, new: NewInboundEvent) -> InboundEvent {
     received(store.claim_inbound(new).await.expect("claim"))
 }
 
 #[track_caller]
-fn received(claim: Claim) -> InboundEvent {
+pub(super) fn received(claim: Claim) -> InboundEvent {
     match claim {
         Claim::Received(event) => event,
         other => panic!("expected a new received row, got {other:?}"),

@@ -1,0 +1,312 @@
+//! Processing inbound events (issue 5, items 6–8): what the forwarding workers and pull
+//! consumers claim, what they record, and the operators' decisions afterwards.
+//!
+//! An event in `received` or `retryable` whose time has come is claimed with an expiring lease
+//! ([`WorkRequest`]; a conditional update, `SKIP LOCKED` on PostgreSQL) and becomes
+//! `processing`. A [`Consumer::Push`] claim takes events of sources that have destinations
+//! (vow's workers forward them); a [`Consumer::Pull`] claim takes one source's events for a
+//! consumer that fetches its own work through the API.
+//!
+//! Each destination's outcome is kept ([`Forward`]); the event's state is their [`aggregate`]:
+//! any `retryable` → `retryable` (due again at the time the worker chose), else any `uncertain`
+//! → `uncertain`, else any `dead_lettered`, else any `rejected`, else `completed`. A destination
+//! whose outcome is final is never forwarded to again, so a retry reaches only the
+//! destinations still owed the event. A pull consumer's outcome is kept the same way, under
+//! destination `None`.
+//!
+//! A lease that runs out means a worker stopped between forwarding and recording: the next
+//! claim records every destination still owed the event as `uncertain` (it may have received
+//! it), or `retryable` when the destination is idempotent.
+//!
+//! **Ordering.** An event with a version and an entity (the source's pointers) is claimed only
+//! when no other event of its entity is being processed, and only when its version is newer
+//! than the last one claimed for that entity ([`is_newer`]); else it becomes `superseded`. The
+//! mark stays after the entity's deletion (a versioned tombstone), so an older update arriving
+//! late is superseded too.
+
+use chrono::{DateTime, Utc};
+use vow_core::{DestinationId, InboundEventId, SourceId};
+
+use super::{Destination, InboundContent, InboundEvent, InboundState};
+pub use crate::queue::LeaseToken;
+
+/// Who claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consumer {
+    /// vow's forwarding workers: events of every source that has destinations.
+    Push,
+    /// A pull consumer of this source (which must have no destinations).
+    Pull(SourceId),
+}
+
+impl Consumer {
+    /// The stored name (`push`, `pull`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Push => "push",
+            Self::Pull(_) => "pull",
+        }
+    }
+}
+
+/// A claim of work.
+#[derive(Debug, Clone)]
+pub struct WorkRequest {
+    /// Claim what is due at `now`; leases run out before `now` are settled first.
+    pub now: DateTime<Utc>,
+    /// The lease lasts until `now + lease`.
+    pub lease: chrono::Duration,
+    /// At most this many events.
+    pub limit: usize,
+    /// Who claims.
+    pub consumer: Consumer,
+    /// Attempts after which a retryable outcome is dead-lettered (an expired lease of an
+    /// idempotent destination is retried until then).
+    pub max_attempts: u32,
+}
+
+/// One claimed event.
+#[derive(Debug, Clone)]
+pub struct ClaimedEvent {
+    /// The event, now `processing` (its `attempts` counts this one).
+    pub event: InboundEvent,
+    /// Its exact bytes and headers; `None` when retention removed them.
+    pub content: Option<InboundContent>,
+    /// The lease.
+    pub lease: LeaseToken,
+    /// When the lease runs out.
+    pub lease_until: DateTime<Utc>,
+    /// For a push claim: the destinations still owed the event (no final outcome yet).
+    pub pending: Vec<Destination>,
+}
+
+/// What a claim did.
+#[derive(Debug, Clone, Default)]
+pub struct WorkClaim {
+    /// The events claimed, oldest due first.
+    pub claimed: Vec<ClaimedEvent>,
+    /// Events found not newer than their entity's mark, now `superseded`.
+    pub superseded: Vec<InboundEvent>,
+    /// Events whose lease had run out, settled (uncertain or retryable) before claiming.
+    pub expired: Vec<InboundEvent>,
+}
+
+/// What became of one forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Confirmed (a 2xx, or an operator said so).
+    Completed,
+    /// Refused for good (a 4xx other than 408/429, or the destination said so).
+    Rejected,
+    /// Failed before it could have had an effect; tried again later.
+    Retryable,
+    /// May have had an effect (a timeout after sending, a lost lease): an operator decides.
+    Uncertain,
+    /// Retryable, but out of attempts: kept for review and replay.
+    DeadLettered,
+}
+
+impl Outcome {
+    /// Every outcome, for parsing.
+    pub const ALL: [Outcome; 5] = [
+        Self::Completed,
+        Self::Rejected,
+        Self::Retryable,
+        Self::Uncertain,
+        Self::DeadLettered,
+    ];
+
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Rejected => "rejected",
+            Self::Retryable => "retryable",
+            Self::Uncertain => "uncertain",
+            Self::DeadLettered => "dead_lettered",
+        }
+    }
+
+    /// The outcome called `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+
+    /// Whether nothing will forward to that destination again without an operator.
+    pub fn is_final(self) -> bool {
+        self != Self::Retryable
+    }
+
+    /// The event state this outcome stands for.
+    pub fn state(self) -> InboundState {
+        match self {
+            Self::Completed => InboundState::Completed,
+            Self::Rejected => InboundState::Rejected,
+            Self::Retryable => InboundState::Retryable,
+            Self::Uncertain => InboundState::Uncertain,
+            Self::DeadLettered => InboundState::DeadLettered,
+        }
+    }
+
+    /// How much it weighs in [`aggregate`]: the heaviest outcome names the event's state.
+    fn weight(self) -> u8 {
+        match self {
+            Self::Completed => 0,
+            Self::Rejected => 1,
+            Self::DeadLettered => 2,
+            Self::Uncertain => 3,
+            Self::Retryable => 4,
+        }
+    }
+}
+
+/// An event's state given its destinations' outcomes (see the module docs); `completed` for
+/// none.
+pub fn aggregate(outcomes: impl IntoIterator<Item = Outcome>) -> InboundState {
+    outcomes
+        .into_iter()
+        .max_by_key(|o| o.weight())
+        .map_or(InboundState::Completed, Outcome::state)
+}
+
+/// Whether `version` is newer than `mark`: numerically when both are integers, else by their
+/// text (which orders RFC 3339 timestamps of one format chronologically).
+pub fn is_newer(version: &str, mark: &str) -> bool {
+    match (version.trim().parse::<i128>(), mark.trim().parse::<i128>()) {
+        (Ok(v), Ok(m)) => v > m,
+        _ => version > mark,
+    }
+}
+
+/// The outcome at one destination, as a worker or consumer reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestinationResult {
+    /// The destination; `None` for a pull consumer.
+    pub destination: Option<DestinationId>,
+    /// What became of it: not [`Outcome::DeadLettered`] (the store decides that from
+    /// [`NextTry::Exhausted`]).
+    pub outcome: Outcome,
+    /// The response status, if a response came.
+    pub status: Option<u16>,
+    /// What went wrong, for operators (never a secret).
+    pub error: Option<String>,
+}
+
+/// When a retryable event is due again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextTry {
+    /// At this time.
+    At(DateTime<Utc>),
+    /// Never: its retryable outcomes are dead-lettered.
+    Exhausted,
+}
+
+/// A claimed event's outcome, to record under its lease.
+#[derive(Debug, Clone)]
+pub struct WorkOutcome {
+    /// The event.
+    pub event: InboundEventId,
+    /// The lease it was claimed with.
+    pub lease: LeaseToken,
+    /// One result per destination forwarded to (or one for a pull consumer).
+    pub results: Vec<DestinationResult>,
+    /// When it is due again, if any result is retryable.
+    pub next: NextTry,
+    /// Record time.
+    pub now: DateTime<Utc>,
+}
+
+/// What recording an outcome did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkRecorded {
+    /// Stored; the event as it now stands.
+    Stored(InboundEvent),
+    /// The lease was no longer held (it ran out and the event was settled or claimed again):
+    /// nothing changed.
+    LeaseLost,
+}
+
+/// One destination's recorded outcome for an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    /// The destination; `None` for a pull consumer.
+    pub destination: Option<DestinationId>,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// Attempts made there.
+    pub attempts: u32,
+    /// The last response status.
+    pub status: Option<u16>,
+    /// The last problem.
+    pub error: Option<String>,
+    /// When it was recorded.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An operator's decision on an `uncertain` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// It did take effect: the uncertain outcomes become `completed`.
+    Completed,
+    /// It did not: forward again (the uncertain outcomes become `retryable`, due now).
+    Retry,
+}
+
+/// The error of [`crate::InboundStore::resolve_uncertain`] and
+/// [`crate::InboundStore::replay_inbound`] on an event in another state (every backend says
+/// the same).
+pub fn wrong_state(wanted: &str) -> crate::StoreError {
+    crate::StoreError::Conflict(format!("this inbound event is not {wanted}"))
+}
+
+/// The text kept on a superseded event.
+pub fn superseded_note(version: &str, mark: &str) -> String {
+    format!("version {version} is not newer than version {mark}, already processed for its entity")
+}
+
+/// The text kept on a forward whose lease ran out.
+pub const LEASE_EXPIRED: &str =
+    "the worker's lease ran out before it recorded an outcome (it may have been delivered)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heaviest_outcome_names_the_state() {
+        use Outcome::*;
+        assert_eq!(aggregate([]), InboundState::Completed);
+        assert_eq!(aggregate([Completed, Completed]), InboundState::Completed);
+        assert_eq!(aggregate([Completed, Rejected]), InboundState::Rejected);
+        assert_eq!(
+            aggregate([Rejected, DeadLettered]),
+            InboundState::DeadLettered
+        );
+        assert_eq!(
+            aggregate([DeadLettered, Uncertain]),
+            InboundState::Uncertain
+        );
+        assert_eq!(
+            aggregate([Uncertain, Retryable, Completed]),
+            InboundState::Retryable
+        );
+    }
+
+    #[test]
+    fn versions_compare_as_numbers_or_as_text() {
+        assert!(is_newer("10", "9"));
+        assert!(!is_newer("9", "10"));
+        assert!(!is_newer("7", "7"));
+        assert!(is_newer("2024-05-02T00:00:00Z", "2024-05-01T23:59:59Z"));
+        assert!(!is_newer("2024-05-01T00:00:00Z", "2024-05-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn outcomes_round_trip_through_their_names() {
+        for outcome in Outcome::ALL {
+            assert_eq!(Outcome::parse(outcome.as_str()), Some(outcome));
+            assert_eq!(outcome.state().as_str(), outcome.as_str());
+        }
+        assert!(Outcome::Completed.is_final() && !Outcome::Retryable.is_final());
+    }
+}
