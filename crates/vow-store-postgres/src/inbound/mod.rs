@@ -12,12 +12,12 @@ pub(crate) mod work;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{InboundEventId, SourceId};
+use vow_store::inbound::processing::{
+    LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
+};
 use vow_store::inbound::{
     Claim, InboundEvent, InboundFilter, InboundState, NewInboundEvent, NewRejection, NewSource,
     Rejection, Source, SourceFields, StoredInbound,
-};
-use vow_store::inbound::processing::{
-    LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
 };
 use vow_store::{InboundStore, Seek, StoreResult};
 

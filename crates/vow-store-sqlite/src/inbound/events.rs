@@ -13,12 +13,13 @@ use vow_store::{Seek, StoreError};
 
 use super::sources;
 use crate::error::Result;
-use crate::rows::{id, micros, opt_json, seek_sql, time, to_json};
+use crate::rows::{id, micros, opt_json, opt_time, seek_sql, time, to_json};
 
-const COLUMNS: &str = "id, source_id, account, event_id, state, conflicts_with, sha256, size, \
-                       duplicates, version, entity, received_at, updated_at";
+pub(crate) const COLUMNS: &str =
+    "id, source_id, account, event_id, state, conflicts_with, sha256, size, duplicates, version, \
+     entity, received_at, updated_at, attempts, next_attempt_at, last_error";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<InboundEvent> {
+pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<InboundEvent> {
     let state: String = row.get(4)?;
     Ok(InboundEvent {
         id: id(row, 0)?,
@@ -39,6 +40,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<InboundEvent> {
         entity: row.get(10)?,
         received_at: time(row, 11)?,
         updated_at: time(row, 12)?,
+        attempts: row.get(13)?,
+        next_attempt_at: opt_time(row, 14)?,
+        last_error: row.get(15)?,
     })
 }
 
@@ -86,8 +90,9 @@ fn insert(
 ) -> Result<Option<InboundEvent>> {
     let sql = format!(
         "INSERT INTO inbound_events (id, source_id, account, event_id, conflicts_with, state,
-         sha256, size, payload, headers, version, entity, received_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)
+         sha256, size, payload, headers, version, entity, received_at, updated_at,
+         next_attempt_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13)
          ON CONFLICT ({}) WHERE {} DO NOTHING RETURNING {COLUMNS}",
         target.columns(),
         target.rows()
@@ -182,19 +187,25 @@ pub(crate) fn get(
     Ok(conn
         .prepare_cached(&sql)?
         .query_row([source.to_string(), event.to_string()], |row| {
-            let content = match row.get::<_, Option<Vec<u8>>>(14)? {
+            let content = match row.get::<_, Option<Vec<u8>>>(17)? {
                 None => None,
                 Some(payload) => Some(InboundContent {
-                    headers: opt_json(row, 13)?.unwrap_or_default(),
+                    headers: opt_json(row, 16)?.unwrap_or_default(),
                     payload,
                 }),
             };
             Ok(StoredInbound {
                 event: from_row(row)?,
                 content,
+                forwards: Vec::new(),
             })
         })
-        .optional()?)
+        .optional()?
+        .map(|mut stored| {
+            stored.forwards = super::work::forwards(conn, event)?;
+            Ok::<_, crate::error::Error>(stored)
+        })
+        .transpose()?)
 }
 
 pub(crate) fn list(
@@ -236,7 +247,8 @@ pub(crate) fn resolve(
     now: DateTime<Utc>,
 ) -> Result<InboundEvent> {
     let sql = format!(
-        "UPDATE inbound_events SET state = ?3, updated_at = ?4
+        "UPDATE inbound_events SET state = ?3, updated_at = ?4,
+             next_attempt_at = CASE WHEN ?3 = 'received' THEN ?4 END
          WHERE source_id = ?1 AND id = ?2 AND state = 'quarantined' RETURNING {COLUMNS}"
     );
     let keys = [source.to_string(), event.to_string()];

@@ -5,13 +5,18 @@
 //! # Layout
 //! - `sources`: the `sources` table.
 //! - `events`: the claim, `inbound_events` and `inbound_rejections`.
+//! - `work`: processing: leases, outcomes per destination, version marks.
 
 pub(crate) mod events;
 pub(crate) mod sources;
+pub(crate) mod work;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{InboundEventId, SourceId};
+use vow_store::inbound::processing::{
+    LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
+};
 use vow_store::inbound::{
     Claim, InboundEvent, InboundFilter, InboundState, NewInboundEvent, NewRejection, NewSource,
     Rejection, Source, SourceFields, StoredInbound,
@@ -101,5 +106,47 @@ impl InboundStore for SqliteStore {
 
     async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64> {
         self.write(move |c| events::purge(c, before, batch)).await
+    }
+
+    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
+        let request = request.clone();
+        self.write(move |c| work::claim(c, &request)).await
+    }
+
+    async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
+        self.write(move |c| work::record(c, outcome)).await
+    }
+
+    async fn renew_inbound_leases(
+        &self,
+        leases: &[(InboundEventId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        let leases = leases.to_vec();
+        self.write(move |c| work::renew(c, &leases, until)).await
+    }
+
+    async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.read(work::next_due).await
+    }
+
+    async fn resolve_uncertain(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        resolution: Resolution,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent> {
+        self.write(move |c| work::resolve_uncertain(c, source, id, resolution, now))
+            .await
+    }
+
+    async fn replay_inbound(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent> {
+        self.write(move |c| work::replay(c, source, id, now)).await
     }
 }

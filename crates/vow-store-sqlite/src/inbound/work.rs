@@ -1,0 +1,501 @@
+//! Processing inbound events (`vow_store::inbound::processing`): claims under leases, each
+//! destination's outcome in `inbound_forwards`, the version marks in `inbound_entities`, and
+//! operators' decisions. Every function runs inside one writer job, so one transaction
+//! serialised with every other write: a claim and the marks it reads cannot race.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::Type;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use vow_core::{DestinationId, InboundEventId, SourceId};
+use vow_store::inbound::processing::{
+    aggregate, is_newer, superseded_note, wrong_state, ClaimedEvent, Consumer, Forward, LeaseToken,
+    NextTry, Outcome, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+};
+use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
+use vow_store::StoreError;
+
+use super::events::{from_row, COLUMNS};
+use super::sources;
+use crate::error::Result;
+use crate::rows::{micros, opt_json, opt_time, time};
+
+/// Expired leases settled per claim at most (the rest wait for the next claim).
+const EXPIRED_BATCH: usize = 256;
+
+/// The destination column's value for a pull consumer.
+const PULL: &str = "pull";
+
+fn destination_key(destination: Option<DestinationId>) -> String {
+    destination.map_or_else(|| PULL.to_owned(), |d| d.to_string())
+}
+
+fn unknown(column: usize, value: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(column, Type::Text, value.into())
+}
+
+fn forward_from_row(row: &Row<'_>) -> rusqlite::Result<Forward> {
+    let destination: String = row.get(0)?;
+    let outcome: String = row.get(1)?;
+    Ok(Forward {
+        destination: match destination.as_str() {
+            PULL => None,
+            other => Some(other.parse().map_err(|_| unknown(0, destination.clone()))?),
+        },
+        outcome: Outcome::parse(&outcome).ok_or_else(|| unknown(1, outcome))?,
+        attempts: row.get(2)?,
+        status: row.get(3)?,
+        error: row.get(4)?,
+        updated_at: time(row, 5)?,
+    })
+}
+
+/// Every recorded outcome of `event`, by destination.
+pub(crate) fn forwards(conn: &Connection, event: InboundEventId) -> Result<Vec<Forward>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT destination, outcome, attempts, status, error, updated_at FROM inbound_forwards
+         WHERE event_id = ?1 ORDER BY destination",
+    )?;
+    let rows = stmt.query_map([event.to_string()], forward_from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Records one more attempt at `destination` with this outcome.
+fn put_forward(
+    conn: &Connection,
+    event: InboundEventId,
+    destination: Option<DestinationId>,
+    outcome: Outcome,
+    status: Option<u16>,
+    error: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO inbound_forwards (event_id, destination, outcome, attempts, status, error,
+             updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6)
+         ON CONFLICT (event_id, destination) DO UPDATE SET outcome = excluded.outcome,
+             attempts = attempts + 1, status = excluded.status, error = excluded.error,
+             updated_at = excluded.updated_at",
+    )?
+    .execute(params![
+        event.to_string(),
+        destination_key(destination),
+        outcome.as_str(),
+        status,
+        error,
+        micros(now),
+    ])?;
+    Ok(())
+}
+
+/// Moves `event` to the aggregate of its outcomes (due at `retry_at` when that is
+/// `retryable`) and ends its lease; `last_error` replaces the stored one unless `None`.
+fn settle(
+    conn: &Connection,
+    event: InboundEventId,
+    retry_at: DateTime<Utc>,
+    last_error: Option<Option<&str>>,
+    now: DateTime<Utc>,
+) -> Result<InboundEvent> {
+    let outcomes = forwards(conn, event)?.into_iter().map(|f| f.outcome);
+    let state = aggregate(outcomes);
+    let sql = format!(
+        "UPDATE inbound_events SET state = ?2, lease_token = NULL, lease_until = NULL,
+             next_attempt_at = CASE WHEN ?2 = 'retryable' THEN ?3 END,
+             last_error = CASE WHEN ?4 THEN ?5 ELSE last_error END, updated_at = ?6
+         WHERE id = ?1 RETURNING {COLUMNS}"
+    );
+    Ok(conn.prepare_cached(&sql)?.query_row(
+        params![
+            event.to_string(),
+            state.as_str(),
+            micros(retry_at),
+            last_error.is_some(),
+            last_error.flatten(),
+            micros(now),
+        ],
+        from_row,
+    )?)
+}
+
+/// Sources by id, read once per claim.
+struct Sources<'c> {
+    conn: &'c Connection,
+    seen: HashMap<SourceId, Option<Source>>,
+}
+
+impl<'c> Sources<'c> {
+    fn new(conn: &'c Connection) -> Self {
+        Self {
+            conn,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// The destinations of `id` (none when it is gone).
+    fn destinations(&mut self, id: SourceId) -> Result<Vec<Destination>> {
+        if !self.seen.contains_key(&id) {
+            let source = sources::get(self.conn, id)?;
+            self.seen.insert(id, source);
+        }
+        Ok(self.seen[&id]
+            .as_ref()
+            .map(|s| s.fields.destinations.clone())
+            .unwrap_or_default())
+    }
+}
+
+/// The destinations of `event` that have no final outcome yet.
+fn pending(
+    conn: &Connection,
+    sources: &mut Sources<'_>,
+    event: &InboundEvent,
+) -> Result<Vec<Destination>> {
+    let done: HashSet<Option<DestinationId>> = forwards(conn, event.id)?
+        .into_iter()
+        .filter(|f| f.outcome.is_final())
+        .map(|f| f.destination)
+        .collect();
+    Ok(sources
+        .destinations(event.source_id)?
+        .into_iter()
+        .filter(|d| !done.contains(&Some(d.id)))
+        .collect())
+}
+
+/// Settles the events whose lease ran out (see the module docs of `processing`).
+fn settle_expired(
+    conn: &Connection,
+    sources: &mut Sources<'_>,
+    request: &WorkRequest,
+) -> Result<Vec<InboundEvent>> {
+    let sql = format!(
+        "SELECT {COLUMNS}, claimed_by FROM inbound_events
+         WHERE state = 'processing' AND lease_until <= ?1 ORDER BY lease_until LIMIT ?2"
+    );
+    let expired: Vec<(InboundEvent, Option<String>)> = conn
+        .prepare_cached(&sql)?
+        .query_map(params![micros(request.now), EXPIRED_BATCH], |row| {
+            Ok((from_row(row)?, row.get(16)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut settled = Vec::with_capacity(expired.len());
+    for (event, claimed_by) in expired {
+        let now = request.now;
+        if claimed_by.as_deref() == Some(PULL) {
+            put_forward(
+                conn,
+                event.id,
+                None,
+                Outcome::Uncertain,
+                None,
+                Some(LEASE_EXPIRED),
+                now,
+            )?;
+        } else {
+            let exhausted = event.attempts >= request.max_attempts;
+            for d in pending(conn, sources, &event)? {
+                let outcome = match (d.idempotent, exhausted) {
+                    (false, _) => Outcome::Uncertain,
+                    (true, false) => Outcome::Retryable,
+                    (true, true) => Outcome::DeadLettered,
+                };
+                put_forward(
+                    conn,
+                    event.id,
+                    Some(d.id),
+                    outcome,
+                    None,
+                    Some(LEASE_EXPIRED),
+                    now,
+                )?;
+            }
+        }
+        settled.push(settle(conn, event.id, now, Some(Some(LEASE_EXPIRED)), now)?);
+    }
+    Ok(settled)
+}
+
+/// The due events a claim considers, oldest due first, with their content.
+fn candidates(
+    conn: &Connection,
+    request: &WorkRequest,
+) -> Result<Vec<(InboundEvent, Option<InboundContent>)>> {
+    let (filter, pull_source) = match request.consumer {
+        Consumer::Push => (
+            "source_id IN (SELECT id FROM sources WHERE destinations <> '[]')",
+            None,
+        ),
+        Consumer::Pull(source) => ("source_id = ?3", Some(source.to_string())),
+    };
+    let sql = format!(
+        "SELECT {COLUMNS}, headers, payload FROM inbound_events e
+         WHERE state IN ('received', 'retryable') AND next_attempt_at <= ?1 AND {filter}
+           AND (entity IS NULL OR version IS NULL OR NOT EXISTS (
+               SELECT 1 FROM inbound_events p WHERE p.source_id = e.source_id
+                 AND p.entity = e.entity AND p.state = 'processing'))
+         ORDER BY next_attempt_at, id LIMIT ?2"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let map = |row: &Row<'_>| {
+        let content = match row.get::<_, Option<Vec<u8>>>(17)? {
+            None => None,
+            Some(payload) => Some(InboundContent {
+                headers: opt_json(row, 16)?.unwrap_or_default(),
+                payload,
+            }),
+        };
+        Ok((from_row(row)?, content))
+    };
+    let rows = match pull_source {
+        None => stmt.query_map(params![micros(request.now), request.limit], map)?,
+        Some(source) => stmt.query_map(params![micros(request.now), request.limit, source], map)?,
+    };
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The entity's mark: (version, the event that set it).
+fn mark(conn: &Connection, source: SourceId, entity: &str) -> Result<Option<(String, String)>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT version, event_id FROM inbound_entities WHERE source_id = ?1 AND entity = ?2",
+        )?
+        .query_row(params![source.to_string(), entity], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?)
+}
+
+fn set_mark(
+    conn: &Connection,
+    event: &InboundEvent,
+    entity: &str,
+    version: &str,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO inbound_entities (source_id, entity, version, event_id, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (source_id, entity) DO UPDATE SET version = excluded.version,
+             event_id = excluded.event_id, updated_at = excluded.updated_at",
+    )?
+    .execute(params![
+        event.source_id.to_string(),
+        entity,
+        version,
+        event.id.to_string(),
+        micros(now),
+    ])?;
+    Ok(())
+}
+
+fn supersede(
+    conn: &Connection,
+    event: InboundEventId,
+    note: &str,
+    now: DateTime<Utc>,
+) -> Result<InboundEvent> {
+    let sql = format!(
+        "UPDATE inbound_events SET state = 'superseded', last_error = ?2, next_attempt_at = NULL,
+             updated_at = ?3 WHERE id = ?1 RETURNING {COLUMNS}"
+    );
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(params![event.to_string(), note, micros(now)], from_row)?)
+}
+
+/// Leases `event` to the claimer.
+fn lease(
+    conn: &Connection,
+    event: InboundEventId,
+    request: &WorkRequest,
+) -> Result<(InboundEvent, LeaseToken, DateTime<Utc>)> {
+    let token = LeaseToken(ulid::Ulid::new().to_string());
+    let until = request.now + request.lease;
+    let sql = format!(
+        "UPDATE inbound_events SET state = 'processing', lease_token = ?2, lease_until = ?3,
+             attempts = attempts + 1, claimed_by = ?4, next_attempt_at = NULL, updated_at = ?5
+         WHERE id = ?1 RETURNING {COLUMNS}"
+    );
+    let leased = conn.prepare_cached(&sql)?.query_row(
+        params![
+            event.to_string(),
+            token.0,
+            micros(until),
+            request.consumer.as_str(),
+            micros(request.now),
+        ],
+        from_row,
+    )?;
+    Ok((leased, token, until))
+}
+
+/// `vow_store::InboundStore::claim_inbound_work`.
+pub(crate) fn claim(conn: &Connection, request: &WorkRequest) -> Result<WorkClaim> {
+    let mut sources = Sources::new(conn);
+    let mut work = WorkClaim {
+        expired: settle_expired(conn, &mut sources, request)?,
+        ..WorkClaim::default()
+    };
+    let mut entities_taken = HashSet::new();
+    for (event, content) in candidates(conn, request)? {
+        if let (Some(entity), Some(version)) = (event.entity.clone(), event.version.clone()) {
+            if !entities_taken.insert(entity.clone()) {
+                continue;
+            }
+            if let Some((marked, by)) = mark(conn, event.source_id, &entity)? {
+                if by != event.id.to_string() && !is_newer(&version, &marked) {
+                    let note = superseded_note(&version, &marked);
+                    work.superseded
+                        .push(supersede(conn, event.id, &note, request.now)?);
+                    entities_taken.remove(&entity);
+                    continue;
+                }
+            }
+            set_mark(conn, &event, &entity, &version, request.now)?;
+        }
+        let (event, lease, lease_until) = lease(conn, event.id, request)?;
+        let pending = match request.consumer {
+            Consumer::Push => pending(conn, &mut sources, &event)?,
+            Consumer::Pull(_) => Vec::new(),
+        };
+        work.claimed.push(ClaimedEvent {
+            event,
+            content,
+            lease,
+            lease_until,
+            pending,
+        });
+    }
+    Ok(work)
+}
+
+/// `vow_store::InboundStore::record_inbound_work`.
+pub(crate) fn record(conn: &Connection, outcome: WorkOutcome) -> Result<WorkRecorded> {
+    let held = conn
+        .prepare_cached(
+            "SELECT 1 FROM inbound_events WHERE id = ?1 AND state = 'processing' AND lease_token = ?2",
+        )?
+        .query_row(params![outcome.event.to_string(), outcome.lease.0], |_| Ok(()))
+        .optional()?;
+    if held.is_none() {
+        return Ok(WorkRecorded::LeaseLost);
+    }
+    for r in &outcome.results {
+        let stored = match (r.outcome, outcome.next) {
+            (Outcome::Retryable, NextTry::Exhausted) => Outcome::DeadLettered,
+            (other, _) => other,
+        };
+        put_forward(
+            conn,
+            outcome.event,
+            r.destination,
+            stored,
+            r.status,
+            r.error.as_deref(),
+            outcome.now,
+        )?;
+    }
+    let retry_at = match outcome.next {
+        NextTry::At(at) => at,
+        NextTry::Exhausted => outcome.now,
+    };
+    let last_error = outcome
+        .results
+        .iter()
+        .find(|r| r.outcome != Outcome::Completed)
+        .and_then(|r| r.error.as_deref());
+    let event = settle(conn, outcome.event, retry_at, Some(last_error), outcome.now)?;
+    Ok(WorkRecorded::Stored(event))
+}
+
+/// `vow_store::InboundStore::renew_inbound_leases`.
+pub(crate) fn renew(
+    conn: &Connection,
+    leases: &[(InboundEventId, LeaseToken)],
+    until: DateTime<Utc>,
+) -> Result<usize> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE inbound_events SET lease_until = ?3
+         WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
+    )?;
+    let mut kept = 0;
+    for (id, token) in leases {
+        kept += stmt.execute(params![id.to_string(), token.0, micros(until)])?;
+    }
+    Ok(kept)
+}
+
+/// `vow_store::InboundStore::next_inbound_due`.
+pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT MIN(next_attempt_at) FROM inbound_events
+             WHERE state IN ('received', 'retryable')
+               AND source_id IN (SELECT id FROM sources WHERE destinations <> '[]')",
+        )?
+        .query_row([], |row| opt_time(row, 0))?)
+}
+
+/// The state of `source`'s event `id`; `NotFound("inbound event")` when absent.
+fn state_of(conn: &Connection, source: SourceId, id: InboundEventId) -> Result<InboundState> {
+    let state: Option<String> = conn
+        .prepare_cached("SELECT state FROM inbound_events WHERE source_id = ?1 AND id = ?2")?
+        .query_row([source.to_string(), id.to_string()], |r| r.get(0))
+        .optional()?;
+    let state = state.ok_or(StoreError::NotFound("inbound event"))?;
+    Ok(InboundState::parse(&state).ok_or_else(|| unknown(0, state))?)
+}
+
+/// `vow_store::InboundStore::resolve_uncertain`.
+pub(crate) fn resolve_uncertain(
+    conn: &Connection,
+    source: SourceId,
+    id: InboundEventId,
+    resolution: Resolution,
+    now: DateTime<Utc>,
+) -> Result<InboundEvent> {
+    if state_of(conn, source, id)? != InboundState::Uncertain {
+        return Err(wrong_state("uncertain").into());
+    }
+    let to = match resolution {
+        Resolution::Completed => Outcome::Completed,
+        Resolution::Retry => Outcome::Retryable,
+    };
+    conn.prepare_cached(
+        "UPDATE inbound_forwards SET outcome = ?2, updated_at = ?3
+         WHERE event_id = ?1 AND outcome = 'uncertain'",
+    )?
+    .execute(params![id.to_string(), to.as_str(), micros(now)])?;
+    if resolution == Resolution::Retry {
+        conn.prepare_cached("UPDATE inbound_events SET attempts = 0 WHERE id = ?1")?
+            .execute([id.to_string()])?;
+    }
+    settle(conn, id, now, None, now)
+}
+
+/// `vow_store::InboundStore::replay_inbound`.
+pub(crate) fn replay(
+    conn: &Connection,
+    source: SourceId,
+    id: InboundEventId,
+    now: DateTime<Utc>,
+) -> Result<InboundEvent> {
+    let state = state_of(conn, source, id)?;
+    if !matches!(state, InboundState::DeadLettered | InboundState::Rejected) {
+        return Err(wrong_state("dead-lettered or rejected").into());
+    }
+    conn.prepare_cached(
+        "DELETE FROM inbound_forwards
+         WHERE event_id = ?1 AND outcome IN ('dead_lettered', 'rejected')",
+    )?
+    .execute([id.to_string()])?;
+    let sql = format!(
+        "UPDATE inbound_events SET state = 'retryable', attempts = 0, next_attempt_at = ?2,
+             updated_at = ?2 WHERE id = ?1 RETURNING {COLUMNS}"
+    );
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(params![id.to_string(), micros(now)], from_row)?)
+}
