@@ -11,6 +11,8 @@
 //! - [`auth`]: the admin token.
 //! - [`demo`]: `vow demo`, seed 000's six scenarios end to end.
 //! - [`delivery`]: the delivery workers (claim, sign, attempt, record).
+//! - [`forwarding`]: the inbound workers (claim received events, forward them signed, record
+//!   each destination's outcome).
 //! - [`error`]: [`ApiError`](error::ApiError), the one error type of the API, and its wire shape.
 //! - [`http`]: router, middleware, extractors, the API handlers and the inbound ingest routes.
 //! - [`metrics`]: the Prometheus metrics vow records and `GET /metrics`.
@@ -25,6 +27,7 @@ pub mod config;
 pub mod delivery;
 pub mod demo;
 pub mod error;
+pub mod forwarding;
 pub mod http;
 pub mod metrics;
 pub mod retention;

@@ -51,6 +51,12 @@ pub const INBOUND_RECEIVED: &str = "vow_inbound_received_total";
 pub const INBOUND_DUPLICATES: &str = "vow_inbound_duplicates_total";
 /// Counter: inbound deliveries quarantined (a stored event id with a different payload).
 pub const INBOUND_QUARANTINED: &str = "vow_inbound_quarantined_total";
+/// Counter: forwards of inbound events recorded, by outcome.
+pub const INBOUND_FORWARDS: &str = "vow_inbound_forwards_total";
+/// Counter: inbound events superseded by a newer version of their entity.
+pub const INBOUND_SUPERSEDED: &str = "vow_inbound_superseded_total";
+/// Counter: inbound events whose lease ran out before their outcome was recorded.
+pub const INBOUND_EXPIRED_LEASES: &str = "vow_inbound_expired_leases_total";
 
 /// The Prometheus recorder, installed as the global `metrics` recorder on first use. When
 /// another recorder was installed first (by an embedding program), vow's metrics go there and
@@ -116,6 +122,18 @@ fn describe() {
     describe_counter!(
         INBOUND_QUARANTINED,
         "Inbound deliveries quarantined: a stored event id with another payload."
+    );
+    describe_counter!(
+        INBOUND_FORWARDS,
+        "Forwards of inbound events to destinations, by outcome."
+    );
+    describe_counter!(
+        INBOUND_SUPERSEDED,
+        "Inbound events superseded by a newer version of their entity."
+    );
+    describe_counter!(
+        INBOUND_EXPIRED_LEASES,
+        "Inbound events whose lease ran out before their outcome was recorded."
     );
 }
 

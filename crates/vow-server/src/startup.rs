@@ -14,7 +14,8 @@ use vow_store_sqlite::SqliteStore;
 use crate::auth::{self, AdminToken};
 use crate::config::{Config, Database};
 use crate::delivery::operational::Operational;
-use crate::delivery::Dispatcher;
+use crate::delivery::{DeliverySettings, Dispatcher};
+use crate::forwarding::Forwarder;
 use crate::http::{self, ApiSettings, AppState};
 use crate::retention::Cleaner;
 
@@ -30,6 +31,8 @@ pub struct Stores {
     /// Notified whenever delivery work may have become due (by this process or, on
     /// PostgreSQL, by any process).
     pub wake: Arc<Notify>,
+    /// Notified whenever an inbound event became due to be forwarded by this process.
+    pub inbound_wake: Arc<Notify>,
 }
 
 impl Stores {
@@ -41,6 +44,7 @@ impl Stores {
             queue: backend.clone(),
             inbound: backend,
             wake: Arc::new(Notify::new()),
+            inbound_wake: Arc::new(Notify::new()),
         }
     }
 }
@@ -93,15 +97,7 @@ pub async fn dispatcher(
     wake: Arc<Notify>,
 ) -> anyhow::Result<Dispatcher> {
     let settings = config.delivery()?;
-    let egress = vow_egress::EgressClient::new(vow_egress::EgressConfig {
-        policy: config.address_policy()?,
-        request_timeout: settings.timeout,
-        // Many endpoints can share one host (a gateway, or one receiver in tests): every
-        // connection an attempt may hold stays open, rather than reconnecting per attempt.
-        pool_max_idle_per_host: settings.max_in_flight,
-        ..Default::default()
-    })
-    .context("building the outbound HTTP client")?;
+    let egress = egress(config, &settings)?;
     let dispatcher = Dispatcher::new(stores.queue.clone(), egress, settings, wake.clone());
     if config.operational_webhook_url.is_empty() {
         return Ok(dispatcher);
@@ -113,12 +109,42 @@ pub async fn dispatcher(
     Ok(dispatcher.with_operational(operational))
 }
 
+/// The SSRF-guarded outbound client the workers send with.
+fn egress(
+    config: &Config,
+    settings: &DeliverySettings,
+) -> anyhow::Result<vow_egress::EgressClient> {
+    vow_egress::EgressClient::new(vow_egress::EgressConfig {
+        policy: config.address_policy()?,
+        request_timeout: settings.timeout,
+        // Many endpoints can share one host (a gateway, or one receiver in tests): every
+        // connection an attempt may hold stays open, rather than reconnecting per attempt.
+        pool_max_idle_per_host: settings.max_in_flight,
+        ..Default::default()
+    })
+    .context("building the outbound HTTP client")
+}
+
+/// The inbound workers `config` describes: they forward inbound events to their sources'
+/// destinations with the delivery workers' schedule, timeout, lease and concurrency.
+pub fn forwarder(config: &Config, stores: &Stores) -> anyhow::Result<Forwarder> {
+    let settings = config.delivery()?;
+    let egress = egress(config, &settings)?;
+    Ok(Forwarder::new(
+        stores.inbound.clone(),
+        egress,
+        settings,
+        stores.inbound_wake.clone(),
+    ))
+}
+
 /// A server that is bound and ready: tests read `addr`, then `run` it.
 pub struct Server {
     listener: TcpListener,
     state: AppState,
     admin: AdminToken,
     dispatcher: Option<Dispatcher>,
+    forwarder: Option<Forwarder>,
     cleaner: Cleaner,
 }
 
@@ -131,10 +157,13 @@ impl Server {
     ) -> anyhow::Result<Server> {
         let admin = auth::resolve_admin_token(&config.admin_token, stores.store.as_ref()).await?;
         let wake = stores.wake.clone();
-        let dispatcher = if config.delivery_workers {
-            Some(dispatcher(config, &stores, wake.clone()).await?)
+        let (dispatcher, forwarder) = if config.delivery_workers {
+            (
+                Some(dispatcher(config, &stores, wake.clone()).await?),
+                Some(forwarder(config, &stores)?),
+            )
         } else {
-            None
+            (None, None)
         };
         // Inbound quarantines are reported whether or not this process delivers: the event is
         // stored, and whichever process runs workers sends it.
@@ -153,6 +182,7 @@ impl Server {
             idempotency_required: config
                 .idempotency_required()
                 .map_err(|name| anyhow::anyhow!("require_idempotency_key names {name:?}"))?,
+            retry_schedule: config.schedule()?,
         };
         let state = AppState {
             store: stores.store.clone(),
@@ -160,6 +190,7 @@ impl Server {
             inbound: stores.inbound.clone(),
             settings: Arc::new(settings),
             wake,
+            inbound_wake: stores.inbound_wake.clone(),
             operational,
         };
         let cleaner = Cleaner::new(
@@ -172,6 +203,7 @@ impl Server {
             state,
             admin,
             dispatcher,
+            forwarder,
             cleaner,
         })
     }
@@ -195,11 +227,17 @@ impl Server {
         let workers = self
             .dispatcher
             .map(|d| tokio::spawn(d.run(shutdown.clone())));
+        let forwarders = self
+            .forwarder
+            .map(|f| tokio::spawn(f.run(shutdown.clone())));
         tokio::spawn(self.cleaner.run(Duration::from_secs(60), shutdown.clone()));
         let router = http::router(self.state, self.admin.hash());
         let served = http::serve(self.listener, router, shutdown).await;
         if let Some(workers) = workers {
             workers.await.context("the delivery workers panicked")?;
+        }
+        if let Some(forwarders) = forwarders {
+            forwarders.await.context("the inbound workers panicked")?;
         }
         served.context("serving HTTP")
     }

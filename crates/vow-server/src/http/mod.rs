@@ -42,6 +42,8 @@ pub struct AppState {
     pub settings: Arc<ApiSettings>,
     /// Wakes this process's delivery workers when work becomes due.
     pub wake: Arc<tokio::sync::Notify>,
+    /// Wakes this process's inbound workers when an inbound event becomes due.
+    pub inbound_wake: Arc<tokio::sync::Notify>,
     /// Where operational events go, when an operational webhook URL is configured.
     pub operational: Option<crate::delivery::operational::Operational>,
 }
@@ -57,6 +59,8 @@ pub struct ApiSettings {
     pub payload_retention_days: i64,
     /// Route names on which `Idempotency-Key` is required (see [`idempotency::ROUTES`]).
     pub idempotency_required: Vec<String>,
+    /// When a pull consumer's retryable failure is due again (the delivery schedule).
+    pub retry_schedule: vow_core::RetrySchedule,
 }
 
 impl ApiSettings {

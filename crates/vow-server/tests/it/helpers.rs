@@ -156,20 +156,33 @@ impl TestApp {
         body["id"].as_str().unwrap().to_string()
     }
 
-    /// Attempts everything due at `now` with `config`'s delivery settings, as a worker would;
-    /// returns how many attempts were recorded.
-    pub async fn drain_at(&self, config: &Config, now: chrono::DateTime<chrono::Utc>) -> usize {
-        let wake = Arc::new(tokio::sync::Notify::new());
-        let stores = Stores {
+    /// The app's store behind each trait, with wake-ups of its own (no server listens to them).
+    pub fn stores(&self) -> Stores {
+        Stores {
             store: self.store.clone(),
             queue: self.queue.clone(),
             inbound: self.inbound.clone(),
-            wake: wake.clone(),
-        };
+            wake: Arc::new(tokio::sync::Notify::new()),
+            inbound_wake: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// Attempts everything due at `now` with `config`'s delivery settings, as a worker would;
+    /// returns how many attempts were recorded.
+    pub async fn drain_at(&self, config: &Config, now: chrono::DateTime<chrono::Utc>) -> usize {
+        let stores = self.stores();
+        let wake = stores.wake.clone();
         let dispatcher = vow_server::startup::dispatcher(config, &stores, wake)
             .await
             .unwrap();
         dispatcher.drain_at(now).await.unwrap()
+    }
+
+    /// Forwards every inbound event due at `now` with `config`'s delivery settings, as the
+    /// inbound workers would; returns how many events' outcomes were recorded.
+    pub async fn forward_at(&self, config: &Config, now: chrono::DateTime<chrono::Utc>) -> usize {
+        let forwarder = vow_server::startup::forwarder(config, &self.stores()).unwrap();
+        forwarder.drain_at(now).await.unwrap()
     }
 
     /// The delivery rows of message `msg` of application `app_id` (both ids as text).

@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::Router;
 use base64::engine::general_purpose::STANDARD;
@@ -38,6 +39,10 @@ struct Inner {
     received: Mutex<Vec<Received>>,
     script: Mutex<VecDeque<u16>>,
     arrived: Notify,
+    /// A header every answer carries.
+    header: Mutex<Option<(&'static str, String)>>,
+    /// How long each answer takes.
+    delay: Mutex<Duration>,
 }
 
 /// A receiver listening on 127.0.0.1.
@@ -58,6 +63,16 @@ impl Receiver {
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
         Receiver { url, inner }
+    }
+
+    /// Makes every later answer carry `name: value`.
+    pub fn answer_with_header(&self, name: &'static str, value: &str) {
+        *self.inner.header.lock().unwrap() = Some((name, value.to_owned()));
+    }
+
+    /// Makes every later answer wait `delay` first (after recording the request).
+    pub fn answer_after(&self, delay: Duration) {
+        *self.inner.delay.lock().unwrap() = delay;
     }
 
     /// Every request so far.
@@ -86,7 +101,11 @@ impl Receiver {
     }
 }
 
-async fn receive(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+async fn receive(
+    State(inner): State<Arc<Inner>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
     inner
         .received
         .lock()
@@ -94,7 +113,15 @@ async fn receive(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Byte
         .push(Received { headers, body });
     inner.arrived.notify_waiters();
     let status = inner.script.lock().unwrap().pop_front().unwrap_or(200);
-    StatusCode::from_u16(status).unwrap()
+    let delay = *inner.delay.lock().unwrap();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let mut answer = HeaderMap::new();
+    if let Some((name, value)) = inner.header.lock().unwrap().clone() {
+        answer.insert(name, value.parse().unwrap());
+    }
+    (StatusCode::from_u16(status).unwrap(), answer)
 }
 
 fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {

@@ -14,6 +14,7 @@ pub mod health;
 pub mod message;
 pub mod source;
 pub mod source_event;
+pub mod source_work;
 
 use axum::Router;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,7 @@ pub fn routes() -> Router<AppState> {
         .merge(message::routes())
         .merge(source::routes())
         .merge(source_event::routes())
+        .merge(source_work::routes())
 }
 
 /// Collects field errors so one response can name every bad field.

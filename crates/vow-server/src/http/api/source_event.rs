@@ -4,7 +4,8 @@
 //!
 //! A quarantined event (a reused event id with another payload) waits for an operator:
 //! `release` makes it `received` (it will be processed like any other), `discard` makes it
-//! `discarded`. Either happens once (409 afterwards).
+//! `discarded`. Either happens once (409 afterwards). Processing and pull mode are in
+//! [`super::source_work`].
 
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
@@ -12,7 +13,8 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use vow_core::{InboundEventId, RejectionId, SourceId};
+use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
+use vow_store::inbound::processing::Forward;
 use vow_store::inbound::{
     InboundContent, InboundEvent, InboundFilter, InboundState, Rejection, StoredInbound,
 };
@@ -57,6 +59,11 @@ pub struct InboundEventOut {
     entity: Option<String>,
     received_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    attempts: u32,
+    next_attempt_at: Option<DateTime<Utc>>,
+    last_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forwards: Option<Vec<ForwardOut>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     headers: Option<Vec<(String, String)>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,6 +88,10 @@ impl From<InboundEvent> for InboundEventOut {
             entity: e.entity,
             received_at: e.received_at,
             updated_at: e.updated_at,
+            attempts: e.attempts,
+            next_attempt_at: e.next_attempt_at,
+            last_error: e.last_error,
+            forwards: None,
             headers: None,
             payload: None,
             payload_base64: None,
@@ -88,10 +99,45 @@ impl From<InboundEvent> for InboundEventOut {
     }
 }
 
+/// `ForwardOut`: what became of an event at one destination (`destinationId` null: its pull
+/// consumer).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardOut {
+    destination_id: Option<DestinationId>,
+    outcome: &'static str,
+    attempts: u32,
+    status: Option<u16>,
+    error: Option<String>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<Forward> for ForwardOut {
+    fn from(f: Forward) -> Self {
+        Self {
+            destination_id: f.destination,
+            outcome: f.outcome.as_str(),
+            attempts: f.attempts,
+            status: f.status,
+            error: f.error,
+            updated_at: f.updated_at,
+        }
+    }
+}
+
 impl From<StoredInbound> for InboundEventOut {
     fn from(stored: StoredInbound) -> Self {
         let mut out = InboundEventOut::from(stored.event);
-        if let Some(InboundContent { headers, payload }) = stored.content {
+        out.forwards = Some(stored.forwards.into_iter().map(ForwardOut::from).collect());
+        out.with_content(stored.content)
+    }
+}
+
+impl InboundEventOut {
+    /// Adds the headers and the payload (`payload` when UTF-8 text, else `payloadBase64`).
+    pub fn with_content(mut self, content: Option<InboundContent>) -> Self {
+        let out = &mut self;
+        if let Some(InboundContent { headers, payload }) = content {
             out.headers = Some(headers);
             match String::from_utf8(payload) {
                 Ok(text) => out.payload = Some(text),
@@ -102,7 +148,7 @@ impl From<StoredInbound> for InboundEventOut {
                 }
             }
         }
-        out
+        self
     }
 }
 
@@ -135,8 +181,17 @@ struct EventQuery {
 }
 
 /// `{event_id}`: an inbound event id, else 422.
-fn event_key(raw: &str) -> ApiResult<InboundEventId> {
+pub fn event_key(raw: &str) -> ApiResult<InboundEventId> {
     InboundEventId::parse(raw).map_err(|e| id_error(&["path", "event_id"], e))
+}
+
+/// `?state=`: one of the states, else 422 naming them.
+fn parse_state(name: &str) -> ApiResult<InboundState> {
+    InboundState::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = InboundState::ALL.iter().map(|s| s.as_str()).collect();
+        let msg = format!("must be one of {}", names.join(", "));
+        ApiError::invalid(&["query", "state"], msg, "value_error.state")
+    })
 }
 
 async fn list_source_events(
@@ -147,14 +202,7 @@ async fn list_source_events(
 ) -> ApiResult<Json<ListResponse<InboundEventOut>>> {
     let source = find(&state, &source_id).await?;
     let filter = InboundFilter {
-        state: match query.state.as_deref() {
-            None => None,
-            Some(name) => Some(InboundState::parse(name).ok_or_else(|| {
-                let names: Vec<&str> = InboundState::ALL.iter().map(|s| s.as_str()).collect();
-                let msg = format!("must be one of {}", names.join(", "));
-                ApiError::invalid(&["query", "state"], msg, "value_error.state")
-            })?),
-        },
+        state: query.state.as_deref().map(parse_state).transpose()?,
     };
     let order = params.order(Order::Descending);
     let seek = params.seek(order, |it| InboundEventId::parse(it).map(|_| ()))?;
@@ -189,6 +237,9 @@ async fn resolve(
         .resolve_quarantined(source, event, to, state.now())
         .await?;
     tracing::info!(source = %source, event = %event, to = to.as_str(), "quarantined inbound event resolved");
+    if to == InboundState::Received {
+        state.inbound_wake.notify_one();
+    }
     Ok(Json(resolved.into()))
 }
 

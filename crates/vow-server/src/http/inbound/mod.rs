@@ -159,6 +159,9 @@ async fn acknowledge(state: &AppState, claim: Claim) -> Response {
         }
     };
     ::metrics::counter!(counter).increment(1);
+    if outcome == "received" {
+        state.inbound_wake.notify_one();
+    }
     let body = json!({ "id": event.id, "outcome": outcome });
     (status, Json(body)).into_response()
 }

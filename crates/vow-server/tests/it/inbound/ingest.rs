@@ -8,7 +8,7 @@ use sha2::Sha512;
 use vow_core::SourceId;
 
 use super::support::*;
-use crate::helpers::{into_parts, test_config, TestApp};
+use crate::helpers::{test_config, TestApp};
 
 on_both_stores!(
     fifty_concurrent_identical_deliveries_store_exactly_one_event,
@@ -27,22 +27,8 @@ on_both_stores!(
 async fn fifty_concurrent_identical_deliveries_store_exactly_one_event(app: TestApp) {
     let source = github_source(&app).await;
     let body = br#"{"ref":"refs/heads/main","after":"abc"}"#;
-    let signature = github_signature(GITHUB_SECRET, body);
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..50 {
-        let request = app
-            .client
-            .post(format!("{}/in/{source}", app.base))
-            .header("x-hub-signature-256", &signature)
-            .header("x-github-event", "push")
-            .header("x-github-hook-id", "42")
-            .header("x-github-delivery", "guid-1")
-            .body(body.to_vec());
-        tasks.spawn(async move { into_parts(request.send().await.unwrap()).await });
-    }
     let mut outcomes = Vec::new();
-    while let Some(outcome) = tasks.join_next().await {
-        let (status, out) = outcome.unwrap();
+    for (status, out) in concurrent_github_deliveries(&app, source, "guid-1", body, 50).await {
         assert_eq!(status, 200, "{out}");
         outcomes.push(out["outcome"].as_str().unwrap().to_owned());
     }

@@ -7,9 +7,11 @@
 //! - `support`: signing, sending, reading back.
 //! - `sources`: the source API.
 //! - `ingest`: verification and the claim.
+//! - `processing`: forwarding to destinations, outcomes, uncertainty, pull mode, ordering.
 //! - `quarantine`: reused ids, operators' decisions, the operational event, retention.
 
 mod ingest;
+mod processing;
 mod quarantine;
 mod sources;
 mod support;

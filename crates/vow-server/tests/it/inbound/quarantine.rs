@@ -146,12 +146,7 @@ async fn the_cleaner_removes_old_inbound_payloads_but_keeps_the_events(app: Test
     let source = github_source(&app).await;
     github_delivery(&app, source, Some("old"), b"{}").await;
     deliver(&app, &format!("/in/{source}"), &[], b"{}").await;
-    let stores = vow_server::startup::Stores {
-        store: app.store.clone(),
-        queue: app.queue.clone(),
-        inbound: app.inbound.clone(),
-        wake: std::sync::Arc::new(tokio::sync::Notify::new()),
-    };
+    let stores = app.stores();
     let days = i64::from(test_config(&[]).inbound_retention_days);
     let cleaner =
         vow_server::retention::Cleaner::new(stores, Duration::days(30), Duration::days(days));

@@ -119,6 +119,31 @@ pub(super) async fn github_delivery(
     deliver(app, &format!("/in/{source}"), &headers, body).await
 }
 
+/// `n` identical GitHub deliveries of `body` (delivery id `delivery`, hook 42) sent at once;
+/// their answers.
+pub(super) async fn concurrent_github_deliveries(
+    app: &TestApp,
+    source: SourceId,
+    delivery: &str,
+    body: &[u8],
+    n: usize,
+) -> Vec<(u16, Value)> {
+    let signature = github_signature(GITHUB_SECRET, body);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let request = app
+            .client
+            .post(format!("{}/in/{source}", app.base))
+            .header("x-hub-signature-256", &signature)
+            .header("x-github-event", "push")
+            .header("x-github-hook-id", "42")
+            .header("x-github-delivery", delivery)
+            .body(body.to_vec());
+        tasks.spawn(async move { into_parts(request.send().await.unwrap()).await });
+    }
+    tasks.join_all().await
+}
+
 /// A Stripe delivery of `body` signed at `ts`.
 pub(super) async fn stripe_delivery(
     app: &TestApp,

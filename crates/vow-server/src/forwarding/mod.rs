@@ -1,0 +1,348 @@
+//! Forwarding inbound events to their sources' destinations (issue 5, item 6).
+//!
+//! The store is the queue ([`vow_store::inbound::processing`]). A [`Forwarder`] claims due
+//! events with an expiring lease, forwards each one's exact bytes to every destination still
+//! owed it (concurrently), signed with that destination's Standard Webhooks secret: `webhook-id`
+//! is vow's inbound event id (stable across retries), and `vow-source` and `vow-event-id`
+//! (the provider's id) go along with the provider's own non-secret headers. Each result is
+//! classified ([`classify`]); retryable ones are due again after the retry schedule's delay
+//! with jitter, or dead-lettered once it is spent. A heartbeat renews the leases of events
+//! still being forwarded; a worker that dies leaves leases that run out, and the next claim
+//! records the destinations it owed as `uncertain` (or retries an idempotent one).
+//!
+//! # Layout
+//! - [`classify`]: what a response or an error means.
+//! - [`request`]: the signed request for one destination.
+
+pub mod classify;
+pub mod request;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use vow_core::retry::equal_jitter;
+use vow_core::{InboundEventId, RetrySchedule};
+use vow_egress::EgressClient;
+use vow_store::inbound::processing::{
+    ClaimedEvent, Consumer, DestinationResult, LeaseToken, NextTry, Outcome, WorkClaim,
+    WorkOutcome, WorkRecorded, WorkRequest,
+};
+use vow_store::{InboundStore, StoreResult};
+
+use crate::delivery::DeliverySettings;
+use crate::metrics as m;
+
+/// Forwards inbound events until shut down.
+#[derive(Clone)]
+pub struct Forwarder {
+    inbound: Arc<dyn InboundStore>,
+    egress: EgressClient,
+    settings: DeliverySettings,
+    wake: Arc<Notify>,
+}
+
+/// The leases of events being forwarded, for the heartbeat.
+#[derive(Default)]
+struct Leases(Mutex<HashMap<InboundEventId, LeaseToken>>);
+
+impl Leases {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InboundEventId, LeaseToken>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Forwarder {
+    /// A forwarder for `inbound`, sending through `egress`, with the delivery workers'
+    /// schedule, timeout, lease, concurrency and poll interval; `wake` is notified when an
+    /// event becomes due.
+    pub fn new(
+        inbound: Arc<dyn InboundStore>,
+        egress: EgressClient,
+        settings: DeliverySettings,
+        wake: Arc<Notify>,
+    ) -> Self {
+        Self {
+            inbound,
+            egress,
+            settings,
+            wake,
+        }
+    }
+
+    fn request(&self, now: DateTime<Utc>, limit: usize) -> WorkRequest {
+        WorkRequest {
+            now: now.trunc_subsecs(6),
+            lease: chrono::Duration::from_std(self.settings.lease).unwrap_or_default(),
+            limit,
+            consumer: Consumer::Push,
+            max_attempts: self.settings.schedule.max_attempts(),
+        }
+    }
+
+    /// Runs until `shutdown`, then lets running forwards finish (bounded by the timeout).
+    pub async fn run(self, shutdown: CancellationToken) {
+        let this = Arc::new(self);
+        let slots = Arc::new(Semaphore::new(this.settings.max_in_flight));
+        let leases = Arc::new(Leases::default());
+        let stop_heartbeat = CancellationToken::new();
+        let heartbeat = tokio::spawn(heartbeat(
+            this.clone(),
+            leases.clone(),
+            stop_heartbeat.clone(),
+        ));
+        let mut tasks = JoinSet::new();
+        let mut backoff = Duration::from_millis(50);
+        while !shutdown.is_cancelled() {
+            while tasks.try_join_next().is_some() {}
+            let free = slots.available_permits().min(this.settings.claim_batch);
+            if free == 0 {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => continue,
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+            let request = this.request(Utc::now(), free);
+            let work = match this.inbound.claim_inbound_work(&request).await {
+                Ok(work) => work,
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "claiming inbound events failed");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {},
+                        _ = shutdown.cancelled() => break,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            backoff = Duration::from_millis(50);
+            account_claim(&work);
+            let full = work.claimed.len() == request.limit;
+            for claimed in work.claimed {
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    break;
+                };
+                leases
+                    .lock()
+                    .insert(claimed.event.id, claimed.lease.clone());
+                let (this, leases) = (this.clone(), leases.clone());
+                tasks.spawn(async move {
+                    let id = claimed.event.id;
+                    let outcome = forward(&this, &claimed, Utc::now()).await;
+                    this.record(outcome).await;
+                    leases.lock().remove(&id);
+                    drop(permit);
+                });
+            }
+            if full {
+                continue;
+            }
+            let idle = idle_wait(&this, request.now).await;
+            tokio::select! {
+                _ = this.wake.notified() => {},
+                _ = tokio::time::sleep(idle) => {},
+                _ = shutdown.cancelled() => break,
+            }
+        }
+        let grace = this.settings.timeout + Duration::from_secs(5);
+        if tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
+            .await
+            .is_err()
+        {
+            tracing::warn!("forwards still running at shutdown; their leases will run out");
+            tasks.abort_all();
+        }
+        stop_heartbeat.cancel();
+        let _ = heartbeat.await;
+    }
+
+    /// Forwards everything due at `now`, records it, and repeats until nothing is due; how
+    /// many events it recorded. Deterministic, for tests: move `now` forward to reach retries.
+    pub async fn drain_at(&self, now: DateTime<Utc>) -> StoreResult<usize> {
+        let mut total = 0;
+        loop {
+            let work = self
+                .inbound
+                .claim_inbound_work(&self.request(now, self.settings.claim_batch))
+                .await?;
+            account_claim(&work);
+            if work.claimed.is_empty() {
+                return Ok(total);
+            }
+            let mut running = JoinSet::new();
+            for claimed in work.claimed {
+                let this = self.clone();
+                running.spawn(async move { forward(&this, &claimed, now).await });
+            }
+            for outcome in running.join_all().await {
+                self.record(outcome).await;
+                total += 1;
+            }
+        }
+    }
+
+    /// Records `outcome`, retrying a store failure until it is stored or the lease is gone (if
+    /// the process dies first, the lease runs out and the next claim settles the event).
+    async fn record(&self, outcome: WorkOutcome) {
+        let mut backoff = Duration::from_millis(50);
+        let event = outcome.event;
+        loop {
+            match self.inbound.record_inbound_work(outcome.clone()).await {
+                Ok(WorkRecorded::Stored(stored)) => {
+                    for r in &outcome.results {
+                        let kind = match (r.outcome, outcome.next) {
+                            (Outcome::Retryable, NextTry::Exhausted) => "dead_lettered",
+                            (o, _) => o.as_str(),
+                        };
+                        metrics::counter!(m::INBOUND_FORWARDS, "outcome" => kind).increment(1);
+                    }
+                    tracing::debug!(%event, state = stored.state.as_str(), "inbound event forwarded");
+                    return;
+                }
+                Ok(WorkRecorded::LeaseLost) => {
+                    metrics::counter!(m::LEASES_LOST).increment(1);
+                    tracing::info!(%event, "lease lost before recording; the event was settled or claimed again");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, %event, retry_in = ?backoff, "recording a forward failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
+/// How long to sleep after a claim that took everything due: until the next event is due,
+/// at most the poll interval (another process's work only shows up by polling).
+async fn idle_wait(this: &Forwarder, claimed_at: DateTime<Utc>) -> Duration {
+    let poll = this.settings.poll_interval;
+    match this.inbound.next_inbound_due().await {
+        Ok(Some(due)) if due > claimed_at => {
+            (due - Utc::now()).to_std().unwrap_or_default().min(poll)
+        }
+        Ok(_) => poll,
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the next due inbound event failed");
+            poll
+        }
+    }
+}
+
+/// Counts what a claim superseded and settled.
+fn account_claim(work: &WorkClaim) {
+    if !work.superseded.is_empty() {
+        metrics::counter!(m::INBOUND_SUPERSEDED).increment(work.superseded.len() as u64);
+    }
+    for event in &work.expired {
+        metrics::counter!(m::INBOUND_EXPIRED_LEASES).increment(1);
+        tracing::warn!(event = %event.id, state = event.state.as_str(),
+            "an inbound event's lease ran out before its outcome was recorded");
+    }
+}
+
+/// Forwards `claimed` to every destination it is owed, at logical time `now`.
+async fn forward(this: &Forwarder, claimed: &ClaimedEvent, now: DateTime<Utc>) -> WorkOutcome {
+    let event = &claimed.event;
+    let results: Vec<DestinationResult> = match &claimed.content {
+        None => claimed
+            .pending
+            .iter()
+            .map(|d| DestinationResult {
+                destination: Some(d.id),
+                outcome: Outcome::Retryable,
+                status: None,
+                error: Some("the payload was removed by retention before it was forwarded".into()),
+            })
+            .collect(),
+        Some(_) => {
+            let timestamp = u64::try_from(now.timestamp()).unwrap_or_default();
+            let shared = Arc::new(claimed.clone());
+            let mut sends = JoinSet::new();
+            for (i, d) in claimed.pending.iter().enumerate() {
+                let (shared, egress, timeout) =
+                    (shared.clone(), this.egress.clone(), this.settings.timeout);
+                let (id, idempotent) = (d.id, d.idempotent);
+                sends.spawn(async move {
+                    let event = &shared.event;
+                    let content = shared.content.as_ref().expect("matched Some above");
+                    let sent = request::send(
+                        &egress,
+                        timeout,
+                        event,
+                        content,
+                        &shared.pending[i],
+                        timestamp,
+                    )
+                    .await;
+                    DestinationResult {
+                        destination: Some(id),
+                        ..classify::classify(&sent, idempotent)
+                    }
+                });
+            }
+            sends.join_all().await
+        }
+    };
+    let retry =
+        claimed.content.is_some() && results.iter().any(|r| r.outcome == Outcome::Retryable);
+    let next = next_try(&this.settings.schedule, event.attempts, retry, now);
+    WorkOutcome {
+        event: event.id,
+        lease: claimed.lease.clone(),
+        results,
+        next,
+        now: now.trunc_subsecs(6),
+    }
+}
+
+/// When an event after `attempts` attempts is due again: after the schedule's delay with
+/// jitter when `retry` is wanted and the schedule has one left, else never.
+pub fn next_try(
+    schedule: &RetrySchedule,
+    attempts: u32,
+    retry: bool,
+    now: DateTime<Utc>,
+) -> NextTry {
+    match schedule.delay_after(attempts) {
+        Some(delay) if retry => {
+            let delay = equal_jitter(delay, &mut rand::thread_rng());
+            let at = now + chrono::Duration::from_std(delay).unwrap_or_default();
+            NextTry::At(at.trunc_subsecs(6))
+        }
+        _ => NextTry::Exhausted,
+    }
+}
+
+/// Renews the leases of events being forwarded every third of the lease.
+async fn heartbeat(this: Arc<Forwarder>, leases: Arc<Leases>, stop: CancellationToken) {
+    let lease = this.settings.lease;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(lease / 3) => {},
+            _ = stop.cancelled() => return,
+        }
+        let held: Vec<_> = leases
+            .lock()
+            .iter()
+            .map(|(id, l)| (*id, l.clone()))
+            .collect();
+        if held.is_empty() {
+            continue;
+        }
+        let until =
+            Utc::now().trunc_subsecs(6) + chrono::Duration::from_std(lease).unwrap_or_default();
+        match this.inbound.renew_inbound_leases(&held, until).await {
+            Ok(kept) if kept < held.len() => {
+                tracing::info!(lost = held.len() - kept, "some inbound leases were lost")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "renewing inbound leases failed"),
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Processing inbound events through the API (issue 5, items 6 and 8).
+//!
+//! **Operators** decide what vow could not: `POST …/event/{id}/resolve` with
+//! `{"outcome": "completed" | "retry"}` settles an `uncertain` event (it did take effect, or
+//! forward it again), and `POST …/event/{id}/replay` forwards a `dead_lettered` or `rejected`
+//! event again with fresh attempts. Either refuses an event in another state with 409.
+//!
+//! **Pull mode** is for a source without destinations, whose consumer fetches its own work
+//! (seed 004's worker): `POST /api/v1/source/{id}/event/claim` with
+//! `{"limit": 1..=100, "leaseSeconds": 1..=3600}` leases the oldest due events and returns
+//! them with their content and lease; `POST …/event/{id}/complete` with `{"lease"}` and
+//! `POST …/event/{id}/fail` with `{"lease", "outcome": "retryable" | "rejected" |
+//! "uncertain", "error"?}` record the outcome. A retryable failure is due again after the
+//! retry schedule's delay, and dead-lettered once it is spent; a lease that runs out makes
+//! the event `uncertain`. The same ordering by version applies as for forwarded events. A lost
+//! lease is 409: the event was settled or claimed by someone else.
+
+use axum::extract::{Path, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use chrono::{DateTime, SubsecRound, Utc};
+use serde::{Deserialize, Serialize};
+use vow_store::inbound::processing::{
+    ClaimedEvent, Consumer, DestinationResult, LeaseToken, Outcome, Resolution, WorkOutcome,
+    WorkRecorded, WorkRequest,
+};
+
+use super::source::{find, source_key};
+use super::source_event::{event_key, InboundEventOut};
+use crate::error::{ApiError, ApiResult};
+use crate::forwarding::next_try;
+use crate::http::extract::ValidJson;
+use crate::http::AppState;
+
+/// The longest a pull consumer may lease an event, in seconds.
+const MAX_LEASE_SECONDS: u32 = 3600;
+/// The most events one pull claim returns.
+const MAX_CLAIM: usize = 100;
+/// The longest error text kept from a pull consumer.
+const MAX_ERROR_CHARS: usize = 1000;
+
+/// Routes of processing and pull mode.
+pub fn routes() -> Router<AppState> {
+    let one = "/api/v1/source/{source_id}/event/{event_id}";
+    Router::new()
+        .route(
+            "/api/v1/source/{source_id}/event/claim",
+            post(claim_source_events),
+        )
+        .route(&format!("{one}/complete"), post(complete_source_event))
+        .route(&format!("{one}/fail"), post(fail_source_event))
+        .route(&format!("{one}/resolve"), post(resolve_source_event))
+        .route(&format!("{one}/replay"), post(replay_source_event))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ResolveIn {
+    outcome: String,
+}
+
+async fn resolve_source_event(
+    State(state): State<AppState>,
+    Path((source_id, event_id)): Path<(String, String)>,
+    ValidJson(body): ValidJson<ResolveIn>,
+) -> ApiResult<Json<InboundEventOut>> {
+    let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
+    let resolution = match body.outcome.as_str() {
+        "completed" => Resolution::Completed,
+        "retry" => Resolution::Retry,
+        _ => {
+            let msg = "must be \"completed\" (it took effect) or \"retry\" (forward it again)";
+            return Err(ApiError::invalid(
+                &["body", "outcome"],
+                msg,
+                "value_error.outcome",
+            ));
+        }
+    };
+    let resolved = state
+        .inbound
+        .resolve_uncertain(source, event, resolution, state.now())
+        .await?;
+    tracing::info!(%source, %event, outcome = %body.outcome, "uncertain inbound event resolved");
+    if resolution == Resolution::Retry {
+        state.inbound_wake.notify_one();
+    }
+    Ok(Json(resolved.into()))
+}
+
+async fn replay_source_event(
+    State(state): State<AppState>,
+    Path((source_id, event_id)): Path<(String, String)>,
+) -> ApiResult<Json<InboundEventOut>> {
+    let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
+    let replayed = state
+        .inbound
+        .replay_inbound(source, event, state.now())
+        .await?;
+    tracing::info!(%source, %event, "inbound event replayed");
+    state.inbound_wake.notify_one();
+    Ok(Json(replayed.into()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ClaimIn {
+    #[serde(default = "default_limit")]
+    limit: usize,
+    #[serde(default = "default_lease")]
+    lease_seconds: u32,
+}
+
+fn default_limit() -> usize {
+    10
+}
+
+fn default_lease() -> u32 {
+    30
+}
+
+/// `ClaimedEventOut`: an event with its content, and the lease to answer with.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimedEventOut {
+    #[serde(flatten)]
+    event: InboundEventOut,
+    lease: String,
+    lease_until: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize)]
+struct ClaimedOut {
+    data: Vec<ClaimedEventOut>,
+}
+
+async fn claim_source_events(
+    State(state): State<AppState>,
+    Path(source_id): Path<String>,
+    ValidJson(body): ValidJson<ClaimIn>,
+) -> ApiResult<Json<ClaimedOut>> {
+    let source = find(&state, &source_id).await?;
+    if !(1..=MAX_CLAIM).contains(&body.limit) {
+        let msg = format!("must be between 1 and {MAX_CLAIM}");
+        return Err(ApiError::invalid(
+            &["body", "limit"],
+            msg,
+            "value_error.limit",
+        ));
+    }
+    if !(1..=MAX_LEASE_SECONDS).contains(&body.lease_seconds) {
+        let msg = format!("must be between 1 and {MAX_LEASE_SECONDS} seconds");
+        return Err(ApiError::invalid(
+            &["body", "leaseSeconds"],
+            msg,
+            "value_error.lease",
+        ));
+    }
+    if !source.fields.destinations.is_empty() {
+        return Err(ApiError::Conflict(
+            "this source forwards to destinations, so vow's workers process its events; pull mode is for sources without destinations".into(),
+        ));
+    }
+    let request = WorkRequest {
+        now: state.now().trunc_subsecs(6),
+        lease: chrono::Duration::seconds(body.lease_seconds.into()),
+        limit: body.limit,
+        consumer: Consumer::Pull(source.id),
+        max_attempts: state.settings.retry_schedule.max_attempts(),
+    };
+    let work = state.inbound.claim_inbound_work(&request).await?;
+    let data = work
+        .claimed
+        .into_iter()
+        .map(
+            |ClaimedEvent {
+                 event,
+                 content,
+                 lease,
+                 lease_until,
+                 ..
+             }| ClaimedEventOut {
+                event: InboundEventOut::from(event).with_content(content),
+                lease: lease.0,
+                lease_until,
+            },
+        )
+        .collect();
+    Ok(Json(ClaimedOut { data }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CompleteIn {
+    lease: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FailIn {
+    lease: String,
+    outcome: String,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+async fn complete_source_event(
+    State(state): State<AppState>,
+    Path((source_id, event_id)): Path<(String, String)>,
+    ValidJson(body): ValidJson<CompleteIn>,
+) -> ApiResult<Json<InboundEventOut>> {
+    finish(
+        &state,
+        &source_id,
+        &event_id,
+        body.lease,
+        Outcome::Completed,
+        None,
+    )
+    .await
+}
+
+async fn fail_source_event(
+    State(state): State<AppState>,
+    Path((source_id, event_id)): Path<(String, String)>,
+    ValidJson(body): ValidJson<FailIn>,
+) -> ApiResult<Json<InboundEventOut>> {
+    let outcome = match Outcome::parse(&body.outcome) {
+        Some(o @ (Outcome::Retryable | Outcome::Rejected | Outcome::Uncertain)) => o,
+        _ => {
+            let msg = "must be \"retryable\", \"rejected\" or \"uncertain\"";
+            return Err(ApiError::invalid(
+                &["body", "outcome"],
+                msg,
+                "value_error.outcome",
+            ));
+        }
+    };
+    let error = body
+        .error
+        .map(|e| e.chars().take(MAX_ERROR_CHARS).collect());
+    finish(&state, &source_id, &event_id, body.lease, outcome, error).await
+}
+
+/// Records a pull consumer's outcome for one event under its lease.
+async fn finish(
+    state: &AppState,
+    source_id: &str,
+    event_id: &str,
+    lease: String,
+    outcome: Outcome,
+    error: Option<String>,
+) -> ApiResult<Json<InboundEventOut>> {
+    let (source, id) = (source_key(source_id)?, event_key(event_id)?);
+    let stored = state.inbound.get_inbound_event(source, id).await?;
+    let event = stored
+        .ok_or_else(|| ApiError::not_found("Inbound event"))?
+        .event;
+    let now = state.now().trunc_subsecs(6);
+    let schedule = &state.settings.retry_schedule;
+    let next = next_try(schedule, event.attempts, outcome == Outcome::Retryable, now);
+    let recorded = WorkOutcome {
+        event: id,
+        lease: LeaseToken(lease),
+        results: vec![DestinationResult {
+            destination: None,
+            outcome,
+            status: None,
+            error,
+        }],
+        next,
+        now,
+    };
+    match state.inbound.record_inbound_work(recorded).await? {
+        WorkRecorded::Stored(event) => Ok(Json(event.into())),
+        WorkRecorded::LeaseLost => Err(ApiError::Conflict(
+            "this lease is no longer held: the event was settled or claimed again".into(),
+        )),
+    }
+}
