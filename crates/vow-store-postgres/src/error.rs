@@ -63,7 +63,12 @@ fn missing_parent(constraint: Option<&str>) -> Option<&'static str> {
             | "attempts_endpoint_fkey",
         ) => Some("endpoint"),
         Some("deliveries_message_fkey" | "attempts_message_fkey") => Some("message"),
-        Some("inbound_events_source_fkey" | "inbound_rejections_source_fkey") => Some("source"),
+        Some(
+            "inbound_events_source_fkey"
+            | "inbound_rejections_source_fkey"
+            | "inbound_entities_source_fkey",
+        ) => Some("source"),
+        Some("inbound_forwards_event_fkey") => Some("inbound event"),
         _ => None,
     }
 }

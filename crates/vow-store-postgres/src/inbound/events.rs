@@ -15,19 +15,21 @@ use vow_store::inbound::{
 };
 use vow_store::{Seek, StoreError, StoreResult};
 
+use super::forwards;
 use crate::convert::{self, not_found};
 use crate::error::{corrupt, db_error};
 use crate::seek::push_seek;
 
 /// The columns [`EventRow`] reads.
-const COLUMNS: &str = "id, source_id, account, event_id, state, conflicts_with, sha256, size, \
-                       duplicates, version, entity, received_at, updated_at";
+pub(crate) const COLUMNS: &str = "id, source_id, account, event_id, state, conflicts_with, \
+                                  sha256, size, duplicates, version, entity, received_at, \
+                                  updated_at, attempts, next_attempt_at, last_error";
 
 /// One `inbound_events` row, without its content.
 #[derive(sqlx::FromRow)]
-struct EventRow {
-    id: String,
-    source_id: String,
+pub(crate) struct EventRow {
+    pub(crate) id: String,
+    pub(crate) source_id: String,
     account: String,
     event_id: Option<String>,
     state: String,
@@ -35,14 +37,17 @@ struct EventRow {
     sha256: String,
     size: i64,
     duplicates: i64,
-    version: Option<String>,
-    entity: Option<String>,
+    pub(crate) version: Option<String>,
+    pub(crate) entity: Option<String>,
     received_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    pub(crate) attempts: i32,
+    next_attempt_at: Option<DateTime<Utc>>,
+    last_error: Option<String>,
 }
 
 impl EventRow {
-    fn into_model(self) -> StoreResult<InboundEvent> {
+    pub(crate) fn into_model(self) -> StoreResult<InboundEvent> {
         let unsigned = |column: &str, v: i64| {
             u64::try_from(v).map_err(|_| corrupt(format!("{column} is negative: {v}")))
         };
@@ -64,17 +69,17 @@ impl EventRow {
             entity: self.entity,
             received_at: self.received_at,
             updated_at: self.updated_at,
-            attempts: 0,
-            next_attempt_at: None,
-            last_error: None,
+            attempts: convert::count("inbound_events.attempts", self.attempts)?,
+            next_attempt_at: self.next_attempt_at,
+            last_error: self.last_error,
         })
     }
 }
 
-type EventQuery<'q> = QueryAs<'q, Postgres, EventRow, PgArguments>;
+pub(crate) type EventQuery<'q> = QueryAs<'q, Postgres, EventRow, PgArguments>;
 
 /// Runs `query` for at most one event.
-async fn one_event<'c>(
+pub(crate) async fn one_event<'c>(
     query: EventQuery<'_>,
     ex: impl PgExecutor<'c>,
 ) -> StoreResult<Option<InboundEvent>> {
@@ -119,6 +124,15 @@ impl Target {
             Target::Quarantine => InboundState::Quarantined,
         }
     }
+
+    /// When a row inserted under it is due to be processed: a received row at once, a
+    /// quarantined one never (until an operator releases it).
+    fn due(self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self {
+            Target::Claim => Some(now),
+            Target::Quarantine => None,
+        }
+    }
 }
 
 /// Inserts `new` unless the index of `target` already holds its key; the row, if written.
@@ -130,8 +144,9 @@ async fn insert(
 ) -> StoreResult<Option<InboundEvent>> {
     let sql = format!(
         "INSERT INTO inbound_events (id, source_id, account, event_id, conflicts_with, state,
-             sha256, size, payload, headers, version, entity, received_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
+             sha256, size, payload, headers, version, entity, received_at, updated_at,
+             next_attempt_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)
          ON CONFLICT ({}) WHERE {} DO NOTHING
          RETURNING {COLUMNS}",
         target.columns(),
@@ -150,7 +165,8 @@ async fn insert(
         .bind(Json(&new.headers))
         .bind(&new.version)
         .bind(&new.entity)
-        .bind(new.now);
+        .bind(new.now)
+        .bind(target.due(new.now));
     one_event(query, conn).await
 }
 
@@ -215,13 +231,26 @@ async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult
 
 /// An event with its content.
 #[derive(sqlx::FromRow)]
-struct DetailRow {
+pub(crate) struct DetailRow {
     #[sqlx(flatten)]
-    event: EventRow,
+    pub(crate) event: EventRow,
     headers: Option<Json<Vec<(String, String)>>>,
     payload: Option<Vec<u8>>,
 }
 
+impl DetailRow {
+    /// The event and its content (`None` once purged).
+    pub(crate) fn into_parts(self) -> StoreResult<(InboundEvent, Option<InboundContent>)> {
+        let content = self.payload.map(|payload| InboundContent {
+            headers: self.headers.map(|j| j.0).unwrap_or_default(),
+            payload,
+        });
+        Ok((self.event.into_model()?, content))
+    }
+}
+
+/// The event with its content and its forwards: two reads, the event first (a forward
+/// recorded in between may show an outcome newer than the event's state).
 pub(crate) async fn get(
     pool: &PgPool,
     source: SourceId,
@@ -239,14 +268,12 @@ pub(crate) async fn get(
     else {
         return Ok(None);
     };
-    let content = row.payload.map(|payload| InboundContent {
-        headers: row.headers.map(|j| j.0).unwrap_or_default(),
-        payload,
-    });
+    let (event, content) = row.into_parts()?;
+    let forwards = forwards::of(pool, &event.id).await?;
     Ok(Some(StoredInbound {
-        forwards: Vec::new(),
-        event: row.event.into_model()?,
+        event,
         content,
+        forwards,
     }))
 }
 
@@ -280,8 +307,10 @@ pub(crate) async fn resolve(
     to: InboundState,
     now: DateTime<Utc>,
 ) -> StoreResult<InboundEvent> {
+    // A released event is due at once; a discarded one never.
     let sql = format!(
-        "UPDATE inbound_events SET state = $3, updated_at = $4
+        "UPDATE inbound_events SET state = $3, updated_at = $4,
+             next_attempt_at = CASE WHEN $3 = 'received' THEN $4::timestamptz END
          WHERE source_id = $1 AND id = $2 AND state = 'quarantined'
          RETURNING {COLUMNS}"
     );

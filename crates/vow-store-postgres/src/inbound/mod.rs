@@ -1,11 +1,15 @@
-//! [`InboundStore`] on PostgreSQL: a claim is one transaction (see `events`), every other
-//! write one statement; several processes may share the tables.
+//! [`InboundStore`] on PostgreSQL: a claim is one transaction (see `events`), and so is each
+//! processing write (see `work`); several processes may share the tables.
 //!
 //! # Layout
 //! - `sources`: the `sources` table.
 //! - `events`: the claim, `inbound_events` and `inbound_rejections`.
+//! - `forwards`: `inbound_forwards`, each destination's outcome of an event.
+//! - `work`: processing: claims under leases (with the ordering by version kept in
+//!   `inbound_entities`), recording outcomes, renewals, operators' decisions.
 
 pub(crate) mod events;
+pub(crate) mod forwards;
 pub(crate) mod sources;
 pub(crate) mod work;
 

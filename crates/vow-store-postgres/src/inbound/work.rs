@@ -1,53 +1,732 @@
-//! PLACEHOLDER (being written): processing inbound events on PostgreSQL.
+//! Processing inbound events ([`vow_store::inbound::processing`]): claims under leases,
+//! recording outcomes, renewing leases, and operators' decisions. Several processes may claim
+//! at once; every write is one transaction (READ COMMITTED).
+//!
+//! A claim is ONE transaction:
+//! 1. settle: lock up to [`SETTLE_BATCH`] `processing` events whose lease ran out
+//!    (`FOR UPDATE SKIP LOCKED`), record every destination still owed each one as `uncertain`
+//!    (`retryable` when the destination is idempotent, `dead_lettered` instead once out of
+//!    attempts; a pull consumer's as `uncertain`), and move it to the aggregate of its
+//!    outcomes (a retryable one due at once);
+//! 2. pick: lock the due candidates of the consumer (`FOR UPDATE OF e SKIP LOCKED`, oldest due
+//!    first, leaving out entities with an event in `processing`);
+//! 3. decide, per entity of the candidates with an entity and a version (entities in one fixed
+//!    order, so two claims never wait for each other in a cycle): take the entity's row in
+//!    `inbound_entities` (insert it if new, then `SELECT … FOR UPDATE`), check again under that
+//!    lock that no event of the entity is `processing`, then go through its candidates,
+//!    earliest due first: each not newer than the mark is superseded, the first that is newer
+//!    (or holds the mark already) is taken and moves the mark, and the rest wait for a later
+//!    claim;
+//! 4. supersede and claim (one statement each), and read which destinations are still owed.
+
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgPool};
 use vow_core::{InboundEventId, SourceId};
 use vow_store::inbound::processing::{
-    LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
+    aggregate, is_newer, superseded_note, wrong_state, ClaimedEvent, Consumer, LeaseToken, NextTry,
+    Outcome, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
-use vow_store::inbound::InboundEvent;
+use vow_store::inbound::{Destination, InboundEvent, InboundState};
 use vow_store::{StoreError, StoreResult};
 
-fn todo() -> StoreError {
-    StoreError::Backend("inbound processing is not implemented on PostgreSQL yet".into())
+use super::events::{one_event, DetailRow, EventRow, COLUMNS};
+use super::forwards::{self, destination_key, ForwardColumns, PULL};
+use crate::convert;
+use crate::error::{corrupt, db_error};
+use crate::queue::new_token;
+
+/// How many expired leases one claim settles at most (the next claim settles more).
+const SETTLE_BATCH: i64 = 100;
+
+/// The sources matching `filter` as `s (sid, destinations)`, to join `inbound_events e` with:
+/// their column names differ from the events', so the bare names of [`COLUMNS`] can only mean
+/// the event's.
+fn sources(filter: &str) -> String {
+    format!("(SELECT id AS sid, destinations FROM sources WHERE {filter}) s")
 }
 
-pub(crate) async fn claim(_pool: &PgPool, _request: &WorkRequest) -> StoreResult<WorkClaim> {
-    Err(todo())
+/// The filter of [`sources`] that vow's workers forward events of.
+const WITH_DESTINATIONS: &str = "jsonb_array_length(destinations) > 0";
+
+/// An event of `e` with the destinations of its source and its lease holder.
+#[derive(sqlx::FromRow)]
+struct SourcedRow {
+    #[sqlx(flatten)]
+    event: EventRow,
+    claimed_by: Option<String>,
+    destinations: Json<Vec<Destination>>,
 }
 
-pub(crate) async fn record(_pool: &PgPool, _outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
-    Err(todo())
+/// Where the stored outcomes of some events stand: per event id, per destination key.
+type Known = HashMap<String, HashMap<String, Outcome>>;
+
+/// The stored outcomes of the forwards of `events`.
+async fn known(conn: &mut PgConnection, events: &[String]) -> StoreResult<Known> {
+    let mut known = Known::new();
+    for (event, destination, outcome) in forwards::outcomes_of(conn, events).await? {
+        known.entry(event).or_default().insert(destination, outcome);
+    }
+    Ok(known)
 }
 
+/// Whether `outcomes` holds a final outcome for `destination`.
+fn is_done(outcomes: &HashMap<String, Outcome>, destination: &str) -> bool {
+    outcomes.get(destination).is_some_and(|o| o.is_final())
+}
+
+/// New states of events whose processing ended (recorded, settled or superseded), as columns;
+/// written with their leases cleared.
+#[derive(Default)]
+struct Ends {
+    id: Vec<String>,
+    state: Vec<&'static str>,
+    next_attempt_at: Vec<Option<DateTime<Utc>>>,
+    last_error: Vec<Option<String>>,
+}
+
+impl Ends {
+    fn push(
+        &mut self,
+        id: String,
+        state: InboundState,
+        next_attempt_at: Option<DateTime<Utc>>,
+        last_error: Option<String>,
+    ) {
+        self.id.push(id);
+        self.state.push(state.as_str());
+        self.next_attempt_at.push(next_attempt_at);
+        self.last_error.push(last_error);
+    }
+
+    /// Writes them at `now` in one statement; the events, in the order pushed.
+    async fn write(
+        self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<InboundEvent>> {
+        if self.id.is_empty() {
+            return Ok(Vec::new());
+        }
+        // `u`'s columns are named apart from `inbound_events`'s, so RETURNING's are the row's.
+        let rows = sqlx::query_as::<_, EventRow>(&format!(
+            "UPDATE inbound_events e SET state = u.new_state, next_attempt_at = u.due,
+                 last_error = u.error, lease_token = NULL, lease_until = NULL,
+                 claimed_by = NULL, updated_at = $5
+             FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::text[])
+                 AS u (uid, new_state, due, error)
+             WHERE e.id = u.uid
+             RETURNING {COLUMNS}"
+        ))
+        .bind(&self.id)
+        .bind(&self.state)
+        .bind(&self.next_attempt_at)
+        .bind(&self.last_error)
+        .bind(now)
+        .fetch_all(conn)
+        .await
+        .map_err(db_error)?;
+        in_order(&self.id, rows, |r| &r.id)?
+            .into_iter()
+            .map(EventRow::into_model)
+            .collect()
+    }
+}
+
+/// `rows` (RETURNING has no order) in the order of `ids`; a missing one is a bug.
+fn in_order<R>(ids: &[String], rows: Vec<R>, id: impl Fn(&R) -> &String) -> StoreResult<Vec<R>> {
+    let mut by_id: HashMap<String, R> = rows.into_iter().map(|r| (id(&r).clone(), r)).collect();
+    ids.iter()
+        .map(|i| {
+            by_id
+                .remove(i)
+                .ok_or_else(|| corrupt(format!("inbound event {i} vanished under its lock")))
+        })
+        .collect()
+}
+
+// ---- claim ------------------------------------------------------------------------------------
+
+/// [`vow_store::InboundStore::claim_inbound_work`] as ONE transaction (see the module docs).
+pub(crate) async fn claim(pool: &PgPool, req: &WorkRequest) -> StoreResult<WorkClaim> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let expired = settle(&mut tx, req).await?;
+    let (claimed, superseded) = if req.limit == 0 {
+        (Vec::new(), Vec::new())
+    } else {
+        take(&mut tx, req).await?
+    };
+    tx.commit().await.map_err(db_error)?;
+    Ok(WorkClaim {
+        claimed,
+        superseded,
+        expired,
+    })
+}
+
+/// Who held a leased event.
+fn holder(row: &SourcedRow) -> StoreResult<&'static str> {
+    match row.claimed_by.as_deref() {
+        Some("push") => Ok("push"),
+        Some(PULL) => Ok(PULL),
+        other => Err(corrupt(format!(
+            "inbound_events.claimed_by {other:?} on a processing event"
+        ))),
+    }
+}
+
+/// Step 1: settles the events whose lease ran out by `req.now`.
+async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<InboundEvent>> {
+    let rows = sqlx::query_as::<_, SourcedRow>(&format!(
+        "SELECT {COLUMNS}, claimed_by, s.destinations
+         FROM inbound_events e JOIN {} ON s.sid = e.source_id
+         WHERE state = 'processing' AND lease_until <= $1
+         ORDER BY lease_until, id LIMIT $2
+         FOR UPDATE OF e SKIP LOCKED",
+        sources("TRUE")
+    ))
+    .bind(req.now)
+    .bind(SETTLE_BATCH)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = rows.iter().map(|r| r.event.id.clone()).collect();
+    let mut known = known(conn, &ids).await?;
+    let mut writes = ForwardColumns::default();
+    let mut ends = Ends::default();
+    for row in &rows {
+        let mut outcomes = known.remove(&row.event.id).unwrap_or_default();
+        let out_of_attempts = i64::from(row.event.attempts) >= i64::from(req.max_attempts);
+        // The destinations still owed the event, and whether each is idempotent.
+        let owed: Vec<(String, bool)> = match holder(row)? {
+            PULL => vec![(PULL.to_string(), false)],
+            _ => row
+                .destinations
+                .iter()
+                .map(|d| (destination_key(Some(&d.id)), d.idempotent))
+                .collect(),
+        };
+        for (destination, idempotent) in owed {
+            if is_done(&outcomes, &destination) {
+                continue;
+            }
+            let outcome = match (idempotent, out_of_attempts) {
+                (false, _) => Outcome::Uncertain,
+                (true, false) => Outcome::Retryable,
+                (true, true) => Outcome::DeadLettered,
+            };
+            writes.push(
+                &row.event.id,
+                destination.clone(),
+                outcome,
+                None,
+                Some(LEASE_EXPIRED.to_string()),
+            );
+            outcomes.insert(destination, outcome);
+        }
+        let state = aggregate(outcomes.into_values());
+        let due = (state == InboundState::Retryable).then_some(req.now);
+        ends.push(
+            row.event.id.clone(),
+            state,
+            due,
+            Some(LEASE_EXPIRED.to_string()),
+        );
+    }
+    writes.upsert(conn, req.now).await?;
+    ends.write(conn, req.now).await
+}
+
+/// What step 3 decided for one candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Decision {
+    /// Claim it.
+    Take,
+    /// Not newer than its entity's mark: supersede it, with this note.
+    Supersede(String),
+    /// Its entity is busy (or another candidate of it goes first): leave it for later.
+    Wait,
+}
+
+/// Steps 2 to 4: claims the due events of `req.consumer`.
+async fn take(
+    conn: &mut PgConnection,
+    req: &WorkRequest,
+) -> StoreResult<(Vec<ClaimedEvent>, Vec<InboundEvent>)> {
+    let rows = candidates(conn, req).await?;
+    let decisions = decide_all(conn, &rows, req.now).await?;
+
+    let mut superseded = Ends::default();
+    let mut taken: Vec<String> = Vec::new();
+    for (row, decision) in rows.iter().zip(decisions) {
+        match decision {
+            Decision::Take => taken.push(row.event.id.clone()),
+            Decision::Supersede(note) => {
+                superseded.push(
+                    row.event.id.clone(),
+                    InboundState::Superseded,
+                    None,
+                    Some(note),
+                );
+            }
+            Decision::Wait => {}
+        }
+    }
+    let superseded = superseded.write(conn, req.now).await?;
+    let claimed = lease(conn, req, &rows, &taken).await?;
+    Ok((claimed, superseded))
+}
+
+/// Step 2: the due candidates, locked, oldest due first.
+async fn candidates(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<SourcedRow>> {
+    // A pull consumer takes its source's events only while that source has no destinations
+    // (which vow's workers would forward to).
+    let (filter, pull) = match req.consumer {
+        Consumer::Push => (WITH_DESTINATIONS, None),
+        Consumer::Pull(source) => (
+            "id = $3 AND jsonb_array_length(destinations) = 0",
+            Some(source.to_string()),
+        ),
+    };
+    let sql = format!(
+        "SELECT {COLUMNS}, claimed_by, s.destinations
+         FROM inbound_events e JOIN {} ON s.sid = e.source_id
+         WHERE state IN ('received', 'retryable') AND next_attempt_at <= $1
+           AND NOT (entity IS NOT NULL AND version IS NOT NULL AND EXISTS (
+               SELECT 1 FROM inbound_events o
+               WHERE o.source_id = e.source_id AND o.entity = e.entity
+                 AND o.state = 'processing' AND o.version IS NOT NULL))
+         ORDER BY next_attempt_at, id LIMIT $2
+         FOR UPDATE OF e SKIP LOCKED",
+        sources(filter)
+    );
+    let mut query = sqlx::query_as::<_, SourcedRow>(&sql)
+        .bind(req.now)
+        .bind(convert::bigint_param(req.limit));
+    if let Some(source) = pull {
+        query = query.bind(source);
+    }
+    query.fetch_all(conn).await.map_err(db_error)
+}
+
+/// The (source, entity) a candidate is ordered by, if it has an entity and a version.
+fn ordered_by(event: &EventRow) -> Option<(&str, &str, &str)> {
+    match (&event.entity, &event.version) {
+        (Some(entity), Some(version)) => Some((&event.source_id, entity, version)),
+        _ => None,
+    }
+}
+
+/// Step 3 for every candidate, in order.
+async fn decide_all(
+    conn: &mut PgConnection,
+    rows: &[SourcedRow],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<Decision>> {
+    let mut decisions = vec![Decision::Take; rows.len()];
+    // The candidates of each entity, earliest due first; entities are locked in one order in
+    // every process, so two claims never wait for each other in a cycle.
+    let mut entities: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        if let Some((source, entity, _)) = ordered_by(&row.event) {
+            entities.entry((source, entity)).or_default().push(i);
+        }
+    }
+    for ((source, entity), group) in entities {
+        let events: Vec<&EventRow> = group.iter().map(|&i| &rows[i].event).collect();
+        let decided = decide(conn, source, entity, &events, now).await?;
+        for (i, decision) in group.into_iter().zip(decided) {
+            decisions[i] = decision;
+        }
+    }
+    Ok(decisions)
+}
+
+/// Step 3 for the candidates of one entity, earliest due first: each is superseded until one
+/// is newer than the mark (or holds it already) and is taken; the ones after it wait.
+async fn decide(
+    conn: &mut PgConnection,
+    source: &str,
+    entity: &str,
+    events: &[&EventRow],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<Decision>> {
+    let Some(first) = events.first() else {
+        return Ok(Vec::new());
+    };
+    let mut decisions = vec![Decision::Wait; events.len()];
+    // Take the entity's row: a new entity's mark is the first candidate's (the insert holds the
+    // row until commit; a concurrent insert waits for it, then does nothing); an existing one
+    // is locked.
+    sqlx::query(
+        "INSERT INTO inbound_entities (source_id, entity, version, event_id, updated_at)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (source_id, entity) DO NOTHING",
+    )
+    .bind(source)
+    .bind(entity)
+    .bind(&first.version)
+    .bind(&first.id)
+    .bind(now)
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    let (mark, marked_by): (String, String) = sqlx::query_as(
+        "SELECT version, event_id FROM inbound_entities
+         WHERE source_id = $1 AND entity = $2 FOR UPDATE",
+    )
+    .bind(source)
+    .bind(entity)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    // Under the lock (a fresh snapshot): did another process claim an event of it meanwhile?
+    let busy: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM inbound_events
+                        WHERE source_id = $1 AND entity = $2 AND state = 'processing'
+                          AND version IS NOT NULL)",
+    )
+    .bind(source)
+    .bind(entity)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    if busy {
+        return Ok(decisions);
+    }
+    for (event, decision) in events.iter().zip(&mut decisions) {
+        let version = event.version.as_deref().unwrap_or_default();
+        // Its own mark: set by the insert above, or by an earlier claim of this event.
+        if marked_by == event.id {
+            *decision = Decision::Take;
+            break;
+        }
+        if !is_newer(version, &mark) {
+            *decision = Decision::Supersede(superseded_note(version, &mark));
+            continue;
+        }
+        sqlx::query(
+            "UPDATE inbound_entities SET version = $3, event_id = $4, updated_at = $5
+             WHERE source_id = $1 AND entity = $2",
+        )
+        .bind(source)
+        .bind(entity)
+        .bind(version)
+        .bind(&event.id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?;
+        *decision = Decision::Take;
+        break;
+    }
+    Ok(decisions)
+}
+
+/// Step 4: leases the events `taken` (of `rows`), in the order of `rows`, with their content
+/// and, for a push claim, the destinations still owed them.
+async fn lease(
+    conn: &mut PgConnection,
+    req: &WorkRequest,
+    rows: &[SourcedRow],
+    taken: &[String],
+) -> StoreResult<Vec<ClaimedEvent>> {
+    if taken.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lease = new_token();
+    let lease_until = req
+        .now
+        .checked_add_signed(req.lease)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let leased = sqlx::query_as::<_, DetailRow>(&format!(
+        "UPDATE inbound_events SET state = 'processing', lease_token = $2, lease_until = $3,
+             claimed_by = $4, attempts = attempts + 1, next_attempt_at = NULL, updated_at = $5
+         WHERE id = ANY($1)
+         RETURNING {COLUMNS}, headers, payload"
+    ))
+    .bind(taken)
+    .bind(&lease.0)
+    .bind(lease_until)
+    .bind(req.consumer.as_str())
+    .bind(req.now)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    let leased = in_order(taken, leased, |r| &r.event.id)?;
+    let mut known = match req.consumer {
+        Consumer::Push => known(conn, taken).await?,
+        Consumer::Pull(_) => Known::new(),
+    };
+    let destinations: HashMap<&String, &[Destination]> = rows
+        .iter()
+        .map(|r| (&r.event.id, r.destinations.as_slice()))
+        .collect();
+
+    let mut claimed = Vec::with_capacity(leased.len());
+    for row in leased {
+        let outcomes = known.remove(&row.event.id).unwrap_or_default();
+        let pending = match req.consumer {
+            Consumer::Push => destinations
+                .get(&row.event.id)
+                .copied()
+                .unwrap_or_default()
+                .iter()
+                .filter(|d| !is_done(&outcomes, &destination_key(Some(&d.id))))
+                .cloned()
+                .collect(),
+            Consumer::Pull(_) => Vec::new(),
+        };
+        let (event, content) = row.into_parts()?;
+        claimed.push(ClaimedEvent {
+            event,
+            content,
+            lease: lease.clone(),
+            lease_until,
+            pending,
+        });
+    }
+    Ok(claimed)
+}
+
+// ---- record and renew -------------------------------------------------------------------------
+
+/// [`vow_store::InboundStore::record_inbound_work`] as one transaction: the event is locked
+/// while its lease is checked, its forwards written, and its state set to their aggregate.
+pub(crate) async fn record(pool: &PgPool, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
+    let id = outcome.event.to_string();
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let held: Option<i32> = sqlx::query_scalar(
+        "SELECT 1 FROM inbound_events
+         WHERE id = $1 AND state = 'processing' AND lease_token = $2 FOR UPDATE",
+    )
+    .bind(&id)
+    .bind(&outcome.lease.0)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    if held.is_none() {
+        return Ok(WorkRecorded::LeaseLost);
+    }
+
+    let exhausted = outcome.next == NextTry::Exhausted;
+    let settle = |o: Outcome| match o {
+        Outcome::Retryable if exhausted => Outcome::DeadLettered,
+        o => o,
+    };
+    let mut outcomes = known(&mut tx, std::slice::from_ref(&id))
+        .await?
+        .remove(&id)
+        .unwrap_or_default();
+    // One write per destination: a destination reported twice keeps its last result.
+    let mut reported: HashMap<String, usize> = HashMap::new();
+    for (i, r) in outcome.results.iter().enumerate() {
+        reported.insert(destination_key(r.destination.as_ref()), i);
+    }
+    let mut writes = ForwardColumns::default();
+    for (destination, i) in reported {
+        let r = &outcome.results[i];
+        let o = settle(r.outcome);
+        writes.push(&id, destination.clone(), o, r.status, r.error.clone());
+        outcomes.insert(destination, o);
+    }
+    writes.upsert(&mut tx, outcome.now).await?;
+    if exhausted && outcomes.values().any(|&o| o == Outcome::Retryable) {
+        // Retryable outcomes of destinations not reported this time: never due again either.
+        sqlx::query(
+            "UPDATE inbound_forwards SET outcome = 'dead_lettered', updated_at = $2
+             WHERE event_id = $1 AND outcome = 'retryable'",
+        )
+        .bind(&id)
+        .bind(outcome.now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    }
+
+    let state = aggregate(outcomes.into_values().map(settle));
+    let due = match (state, outcome.next) {
+        (InboundState::Retryable, NextTry::At(at)) => Some(at),
+        _ => None,
+    };
+    let last_error = outcome
+        .results
+        .iter()
+        .filter(|r| r.outcome != Outcome::Completed)
+        .find_map(|r| r.error.clone());
+    let mut ends = Ends::default();
+    ends.push(id, state, due, last_error);
+    let event = ends.write(&mut tx, outcome.now).await?.pop();
+    tx.commit().await.map_err(db_error)?;
+    event
+        .map(WorkRecorded::Stored)
+        .ok_or_else(|| corrupt("a recorded inbound event vanished"))
+}
+
+/// Extends the leases whose token still matches; how many did.
 pub(crate) async fn renew(
-    _pool: &PgPool,
-    _leases: &[(InboundEventId, LeaseToken)],
-    _until: DateTime<Utc>,
+    pool: &PgPool,
+    leases: &[(InboundEventId, LeaseToken)],
+    until: DateTime<Utc>,
 ) -> StoreResult<usize> {
-    Err(todo())
+    if leases.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<String> = leases.iter().map(|(id, _)| id.to_string()).collect();
+    let tokens: Vec<&str> = leases.iter().map(|(_, t)| t.0.as_str()).collect();
+    let done = sqlx::query(
+        "UPDATE inbound_events e SET lease_until = $3
+         FROM UNNEST($1::text[], $2::text[]) AS u (uid, token)
+         WHERE e.id = u.uid AND e.lease_token = u.token AND e.state = 'processing'",
+    )
+    .bind(&ids)
+    .bind(&tokens)
+    .bind(until)
+    .execute(pool)
+    .await
+    .map_err(db_error)?;
+    Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
 }
 
-pub(crate) async fn next_due(_pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {
-    Err(todo())
+/// The earliest time a push claim could take something: the first due event of a source with
+/// destinations whose entity is not busy, or the end of the first lease of such a source (its
+/// settling may make the event due at once). An event waiting for its busy entity comes due
+/// when that entity's event is recorded (or its lease ends, which is counted).
+pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {
+    let pushed = sources(WITH_DESTINATIONS);
+    sqlx::query_scalar(&format!(
+        "SELECT LEAST(
+             (SELECT next_attempt_at
+              FROM inbound_events e JOIN {pushed} ON s.sid = e.source_id
+              WHERE state IN ('received', 'retryable')
+                AND NOT (entity IS NOT NULL AND version IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM inbound_events o
+                    WHERE o.source_id = e.source_id AND o.entity = e.entity
+                      AND o.state = 'processing' AND o.version IS NOT NULL))
+              ORDER BY next_attempt_at LIMIT 1),
+             (SELECT lease_until
+              FROM inbound_events e JOIN {pushed} ON s.sid = e.source_id
+              WHERE state = 'processing'
+              ORDER BY lease_until LIMIT 1))"
+    ))
+    .fetch_one(pool)
+    .await
+    .map_err(db_error)
 }
 
+// ---- operators --------------------------------------------------------------------------------
+
+/// Locks the event `id` of `source`; its state. `NotFound("inbound event")` when absent.
+async fn lock_state(
+    conn: &mut PgConnection,
+    source: SourceId,
+    id: InboundEventId,
+) -> StoreResult<InboundState> {
+    let state: String = sqlx::query_scalar(
+        "SELECT state FROM inbound_events WHERE source_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(source.to_string())
+    .bind(id.to_string())
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db_error)?
+    .ok_or(StoreError::NotFound("inbound event"))?;
+    InboundState::parse(&state).ok_or_else(|| corrupt(format!("inbound_events.state {state:?}")))
+}
+
+/// Sets an operator's new `state` on the event `id` at `now`: due at `now` when retryable,
+/// with its attempts back to 0 when `fresh`.
+async fn set_state(
+    conn: &mut PgConnection,
+    id: &str,
+    state: InboundState,
+    fresh: bool,
+    now: DateTime<Utc>,
+) -> StoreResult<InboundEvent> {
+    let sql = format!(
+        "UPDATE inbound_events SET state = $2, updated_at = $3,
+             next_attempt_at = CASE WHEN $2 = 'retryable' THEN $3::timestamptz END,
+             attempts = CASE WHEN $4 THEN 0 ELSE attempts END
+         WHERE id = $1
+         RETURNING {COLUMNS}"
+    );
+    let query = sqlx::query_as::<_, EventRow>(&sql)
+        .bind(id)
+        .bind(state.as_str())
+        .bind(now)
+        .bind(fresh);
+    one_event(query, conn)
+        .await?
+        .ok_or_else(|| corrupt("an inbound event vanished under its lock"))
+}
+
+/// [`vow_store::InboundStore::resolve_uncertain`]: the uncertain forwards become completed or
+/// retryable, and the event the aggregate of its forwards (a retry due at once, with fresh
+/// attempts). One transaction; nothing changes on an error.
 pub(crate) async fn resolve_uncertain(
-    _pool: &PgPool,
-    _source: SourceId,
-    _id: InboundEventId,
-    _resolution: Resolution,
-    _now: DateTime<Utc>,
+    pool: &PgPool,
+    source: SourceId,
+    id: InboundEventId,
+    resolution: Resolution,
+    now: DateTime<Utc>,
 ) -> StoreResult<InboundEvent> {
-    Err(todo())
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    if lock_state(&mut tx, source, id).await? != InboundState::Uncertain {
+        return Err(wrong_state("uncertain"));
+    }
+    let to = match resolution {
+        Resolution::Completed => Outcome::Completed,
+        Resolution::Retry => Outcome::Retryable,
+    };
+    let id = id.to_string();
+    sqlx::query(
+        "UPDATE inbound_forwards SET outcome = $2, updated_at = $3
+         WHERE event_id = $1 AND outcome = 'uncertain'",
+    )
+    .bind(&id)
+    .bind(to.as_str())
+    .bind(now)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    let outcomes = known(&mut tx, std::slice::from_ref(&id))
+        .await?
+        .remove(&id)
+        .unwrap_or_default();
+    let state = aggregate(outcomes.into_values());
+    let event = set_state(&mut tx, &id, state, resolution == Resolution::Retry, now).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(event)
 }
 
+/// [`vow_store::InboundStore::replay_inbound`]: the dead-lettered and rejected forwards are
+/// forgotten and the event is retryable, due at `now`, with fresh attempts. One transaction;
+/// nothing changes on an error.
 pub(crate) async fn replay(
-    _pool: &PgPool,
-    _source: SourceId,
-    _id: InboundEventId,
-    _now: DateTime<Utc>,
+    pool: &PgPool,
+    source: SourceId,
+    id: InboundEventId,
+    now: DateTime<Utc>,
 ) -> StoreResult<InboundEvent> {
-    Err(todo())
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let state = lock_state(&mut tx, source, id).await?;
+    if !matches!(state, InboundState::DeadLettered | InboundState::Rejected) {
+        return Err(wrong_state("dead-lettered or rejected"));
+    }
+    let id = id.to_string();
+    sqlx::query(
+        "DELETE FROM inbound_forwards
+         WHERE event_id = $1 AND outcome IN ('dead_lettered', 'rejected')",
+    )
+    .bind(&id)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    let event = set_state(&mut tx, &id, InboundState::Retryable, true, now).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(event)
 }

@@ -34,8 +34,8 @@ const ENDPOINTS_WITH_WORK: &str = "endpoints_with_work (ep) AS (
                 ORDER BY d.endpoint_id LIMIT 1)
         FROM endpoints_with_work w WHERE w.ep IS NOT NULL)";
 
-/// A fresh lease token: 128 random bits, hex.
-fn new_token() -> LeaseToken {
+/// A fresh lease token: 128 random bits, hex (inbound claims use it too).
+pub(crate) fn new_token() -> LeaseToken {
     LeaseToken(format!("{:032x}", rand::random::<u128>()))
 }
 

@@ -3,11 +3,13 @@
 //! a fresh database).
 //!
 //! - `conformance`: the shared suite every backend passes.
+//! - `inbound`: processing inbound events: concurrent claims, paths the suite leaves out.
 //! - `postgres`: several processes on one database, migrations, a server that goes away.
 //! - `queue`: the delivery queue's main paths, concurrent claims, a stale lease owner.
 //! - `smoke`: quick checks of this backend's own choices (conflict sentences, byte order).
 
 mod conformance;
+mod inbound;
 mod postgres;
 mod queue;
 mod smoke;

@@ -1,0 +1,149 @@
+//! `inbound_forwards`: what became of an inbound event at each destination, one row per
+//! (event, destination); a pull consumer's row has destination [`PULL`].
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgExecutor};
+use vow_core::{DestinationId, InboundEventId};
+use vow_store::inbound::processing::{Forward, Outcome};
+use vow_store::StoreResult;
+
+use crate::convert;
+use crate::error::{corrupt, db_error};
+
+/// The stored destination of a pull consumer's outcome.
+pub(crate) const PULL: &str = "pull";
+
+/// A destination as stored: its id, or [`PULL`].
+pub(crate) fn destination_key(destination: Option<&DestinationId>) -> String {
+    destination.map_or_else(|| PULL.to_string(), ToString::to_string)
+}
+
+/// A stored outcome.
+pub(crate) fn outcome(value: &str) -> StoreResult<Outcome> {
+    Outcome::parse(value).ok_or_else(|| corrupt(format!("inbound_forwards.outcome {value:?}")))
+}
+
+/// One `inbound_forwards` row.
+#[derive(sqlx::FromRow)]
+struct ForwardRow {
+    destination: String,
+    outcome: String,
+    attempts: i32,
+    status: Option<i32>,
+    error: Option<String>,
+    updated_at: DateTime<Utc>,
+}
+
+impl ForwardRow {
+    fn into_model(self) -> StoreResult<Forward> {
+        Ok(Forward {
+            destination: match self.destination.as_str() {
+                PULL => None,
+                id => Some(convert::id("inbound_forwards.destination", id)?),
+            },
+            outcome: outcome(&self.outcome)?,
+            attempts: convert::count("inbound_forwards.attempts", self.attempts)?,
+            status: convert::status("inbound_forwards.status", self.status)?,
+            error: self.error,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// The forwards of `event`, by destination.
+pub(crate) async fn of<'c>(
+    ex: impl PgExecutor<'c>,
+    event: &InboundEventId,
+) -> StoreResult<Vec<Forward>> {
+    sqlx::query_as::<_, ForwardRow>(
+        "SELECT destination, outcome, attempts, status, error, updated_at
+         FROM inbound_forwards WHERE event_id = $1 ORDER BY destination",
+    )
+    .bind(event.to_string())
+    .fetch_all(ex)
+    .await
+    .map_err(db_error)?
+    .into_iter()
+    .map(ForwardRow::into_model)
+    .collect()
+}
+
+/// The stored outcomes of the forwards of each of `events`, as `(event id, destination,
+/// outcome)`.
+pub(crate) async fn outcomes_of(
+    conn: &mut PgConnection,
+    events: &[String],
+) -> StoreResult<Vec<(String, String, Outcome)>> {
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT event_id, destination, outcome FROM inbound_forwards WHERE event_id = ANY($1)",
+    )
+    .bind(events)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)?;
+    rows.into_iter()
+        .map(|(event, destination, o)| Ok((event, destination, outcome(&o)?)))
+        .collect()
+}
+
+/// Outcomes to write, as columns: one row per (event, destination).
+#[derive(Default)]
+pub(crate) struct ForwardColumns {
+    event_id: Vec<String>,
+    destination: Vec<String>,
+    outcome: Vec<&'static str>,
+    status: Vec<Option<i32>>,
+    error: Vec<Option<String>>,
+}
+
+impl ForwardColumns {
+    /// Adds the outcome of one attempt of `event` at `destination` (a key of
+    /// [`destination_key`]).
+    pub(crate) fn push(
+        &mut self,
+        event: &str,
+        destination: String,
+        outcome: Outcome,
+        status: Option<u16>,
+        error: Option<String>,
+    ) {
+        self.event_id.push(event.to_string());
+        self.destination.push(destination);
+        self.outcome.push(outcome.as_str());
+        self.status.push(convert::status_param(status));
+        self.error.push(error);
+    }
+
+    /// Writes them at `now`, one statement: a new row counts one attempt, an existing one
+    /// takes the new outcome, status and error and counts one more. A pair must appear once.
+    pub(crate) async fn upsert(
+        self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        if self.event_id.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO inbound_forwards
+                 (event_id, destination, outcome, attempts, status, error, updated_at)
+             SELECT u.event_id, u.destination, u.outcome, 1, u.status, u.error, $6
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::text[])
+                 AS u (event_id, destination, outcome, status, error)
+             ON CONFLICT (event_id, destination) DO UPDATE SET
+                 outcome = EXCLUDED.outcome, attempts = inbound_forwards.attempts + 1,
+                 status = EXCLUDED.status, error = EXCLUDED.error,
+                 updated_at = EXCLUDED.updated_at",
+        )
+        .bind(&self.event_id)
+        .bind(&self.destination)
+        .bind(&self.outcome)
+        .bind(&self.status)
+        .bind(&self.error)
+        .bind(now)
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+}
