@@ -538,7 +538,7 @@ mod tests {
         for state in InboundState::ALL {
             assert_eq!(InboundState::parse(state.as_str()), Some(state));
         }
-        assert_eq!(InboundState::parse("processing"), None);
+        assert_eq!(InboundState::parse("in_flight"), None);
     }
 
     #[test]

@@ -563,7 +563,7 @@ pub(crate) async fn record(pool: &PgPool, outcome: WorkOutcome) -> StoreResult<W
     let event = ends.write(&mut tx, outcome.now).await?.pop();
     tx.commit().await.map_err(db_error)?;
     event
-        .map(WorkRecorded::Stored)
+        .map(|e| WorkRecorded::Stored(Box::new(e)))
         .ok_or_else(|| corrupt("a recorded inbound event vanished"))
 }
 

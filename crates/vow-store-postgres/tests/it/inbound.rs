@@ -113,7 +113,7 @@ async fn record(
         now: at,
     };
     match store.record_inbound_work(outcome).await.unwrap() {
-        WorkRecorded::Stored(e) => e,
+        WorkRecorded::Stored(e) => *e,
         WorkRecorded::LeaseLost => panic!("lease lost"),
     }
 }

@@ -184,28 +184,36 @@ pub(crate) fn get(
     let sql = format!(
         "SELECT {COLUMNS}, headers, payload FROM inbound_events WHERE source_id = ?1 AND id = ?2"
     );
-    Ok(conn
+    let found = conn
         .prepare_cached(&sql)?
         .query_row([source.to_string(), event.to_string()], |row| {
-            let content = match row.get::<_, Option<Vec<u8>>>(17)? {
-                None => None,
-                Some(payload) => Some(InboundContent {
-                    headers: opt_json(row, 16)?.unwrap_or_default(),
-                    payload,
-                }),
-            };
-            Ok(StoredInbound {
-                event: from_row(row)?,
-                content,
-                forwards: Vec::new(),
-            })
+            Ok((from_row(row)?, content_from_row(row, 16)?))
         })
-        .optional()?
-        .map(|mut stored| {
-            stored.forwards = super::work::forwards(conn, event)?;
-            Ok::<_, crate::error::Error>(stored)
-        })
-        .transpose()?)
+        .optional()?;
+    let Some((event, content)) = found else {
+        return Ok(None);
+    };
+    let forwards = super::work::forwards(conn, event.id)?;
+    Ok(Some(StoredInbound {
+        event,
+        content,
+        forwards,
+    }))
+}
+
+/// The content in columns `at` (headers) and `at + 1` (payload) after [`COLUMNS`]; `None`
+/// once retention removed it.
+pub(crate) fn content_from_row(
+    row: &Row<'_>,
+    at: usize,
+) -> rusqlite::Result<Option<InboundContent>> {
+    Ok(match row.get::<_, Option<Vec<u8>>>(at + 1)? {
+        None => None,
+        Some(payload) => Some(InboundContent {
+            headers: opt_json(row, at)?.unwrap_or_default(),
+            payload,
+        }),
+    })
 }
 
 pub(crate) fn list(

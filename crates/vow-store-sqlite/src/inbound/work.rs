@@ -16,10 +16,10 @@ use vow_store::inbound::processing::{
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
 use vow_store::StoreError;
 
-use super::events::{from_row, COLUMNS};
+use super::events::{content_from_row, from_row, COLUMNS};
 use super::sources;
 use crate::error::Result;
-use crate::rows::{micros, opt_json, opt_time, time};
+use crate::rows::{micros, opt_time, time};
 
 /// Expired leases settled per claim at most (the rest wait for the next claim).
 const EXPIRED_BATCH: usize = 256;
@@ -238,16 +238,7 @@ fn candidates(
          ORDER BY next_attempt_at, id LIMIT ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let map = |row: &Row<'_>| {
-        let content = match row.get::<_, Option<Vec<u8>>>(17)? {
-            None => None,
-            Some(payload) => Some(InboundContent {
-                headers: opt_json(row, 16)?.unwrap_or_default(),
-                payload,
-            }),
-        };
-        Ok((from_row(row)?, content))
-    };
+    let map = |row: &Row<'_>| Ok((from_row(row)?, content_from_row(row, 16)?));
     let rows = match pull_source {
         None => stmt.query_map(params![micros(request.now), request.limit], map)?,
         Some(source) => stmt.query_map(params![micros(request.now), request.limit, source], map)?,
@@ -407,7 +398,7 @@ pub(crate) fn record(conn: &Connection, outcome: WorkOutcome) -> Result<WorkReco
         .find(|r| r.outcome != Outcome::Completed)
         .and_then(|r| r.error.as_deref());
     let event = settle(conn, outcome.event, retry_at, Some(last_error), outcome.now)?;
-    Ok(WorkRecorded::Stored(event))
+    Ok(WorkRecorded::Stored(Box::new(event)))
 }
 
 /// `vow_store::InboundStore::renew_inbound_leases`.

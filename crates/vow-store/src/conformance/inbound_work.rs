@@ -85,7 +85,7 @@ async fn record(
         now: t(secs),
     };
     match store.record_inbound_work(outcome).await.expect("record") {
-        WorkRecorded::Stored(event) => event,
+        WorkRecorded::Stored(event) => *event,
         WorkRecorded::LeaseLost => panic!("the lease of {} was lost", claimed.event.id),
     }
 }

@@ -220,7 +220,7 @@ pub struct WorkOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkRecorded {
     /// Stored; the event as it now stands.
-    Stored(InboundEvent),
+    Stored(Box<InboundEvent>),
     /// The lease was no longer held (it ran out and the event was settled or claimed again):
     /// nothing changed.
     LeaseLost,

@@ -272,7 +272,7 @@ async fn finish(
         now,
     };
     match state.inbound.record_inbound_work(recorded).await? {
-        WorkRecorded::Stored(event) => Ok(Json(event.into())),
+        WorkRecorded::Stored(event) => Ok(Json((*event).into())),
         WorkRecorded::LeaseLost => Err(ApiError::Conflict(
             "this lease is no longer held: the event was settled or claimed again".into(),
         )),
