@@ -1,5 +1,6 @@
 //! Reliability with real processes: `kill -9` of `vow serve` under load loses no acknowledged
-//! message, and two processes sharing one PostgreSQL never attempt a delivery at the same time.
+//! message, two processes sharing one PostgreSQL never attempt a delivery at the same time, and
+//! an inbound forward cut off by `kill -9` is left `uncertain` (or safely retried).
 //! The receiver counts every `webhook-id` it gets and flags an attempt that starts while another
 //! attempt of the same message is still open.
 
@@ -314,4 +315,102 @@ async fn two_processes_share_postgres_and_never_attempt_a_delivery_at_once() {
         acked.len(),
         receiver.duplicates()
     );
+}
+
+async fn get_json(base: &str, path: &str) -> (u16, serde_json::Value) {
+    let resp = reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    into_parts(resp).await
+}
+
+/// Seed 004: a worker killed after forwarding and before recording. `vow serve` forwards an
+/// inbound event to two destinations that hold the request open, and is killed with `-9`
+/// once both have it. After a restart, the lease runs out and the new process settles the
+/// event: `uncertain` at the plain destination (which is not sent it again), a safe retry at
+/// the idempotent one.
+async fn a_forwarder_killed_before_recording_leaves_the_event_uncertain(database_url: String) {
+    use crate::inbound::support::{github_signature, GITHUB_SECRET};
+    use crate::receiver::Receiver as Destination;
+
+    let (plain, idempotent) = (Destination::start(&[]).await, Destination::start(&[]).await);
+    plain.answer_after(Duration::from_secs(60));
+    idempotent.answer_after(Duration::from_secs(60));
+    let mut vow = Vow::start(&database_url).await;
+    let source = json!({"scheme": "github", "secrets": [GITHUB_SECRET], "destinations": [
+        {"url": plain.url, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+        {"url": idempotent.url, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "idempotent": true},
+    ]});
+    let (status, source) = post_json(&vow.base, "/api/v1/source", source).await;
+    assert_eq!(status, 201, "{source}");
+    let source = source["id"].as_str().unwrap().to_owned();
+    let body = br#"{"action":"created"}"#;
+    let delivered = reqwest::Client::new()
+        .post(format!("{}/in/{source}", vow.base))
+        .header("x-hub-signature-256", github_signature(GITHUB_SECRET, body))
+        .header("x-github-delivery", "d-1")
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    let (status, ack) = into_parts(delivered).await;
+    assert_eq!(status, 200, "{ack}");
+    let event = ack["id"].as_str().unwrap().to_owned();
+    plain.wait_for(1).await;
+    idempotent.wait_for(1).await;
+    vow.kill_9();
+
+    idempotent.answer_after(Duration::ZERO);
+    let vow = Vow::start(&database_url).await;
+    let path = format!("/api/v1/source/{source}/event/{event}");
+    let settled = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (_, out) = get_json(&vow.base, &path).await;
+            if out["state"] == "uncertain" {
+                return out;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the event is settled once its lease runs out");
+    let outcomes: Vec<&str> = settled["forwards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{settled}");
+    assert!(
+        outcomes.contains(&"uncertain") && outcomes.contains(&"completed"),
+        "{settled}"
+    );
+    assert_eq!(
+        idempotent.received().len(),
+        2,
+        "the idempotent destination got a safe retry"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        plain.received().len(),
+        1,
+        "the uncertain forward is not repeated on its own"
+    );
+    assert_eq!(settled["attempts"], 2, "{settled}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_forwarder_killed_before_recording_leaves_the_event_uncertain() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/vow.db", dir.path().display());
+    a_forwarder_killed_before_recording_leaves_the_event_uncertain(url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_forwarder_killed_before_recording_leaves_the_event_uncertain() {
+    let (_store, url) = vow_store_postgres::testing::fresh_store().await;
+    a_forwarder_killed_before_recording_leaves_the_event_uncertain(url).await;
 }

@@ -14,4 +14,4 @@ mod ingest;
 mod processing;
 mod quarantine;
 mod sources;
-mod support;
+pub(crate) mod support;

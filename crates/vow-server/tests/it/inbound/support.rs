@@ -12,13 +12,13 @@ use vow_store::{Order, Seek};
 
 use crate::helpers::{into_parts, TestApp};
 
-pub(super) const GITHUB_SECRET: &str = "It's a Secret to Everybody";
+pub(crate) const GITHUB_SECRET: &str = "It's a Secret to Everybody";
 pub(super) const STRIPE_SECRET: &str = "whsec_test_secret";
 pub(super) const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 pub(super) const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub(super) const ROTATED_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 
-pub(super) fn mac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn mac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).unwrap();
     for part in parts {
         mac.update(part);
@@ -27,7 +27,7 @@ pub(super) fn mac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
 }
 
 /// GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, body)>`.
-pub(super) fn github_signature(secret: &str, body: &[u8]) -> String {
+pub(crate) fn github_signature(secret: &str, body: &[u8]) -> String {
     format!(
         "sha256={}",
         hex::encode(mac_sha256(secret.as_bytes(), &[body]))
