@@ -153,6 +153,7 @@ impl Server {
             idempotency_required: config
                 .idempotency_required()
                 .map_err(|name| anyhow::anyhow!("require_idempotency_key names {name:?}"))?,
+            idempotency: config.idempotency(),
         };
         let state = AppState {
             store: stores.store.clone(),

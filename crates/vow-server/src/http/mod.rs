@@ -57,6 +57,8 @@ pub struct ApiSettings {
     pub payload_retention_days: i64,
     /// Route names on which `Idempotency-Key` is required (see [`idempotency::ROUTES`]).
     pub idempotency_required: Vec<String>,
+    /// How long `Idempotency-Key` records live (lease, replay, tombstone).
+    pub idempotency: vow_store::idempotency::Settings,
 }
 
 impl ApiSettings {

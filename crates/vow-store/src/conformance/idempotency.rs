@@ -6,7 +6,8 @@ use vow_idempotency::IdempotencyKey;
 
 use super::support::*;
 use crate::idempotency::{
-    Begun, Completion, Fingerprint, KeyState, LeaseToken, Scope, StoredResponse, Write, Written,
+    Begun, Completion, Fingerprint, KeyState, LeaseToken, Scope, Settings, StoredResponse, Write,
+    Written,
 };
 use crate::{CreatedMessage, MessageFilter, NewEndpoint, NewMessage, Store, StoreError};
 
@@ -23,12 +24,29 @@ fn scope(app: &str, key: &str) -> Scope {
     }
 }
 
-/// Begins `body` under `scope` at `t(5)`.
-async fn begin(store: &dyn Store, scope: &Scope, body: &str) -> Begun {
+/// `body`'s fingerprint and canonical form.
+fn request(body: &str) -> (Fingerprint, String) {
     let fingerprint = Fingerprint::of("POST", ROUTE, body.as_bytes());
     let canonical = vow_idempotency::fingerprint::canonical(&serde_json::from_str(body).unwrap());
+    (fingerprint, canonical)
+}
+
+/// Begins `body` under `scope` at `t(5)` with the default settings.
+async fn begin(store: &dyn Store, scope: &Scope, body: &str) -> Begun {
+    begin_at(store, scope, body, t(5), &Settings::default()).await
+}
+
+/// Begins `body` under `scope` at `now` with `settings`.
+async fn begin_at(
+    store: &dyn Store,
+    scope: &Scope,
+    body: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    settings: &Settings,
+) -> Begun {
+    let (fingerprint, canonical) = request(body);
     store
-        .begin_idempotent(scope, &fingerprint, &canonical, t(5))
+        .begin_idempotent(scope, &fingerprint, &canonical, now, settings)
         .await
         .unwrap()
 }
@@ -41,13 +59,15 @@ fn owner(begun: Begun) -> LeaseToken {
     }
 }
 
-/// The response a test stores: 202 with the created resource's id.
+/// The response a test stores: 202 with the created resource's id, completed at `t(5)` with
+/// the default settings.
 fn completion(scope: &Scope, token: &LeaseToken) -> Completion {
     Completion {
         scope: scope.clone(),
         token: token.clone(),
         fresh: None,
         now: t(5),
+        settings: Settings::default(),
         render: Box::new(|written: &Written| {
             let id = match written {
                 Written::Message(created) => created.message.id.to_string(),
@@ -149,7 +169,7 @@ pub async fn purging_turns_an_expired_record_into_a_tombstone_then_frees_the_key
         resource: None,
     };
     store
-        .complete_idempotent(&s, &token, done, t(5))
+        .complete_idempotent(&s, &token, done, t(5), &Settings::default())
         .await
         .unwrap();
     assert_eq!(
@@ -162,9 +182,9 @@ pub async fn purging_turns_an_expired_record_into_a_tombstone_then_frees_the_key
         store.purge_idempotent(t(5 + day + 1), 100).await.unwrap(),
         1
     );
-    let fingerprint = Fingerprint::of("POST", ROUTE, BODY.as_bytes());
-    let canonical = vow_idempotency::fingerprint::canonical(&serde_json::from_str(BODY).unwrap());
-    let at = |secs| store.begin_idempotent(&s, &fingerprint, &canonical, t(secs));
+    let (fingerprint, canonical) = request(BODY);
+    let defaults = Settings::default();
+    let at = |secs| store.begin_idempotent(&s, &fingerprint, &canonical, t(secs), &defaults);
     assert!(matches!(
         at(5 + day + 2).await.unwrap(),
         Begun::Expired { .. }
@@ -280,13 +300,25 @@ pub async fn an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_
 /// completed with its resource, then expired once purged to a tombstone; another scope's key of
 /// the same name is not seen.
 pub async fn a_keys_status_follows_its_record_and_the_oldest_claim_is_reported(store: &dyn Store) {
-    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), None);
+    assert_eq!(
+        store
+            .oldest_idempotent_claim(&Settings::default())
+            .await
+            .unwrap(),
+        None
+    );
     let s = scope("app_s", "key-s");
     assert_eq!(store.idempotency_status(&s, t(5)).await.unwrap(), None);
     let token = owner(begin(store, &s, BODY).await);
     let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
     assert_eq!(status.state, KeyState::InProgress);
-    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), Some(t(5)));
+    assert_eq!(
+        store
+            .oldest_idempotent_claim(&Settings::default())
+            .await
+            .unwrap(),
+        Some(t(5))
+    );
     assert_eq!(
         store
             .idempotency_status(&scope("app_other", "key-s"), t(6))
@@ -302,14 +334,20 @@ pub async fn a_keys_status_follows_its_record_and_the_oldest_claim_is_reported(s
         resource: Some("ep_1".into()),
     };
     store
-        .complete_idempotent(&s, &token, done, t(5))
+        .complete_idempotent(&s, &token, done, t(5), &Settings::default())
         .await
         .unwrap();
     let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
     assert_eq!(status.state, KeyState::Completed);
     assert_eq!(status.resource.as_deref(), Some("ep_1"));
     assert_eq!(status.expires_at, t(5 + 24 * 3600));
-    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), None);
+    assert_eq!(
+        store
+            .oldest_idempotent_claim(&Settings::default())
+            .await
+            .unwrap(),
+        None
+    );
 
     let later = t(5 + 24 * 3600 + 1);
     store.purge_idempotent(later, 100).await.unwrap();
