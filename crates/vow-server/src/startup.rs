@@ -162,6 +162,7 @@ impl Server {
             settings: Arc::new(settings),
             wake,
             operational,
+            clock: http::Clock::default(),
         };
         let cleaner = Cleaner::new(
             stores,
@@ -180,6 +181,11 @@ impl Server {
     /// Where it listens.
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The clock the API answers by; tests move it ahead to reach expiries.
+    pub fn clock(&self) -> http::Clock {
+        self.state.clock.clone()
     }
 
     /// The token generated at this start, if one was (to show the operator once).
