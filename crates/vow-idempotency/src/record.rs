@@ -126,7 +126,9 @@ impl Begun {
     }
 }
 
-/// How long records live.
+/// How long records live: the caller's choice, passed to every call that writes a deadline
+/// (`begin`, `claim`, `complete`, `record_completed`); [`Settings::default`] is 30 s, 24 h and
+/// 7 days. A row keeps the deadlines it was written with, so a change applies to new records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     /// How long an owner holds an `in_progress` record before another request may take it over.

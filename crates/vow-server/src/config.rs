@@ -58,6 +58,12 @@ pub struct Config {
     /// Routes on which a request without `Idempotency-Key` is refused (comma-separated names;
     /// empty = none).
     pub require_idempotency_key: String,
+    /// How long the first request with a key holds it before a retry may take it over, seconds.
+    pub idempotency_lease_seconds: u32,
+    /// How long a completed request's response is replayed under its key, hours.
+    pub idempotency_retention_hours: u32,
+    /// How long an expired key stays refused (its tombstone) before it is free again, days.
+    pub idempotency_tombstone_days: u16,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -218,6 +224,7 @@ impl Config {
                 ),
             );
         }
+        self.validate_idempotency()?;
         if !(1..=3650).contains(&self.response_retention_days) {
             return invalid("response_retention_days", "must be between 1 and 3650");
         }
@@ -237,6 +244,49 @@ impl Config {
             return invalid("log", &format!("is not a valid filter: {e}"));
         }
         Ok(())
+    }
+
+    /// The idempotency record lifetimes: a lease of 1 s to 1 h, shorter than the retention;
+    /// a retention of 1 h to 1 year; a tombstone of 0 (the key is free once its record expires)
+    /// to 3650 days.
+    fn validate_idempotency(&self) -> Result<(), ConfigError> {
+        let invalid = |key, problem: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                problem: problem.to_string(),
+            })
+        };
+        if !(1..=3600).contains(&self.idempotency_lease_seconds) {
+            return invalid("idempotency_lease_seconds", "must be between 1 and 3600");
+        }
+        if !(1..=8760).contains(&self.idempotency_retention_hours) {
+            return invalid(
+                "idempotency_retention_hours",
+                "must be between 1 and 8760 (1 year)",
+            );
+        }
+        if u64::from(self.idempotency_lease_seconds)
+            >= u64::from(self.idempotency_retention_hours) * 3600
+        {
+            return invalid(
+                "idempotency_lease_seconds",
+                "must be shorter than idempotency_retention_hours",
+            );
+        }
+        if self.idempotency_tombstone_days > 3650 {
+            return invalid("idempotency_tombstone_days", "must be at most 3650");
+        }
+        Ok(())
+    }
+
+    /// How long `Idempotency-Key` records live: the lease, the replay window and the tombstone.
+    pub fn idempotency(&self) -> vow_idempotency::Settings {
+        let hours = |h: u64| std::time::Duration::from_secs(h * 3600);
+        vow_idempotency::Settings {
+            lease: std::time::Duration::from_secs(self.idempotency_lease_seconds.into()),
+            ttl: hours(self.idempotency_retention_hours.into()),
+            tombstone: hours(u64::from(self.idempotency_tombstone_days) * 24),
+        }
     }
 
     /// The default retry schedule.
@@ -371,6 +421,91 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("allowed_subnets"), "{err}");
+    }
+
+    #[test]
+    fn the_default_idempotency_lifetimes_are_the_records_own_defaults() {
+        let c = with(&[]).unwrap();
+        assert_eq!(c.idempotency(), vow_idempotency::Settings::default());
+    }
+
+    #[test]
+    fn idempotency_lifetimes_are_read_in_their_units() {
+        let c = Config::from_defaults_and(
+            "idempotency_lease_seconds = 5\n\
+             idempotency_retention_hours = 2\n\
+             idempotency_tombstone_days = 0",
+        )
+        .unwrap();
+        let s = c.idempotency();
+        assert_eq!(s.lease, std::time::Duration::from_secs(5));
+        assert_eq!(s.ttl, std::time::Duration::from_secs(2 * 3600));
+        assert_eq!(s.tombstone, std::time::Duration::ZERO);
+        let c = Config::from_defaults_and("idempotency_tombstone_days = 30").unwrap();
+        assert_eq!(
+            c.idempotency().tombstone,
+            std::time::Duration::from_secs(30 * 86_400)
+        );
+    }
+
+    #[test]
+    fn invalid_idempotency_lifetimes_are_refused_naming_the_key() {
+        let refused = |toml: &str, key: &str, why: &str| {
+            let err = Config::from_defaults_and(toml).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains(why), "{toml}: {err}");
+        };
+        let lease = "idempotency_lease_seconds";
+        let retention = "idempotency_retention_hours";
+        let tombstone = "idempotency_tombstone_days";
+        refused(&format!("{lease} = 0"), lease, "between 1 and 3600");
+        refused(&format!("{lease} = 3601"), lease, "between 1 and 3600");
+        refused(&format!("{lease} = -5"), lease, "");
+        refused(&format!("{lease} = \"soon\""), lease, "");
+        refused(&format!("{retention} = 0"), retention, "between 1 and 8760");
+        refused(
+            &format!("{retention} = 8761"),
+            retention,
+            "between 1 and 8760",
+        );
+        refused(
+            &format!("{lease} = 3600\n{retention} = 1"),
+            lease,
+            "shorter than idempotency_retention_hours",
+        );
+        refused(&format!("{tombstone} = 3651"), tombstone, "at most 3650");
+        refused(&format!("{tombstone} = -1"), tombstone, "");
+        // The edges that are allowed.
+        Config::from_defaults_and(&format!("{lease} = 3599\n{retention} = 1\n{tombstone} = 0"))
+            .unwrap();
+        Config::from_defaults_and(&format!(
+            "{lease} = 1\n{retention} = 8760\n{tombstone} = 3650"
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure returns figment's own error
+    fn idempotency_lifetimes_are_set_by_their_variables() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("VOW_IDEMPOTENCY_RETENTION_HOURS", "3");
+            jail.set_env("VOW_IDEMPOTENCY_TOMBSTONE_DAYS", "1");
+            let c = Config::from_figment(Config::figment(None)).expect("valid");
+            assert_eq!(
+                c.idempotency().ttl,
+                std::time::Duration::from_secs(3 * 3600)
+            );
+            assert_eq!(
+                c.idempotency().tombstone,
+                std::time::Duration::from_secs(86_400)
+            );
+            jail.set_env("VOW_IDEMPOTENCY_LEASE_SECONDS", "0");
+            let err = Config::from_figment(Config::figment(None)).unwrap_err();
+            assert!(
+                err.to_string().contains("idempotency_lease_seconds"),
+                "{err}"
+            );
+            Ok(())
+        });
     }
 
     #[test]

@@ -143,7 +143,8 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn render(State(state): State<AppState>) -> impl IntoResponse {
-    match state.store.oldest_idempotent_claim().await {
+    let settings = &state.settings.idempotency;
+    match state.store.oldest_idempotent_claim(settings).await {
         Ok(oldest) => {
             let age = oldest.map_or(0.0, |began| {
                 (state.now() - began).num_milliseconds().max(0) as f64 / 1000.0

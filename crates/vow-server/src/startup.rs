@@ -183,6 +183,7 @@ impl Server {
                 .idempotency_required()
                 .map_err(|name| anyhow::anyhow!("require_idempotency_key names {name:?}"))?,
             retry_schedule: config.schedule()?,
+            idempotency: config.idempotency(),
         };
         let state = AppState {
             store: stores.store.clone(),
@@ -192,6 +193,7 @@ impl Server {
             wake,
             inbound_wake: stores.inbound_wake.clone(),
             operational,
+            clock: http::Clock::default(),
         };
         let cleaner = Cleaner::new(
             stores,
@@ -211,6 +213,11 @@ impl Server {
     /// Where it listens.
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The clock the API answers by; tests move it ahead to reach expiries.
+    pub fn clock(&self) -> http::Clock {
+        self.state.clock.clone()
     }
 
     /// The token generated at this start, if one was (to show the operator once).

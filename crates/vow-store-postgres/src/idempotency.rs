@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
-    settings, Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
     Written,
 };
 use vow_store::{StoreError, StoreResult};
@@ -24,18 +24,12 @@ pub(crate) async fn begin(
     fingerprint: &Fingerprint,
     canonical_body: &str,
     now: DateTime<Utc>,
+    settings: &Settings,
 ) -> StoreResult<Begun> {
     let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::begin(
-        &mut conn,
-        scope,
-        fingerprint,
-        canonical_body,
-        now,
-        &settings(),
-    )
-    .await
-    .map_err(convert)
+    records::begin(&mut conn, scope, fingerprint, canonical_body, now, settings)
+        .await
+        .map_err(convert)
 }
 
 pub(crate) async fn release(pool: &PgPool, scope: &Scope, token: &LeaseToken) -> StoreResult<bool> {
@@ -56,9 +50,10 @@ pub(crate) async fn complete(
     token: &LeaseToken,
     response: &StoredResponse,
     now: DateTime<Utc>,
+    settings: &Settings,
 ) -> StoreResult<()> {
     let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::complete(&mut conn, scope, token, response, now, &settings())
+    records::complete(&mut conn, scope, token, response, now, settings)
         .await
         .map_err(convert)
 }
@@ -79,9 +74,9 @@ pub(crate) async fn apply(
             token,
             fresh,
             now,
+            settings,
             render,
         }) => {
-            let settings = settings();
             if let Some(f) = fresh {
                 let written = perform(&mut tx, write).await?;
                 let response = render(&written);
@@ -174,9 +169,12 @@ pub(crate) async fn status(
         .map_err(convert)
 }
 
-pub(crate) async fn oldest_claim(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {
+pub(crate) async fn oldest_claim(
+    pool: &PgPool,
+    settings: &Settings,
+) -> StoreResult<Option<DateTime<Utc>>> {
     let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::oldest_in_progress(&mut conn, &settings())
+    records::oldest_in_progress(&mut conn, settings)
         .await
         .map_err(convert)
 }

@@ -5,7 +5,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write, Written,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
+    Written,
 };
 use vow_store::{
     AppKey, Application, ApplicationFields, CreatedMessage, Delivery, Endpoint, EndpointFields,
@@ -172,8 +173,17 @@ impl Store for PgStore {
         fingerprint: &Fingerprint,
         canonical_body: &str,
         now: DateTime<Utc>,
+        settings: &Settings,
     ) -> StoreResult<Begun> {
-        idempotency::begin(&self.pool, scope, fingerprint, canonical_body, now).await
+        idempotency::begin(
+            &self.pool,
+            scope,
+            fingerprint,
+            canonical_body,
+            now,
+            settings,
+        )
+        .await
     }
 
     async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool> {
@@ -190,8 +200,9 @@ impl Store for PgStore {
         token: &LeaseToken,
         response: StoredResponse,
         now: DateTime<Utc>,
+        settings: &Settings,
     ) -> StoreResult<()> {
-        idempotency::complete(&self.pool, scope, token, &response, now).await
+        idempotency::complete(&self.pool, scope, token, &response, now, settings).await
     }
 
     async fn apply(
@@ -212,7 +223,10 @@ impl Store for PgStore {
         idempotency::status(&self.pool, scope, now).await
     }
 
-    async fn oldest_idempotent_claim(&self) -> StoreResult<Option<DateTime<Utc>>> {
-        idempotency::oldest_claim(&self.pool).await
+    async fn oldest_idempotent_claim(
+        &self,
+        settings: &Settings,
+    ) -> StoreResult<Option<DateTime<Utc>>> {
+        idempotency::oldest_claim(&self.pool, settings).await
     }
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use vow_idempotency::sqlite as records;
 use vow_store::idempotency::{
-    settings, Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
     Written,
 };
 use vow_store::StoreError;
@@ -23,8 +23,9 @@ pub(crate) fn begin(
     fingerprint: &Fingerprint,
     canonical_body: &str,
     now: DateTime<Utc>,
+    settings: &Settings,
 ) -> Result<Begun> {
-    records::begin(conn, scope, fingerprint, canonical_body, now, &settings()).map_err(convert)
+    records::begin(conn, scope, fingerprint, canonical_body, now, settings).map_err(convert)
 }
 
 pub(crate) fn release(conn: &Connection, scope: &Scope, token: &LeaseToken) -> Result<bool> {
@@ -41,8 +42,9 @@ pub(crate) fn complete(
     token: &LeaseToken,
     response: &StoredResponse,
     now: DateTime<Utc>,
+    settings: &Settings,
 ) -> Result<()> {
-    records::complete(conn, scope, token, response, now, &settings()).map_err(convert)
+    records::complete(conn, scope, token, response, now, settings).map_err(convert)
 }
 
 /// [`vow_store::Store::apply`] as ONE writer job: with a completion, fences the record, runs
@@ -58,6 +60,7 @@ pub(crate) fn apply(
         token,
         fresh,
         now,
+        settings,
         render,
     }) = completion
     else {
@@ -74,7 +77,7 @@ pub(crate) fn apply(
             &token,
             &response,
             now,
-            &settings(),
+            &settings,
         );
         if !recorded.map_err(convert)? {
             return Err(Error::Store(StoreError::Fenced));
@@ -84,7 +87,7 @@ pub(crate) fn apply(
     records::fence(conn, &scope, &token).map_err(convert)?;
     let written = perform(conn, write)?;
     let response = render(&written);
-    records::complete(conn, &scope, &token, &response, now, &settings()).map_err(convert)?;
+    records::complete(conn, &scope, &token, &response, now, &settings).map_err(convert)?;
     Ok((written, Some(response)))
 }
 
@@ -137,8 +140,11 @@ pub(crate) fn status(
     records::status(conn, scope, now).map_err(convert)
 }
 
-pub(crate) fn oldest_claim(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
-    records::oldest_in_progress(conn, &settings()).map_err(convert)
+pub(crate) fn oldest_claim(
+    conn: &Connection,
+    settings: &Settings,
+) -> Result<Option<DateTime<Utc>>> {
+    records::oldest_in_progress(conn, settings).map_err(convert)
 }
 
 /// The record store's error as the crate's.

@@ -60,7 +60,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write, Written,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
+    Written,
 };
 use vow_store::{
     AppKey, Application, ApplicationFields, CreatedMessage, Delivery, Endpoint, EndpointFields,
@@ -435,10 +436,11 @@ impl Store for SqliteStore {
         fingerprint: &Fingerprint,
         canonical_body: &str,
         now: DateTime<Utc>,
+        settings: &Settings,
     ) -> StoreResult<Begun> {
-        let (scope, fingerprint) = (scope.clone(), *fingerprint);
+        let (scope, fingerprint, settings) = (scope.clone(), *fingerprint, *settings);
         let body = canonical_body.to_owned();
-        self.write(move |c| idempotency::begin(c, &scope, &fingerprint, &body, now))
+        self.write(move |c| idempotency::begin(c, &scope, &fingerprint, &body, now, &settings))
             .await
     }
 
@@ -458,9 +460,10 @@ impl Store for SqliteStore {
         token: &LeaseToken,
         response: StoredResponse,
         now: DateTime<Utc>,
+        settings: &Settings,
     ) -> StoreResult<()> {
-        let (scope, token) = (scope.clone(), token.clone());
-        self.write(move |c| idempotency::complete(c, &scope, &token, &response, now))
+        let (scope, token, settings) = (scope.clone(), token.clone(), *settings);
+        self.write(move |c| idempotency::complete(c, &scope, &token, &response, now, &settings))
             .await
     }
 
@@ -483,7 +486,12 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn oldest_idempotent_claim(&self) -> StoreResult<Option<DateTime<Utc>>> {
-        self.read(idempotency::oldest_claim).await
+    async fn oldest_idempotent_claim(
+        &self,
+        settings: &Settings,
+    ) -> StoreResult<Option<DateTime<Utc>>> {
+        let settings = *settings;
+        self.read(move |c| idempotency::oldest_claim(c, &settings))
+            .await
     }
 }

@@ -21,7 +21,7 @@
 //! - `endpoints`: endpoints, isolation between applications, secrets and rotation, paging.
 //! - `fanout`: which endpoints get a delivery row for a new message, `Pending` or `Held`.
 //! - `idempotency`: `Idempotency-Key` records: begin, the completing create, replay, release,
-//!   fencing.
+//!   fencing, and lifetimes (lease, replay, tombstone) that follow the settings given.
 //! - `inbound`: sources and the atomic claim of inbound events (duplicates, quarantine),
 //!   rejections, retention ([`crate::InboundStore`]).
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
@@ -131,6 +131,9 @@ macro_rules! conformance_suite {
             a_fenced_or_failed_idempotent_create_writes_nothing,
             an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_one_writes_nothing,
             a_keys_status_follows_its_record_and_the_oldest_claim_is_reported,
+            a_claims_lease_lasts_as_long_as_its_settings_say,
+            a_completed_record_expires_and_its_tombstone_ends_as_its_settings_say,
+            without_a_tombstone_a_key_is_free_as_soon_as_its_record_expires,
             // settings
             the_first_admin_token_hash_wins,
             a_fresh_store_answers_a_ping,

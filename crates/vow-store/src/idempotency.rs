@@ -3,6 +3,10 @@
 //! `vow-idempotency`, plus what a create carries to complete its record in the same transaction:
 //! the write itself ([`Write`]), what it produced ([`Written`]) and the [`Completion`].
 //!
+//! How long records live ([`Settings`]: the lease, the replay window, the tombstone) is the
+//! caller's to say, on every call that writes a deadline: stores keep no settings of their own,
+//! so the server's configuration is the one place they come from.
+//!
 //! Every API create that honours the header is one [`Write`]: one store method
 //! ([`crate::Store::apply`]) runs any of them in one transaction, with or without a record to
 //! complete, so each backend owns that transaction once instead of once per route.
@@ -147,6 +151,9 @@ pub struct Completion {
     pub fresh: Option<FreshClaim>,
     /// When the record completes (its expiry counts from here).
     pub now: DateTime<Utc>,
+    /// How long the completed record is replayed and then kept as a tombstone (the caller's
+    /// configuration; [`Settings::default`] is 24 h and 7 days).
+    pub settings: Settings,
     /// Renders the stored response from the write's result, inside the transaction.
     pub render: Render,
 }
@@ -166,9 +173,4 @@ impl std::fmt::Debug for Completion {
             .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
-}
-
-/// The record settings every store uses (30 s lease, 24 h replay, 7 day tombstones).
-pub fn settings() -> Settings {
-    Settings::default()
 }

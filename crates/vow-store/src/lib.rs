@@ -29,7 +29,8 @@ pub mod queue;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, StoredResponse, Write, Written,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
+    Written,
 };
 use vow_core::{AppId, EndpointId, MessageId};
 
@@ -180,13 +181,15 @@ pub trait Store: Send + Sync + 'static {
     // ---- idempotency records (ADR 6) ----------------------------------------------------------
 
     /// Claims `scope` for a request with `fingerprint` and `canonical_body` at `now`, in its own
-    /// short transaction, or says why not ([`Begun`]).
+    /// short transaction, or says why not ([`Begun`]). A claim (new, or taken over) gets
+    /// `settings`' lease and expiry.
     async fn begin_idempotent(
         &self,
         scope: &Scope,
         fingerprint: &Fingerprint,
         canonical_body: &str,
         now: DateTime<Utc>,
+        settings: &Settings,
     ) -> StoreResult<Begun>;
 
     /// Deletes the `in_progress` record `token` owns (an outcome that is not final). Whether
@@ -195,23 +198,27 @@ pub trait Store: Send + Sync + 'static {
 
     /// Ages idempotency records at `now`, at most `batch` rows: an expired completed record
     /// becomes a tombstone (scope, fingerprint, resource; no bodies), and ended tombstones and
-    /// abandoned claims are deleted. How many rows changed.
+    /// abandoned claims are deleted. How many rows changed. Each row carries its own deadlines,
+    /// set from the [`Settings`] it was written with.
     async fn purge_idempotent(&self, now: DateTime<Utc>, batch: usize) -> StoreResult<usize>;
 
     /// Completes the record `token` owns with `response`, on its own: for a final outcome that
     /// wrote nothing (the create answered 404 or 409), so a retry replays it.
-    /// [`StoreError::Fenced`] when the token no longer owns the record.
+    /// [`StoreError::Fenced`] when the token no longer owns the record. Its expiry and
+    /// tombstone count from `now` by `settings`.
     async fn complete_idempotent(
         &self,
         scope: &Scope,
         token: &LeaseToken,
         response: StoredResponse,
         now: DateTime<Utc>,
+        settings: &Settings,
     ) -> StoreResult<()>;
 
     /// Runs `write` in ONE transaction, and with a `completion`, completes its idempotency
     /// record in that same transaction: checks the token first (fence), runs the write, renders
-    /// the response and stores it, completed at `completion.now`. Without one it is the write's
+    /// the response and stores it, completed at `completion.now` with `completion.settings`'
+    /// expiry and tombstone. Without one it is the write's
     /// own store method. [`StoreError::Fenced`] when the token no longer owns the record; nothing
     /// is written on any error. Returns what the write produced and the stored response.
     async fn apply(
@@ -228,6 +235,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<KeyStatus>>;
 
     /// When the oldest idempotency claim still in progress began, if any (a stuck request
-    /// shows here until its record expires).
-    async fn oldest_idempotent_claim(&self) -> StoreResult<Option<DateTime<Utc>>>;
+    /// shows here until its record expires): its lease's end less `settings`' lease.
+    async fn oldest_idempotent_claim(
+        &self,
+        settings: &Settings,
+    ) -> StoreResult<Option<DateTime<Utc>>>;
 }

@@ -11,6 +11,7 @@ pub mod extract;
 pub mod idempotency;
 pub mod inbound;
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json, Router};
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -46,6 +47,30 @@ pub struct AppState {
     pub inbound_wake: Arc<tokio::sync::Notify>,
     /// Where operational events go, when an operational webhook URL is configured.
     pub operational: Option<crate::delivery::operational::Operational>,
+    /// The time handlers work in ([`AppState::now`]).
+    pub clock: Clock,
+}
+
+/// The time the API works in: the wall clock at the store's (microsecond) precision, moved by an
+/// offset that only tests set ([`Clock::advance`]), so that a test reaches an expiry hours away
+/// without waiting for it. Clones share the offset.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    offset_micros: Arc<AtomicI64>,
+}
+
+impl Clock {
+    /// The wall clock plus the offset, truncated to microseconds.
+    pub fn now(&self) -> DateTime<Utc> {
+        let offset = TimeDelta::microseconds(self.offset_micros.load(Ordering::Relaxed));
+        (Utc::now() + offset).trunc_subsecs(6)
+    }
+
+    /// Moves this clock (and every clone of it) `by` ahead (tests).
+    pub fn advance(&self, by: TimeDelta) {
+        let micros = by.num_microseconds().expect("a test's step fits in i64 µs");
+        self.offset_micros.fetch_add(micros, Ordering::Relaxed);
+    }
 }
 
 /// Settings the handlers need.
@@ -61,6 +86,8 @@ pub struct ApiSettings {
     pub idempotency_required: Vec<String>,
     /// When a pull consumer's retryable failure is due again (the delivery schedule).
     pub retry_schedule: vow_core::RetrySchedule,
+    /// How long `Idempotency-Key` records live (lease, replay, tombstone).
+    pub idempotency: vow_store::idempotency::Settings,
 }
 
 impl ApiSettings {
@@ -71,9 +98,9 @@ impl ApiSettings {
 }
 
 impl AppState {
-    /// The current time, at the store's (microsecond) precision.
+    /// The current time, at the store's (microsecond) precision ([`Clock::now`]).
     pub fn now(&self) -> DateTime<Utc> {
-        Utc::now().trunc_subsecs(6)
+        self.clock.now()
     }
 }
 

@@ -31,6 +31,8 @@ pub struct TestApp {
     pub store: Arc<dyn Store>,
     pub queue: Arc<dyn DeliveryQueue>,
     pub inbound: Arc<dyn InboundStore>,
+    /// The clock the server answers by: `advance` it to reach an expiry.
+    pub clock: vow_server::http::Clock,
     shutdown: CancellationToken,
     _guard: Box<dyn Any + Send>,
 }
@@ -39,6 +41,11 @@ pub struct TestApp {
 /// delivery workers off: API tests must not send anything anywhere.
 pub fn test_config(overrides: &[(&str, &str)]) -> Config {
     config_with("delivery_workers = false", overrides)
+}
+
+/// [`test_config`] with `toml` (settings of any type) over it.
+pub fn test_config_toml(toml: &str) -> Config {
+    config_with(&format!("delivery_workers = false\n{toml}"), &[])
 }
 
 /// A config with delivery workers on, fast retries (`schedule`), and loopback receivers allowed.
@@ -96,6 +103,7 @@ impl TestApp {
             .await
             .unwrap();
         let base = format!("http://{}", server.local_addr().unwrap());
+        let clock = server.clock();
         let shutdown = CancellationToken::new();
         tokio::spawn(server.run(shutdown.clone()));
         TestApp {
@@ -105,6 +113,7 @@ impl TestApp {
             store: stores.store,
             queue: stores.queue,
             inbound: stores.inbound,
+            clock,
             shutdown,
             _guard: guard,
         }

@@ -297,7 +297,7 @@ async fn a_route_that_requires_a_key_refuses_a_request_without_one(app: TestApp)
 /// A request that finds its key in progress answers 409 at once, or with `Prefer: wait=N`
 /// waits for the first request's outcome and replays it (409 when N runs out first).
 async fn prefer_wait_replays_the_outcome_of_the_request_in_flight(app: TestApp) {
-    use vow_store::idempotency::{Begun, Fingerprint, Scope, StoredResponse};
+    use vow_store::idempotency::{Begun, Fingerprint, Scope, Settings, StoredResponse};
     let app_id = app.create_app("Shop").await;
     let body = message(8);
     let raw = serde_json::to_vec(&body).unwrap();
@@ -314,7 +314,13 @@ async fn prefer_wait_replays_the_outcome_of_the_request_in_flight(app: TestApp) 
     let canonical = vow_idempotency::fingerprint::canonical(&body);
     let begun = app
         .store
-        .begin_idempotent(&scope, &fp, &canonical, chrono::Utc::now())
+        .begin_idempotent(
+            &scope,
+            &fp,
+            &canonical,
+            chrono::Utc::now(),
+            &Settings::default(),
+        )
         .await
         .unwrap();
     let Begun::Owner(token) = begun else {
@@ -342,7 +348,13 @@ async fn prefer_wait_replays_the_outcome_of_the_request_in_flight(app: TestApp) 
             resource: None,
         };
         store
-            .complete_idempotent(&scope, &token, response, chrono::Utc::now())
+            .complete_idempotent(
+                &scope,
+                &token,
+                response,
+                chrono::Utc::now(),
+                &Settings::default(),
+            )
             .await
             .unwrap();
     });

@@ -22,8 +22,8 @@ use vow_idempotency::fingerprint::canonical_body;
 use vow_idempotency::IdempotencyKey;
 use vow_server::startup::Stores;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyState, KeyStatus, LeaseToken, Scope, StoredResponse, Write,
-    Written,
+    Begun, Completion, Fingerprint, KeyState, KeyStatus, LeaseToken, Scope, Settings,
+    StoredResponse, Write, Written,
 };
 use vow_store::{MessageFilter, NewMessage, Order, Seek, Store, StoreError, StoreResult};
 
@@ -547,11 +547,17 @@ async fn an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced(app: TestA
     let raw = message(9);
     let scope = scope(&app_id, "lease-1");
     let fingerprint = Fingerprint::of("POST", ROUTE, &raw);
-    // An owner that began 31 s ago (the lease is 30 s) and never finished.
+    // An owner that began 31 s ago (the lease is the default 30 s) and never finished.
     let stale_at = Utc::now() - chrono::Duration::seconds(31);
     let begun = app
         .store
-        .begin_idempotent(&scope, &fingerprint, &canonical_body(&raw), stale_at)
+        .begin_idempotent(
+            &scope,
+            &fingerprint,
+            &canonical_body(&raw),
+            stale_at,
+            &Settings::default(),
+        )
         .await
         .unwrap();
     let Begun::Owner(stale) = begun else {
@@ -576,7 +582,7 @@ async fn an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced(app: TestA
     };
     let completed = app
         .store
-        .complete_idempotent(&scope, &stale, refusal, Utc::now())
+        .complete_idempotent(&scope, &stale, refusal, Utc::now(), &Settings::default())
         .await;
     assert!(
         matches!(completed, Err(StoreError::Fenced)),
@@ -649,6 +655,7 @@ async fn owner_writes(
         token,
         fresh: None,
         now: at,
+        settings: Settings::default(),
         render: Box::new(move |_| StoredResponse {
             status: 202,
             headers: vec![("content-type".into(), "application/json".into())],
@@ -672,9 +679,10 @@ async fn a_stale_owner_is_fenced_while_the_new_owner_still_runs(app: TestApp) {
     let scope = scope(&app_id, "lease-2");
     let (fingerprint, canonical) = (Fingerprint::of("POST", ROUTE, &raw), canonical_body(&raw));
     let stale_at = Utc::now() - chrono::Duration::seconds(31);
+    let settings = Settings::default();
     let begin = |at| {
         app.store
-            .begin_idempotent(&scope, &fingerprint, &canonical, at)
+            .begin_idempotent(&scope, &fingerprint, &canonical, at, &settings)
     };
     let Begun::Owner(stale) = begin(stale_at).await.unwrap() else {
         panic!("the first claim owns the key")
@@ -718,7 +726,13 @@ async fn claim_now(app: &TestApp, app_id: &str, key: &str, raw: &[u8]) {
     let fingerprint = Fingerprint::of("POST", ROUTE, raw);
     let begun = app
         .store
-        .begin_idempotent(&scope, &fingerprint, &canonical_body(raw), Utc::now())
+        .begin_idempotent(
+            &scope,
+            &fingerprint,
+            &canonical_body(raw),
+            Utc::now(),
+            &Settings::default(),
+        )
         .await
         .unwrap();
     assert!(matches!(begun, Begun::Owner(_)), "{begun:?}");

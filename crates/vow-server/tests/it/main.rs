@@ -16,6 +16,7 @@ mod event_types;
 mod faults;
 mod idempotency;
 mod idempotency_faults;
+mod idempotency_lifetimes;
 mod idempotent_routes;
 mod inbound;
 mod messages;

@@ -1,12 +1,16 @@
-//! Cases about `Idempotency-Key` records: begin, the create that completes its record in the
-//! same transaction, replay, reuse, release, and a fenced owner that writes nothing. Beginning
-//! on a fresh store also proves the backend's migration made the record table.
+//! Cases about `Idempotency-Key` records: begin, the completing create, replay, reuse, release,
+//! and a fenced owner that writes nothing; and that a record lives as long as the [`Settings`] it
+//! was written with say (lease, replay, tombstone), not as long as the defaults. Beginning on a
+//! fresh store also proves the backend's migration made the record table.
+
+use std::time::Duration;
 
 use vow_idempotency::IdempotencyKey;
 
 use super::support::*;
 use crate::idempotency::{
-    Begun, Completion, Fingerprint, KeyState, LeaseToken, Scope, StoredResponse, Write, Written,
+    Begun, Completion, Fingerprint, FreshClaim, KeyState, LeaseToken, Scope, Settings,
+    StoredResponse, Write, Written,
 };
 use crate::{CreatedMessage, MessageFilter, NewEndpoint, NewMessage, Store, StoreError};
 
@@ -23,12 +27,41 @@ fn scope(app: &str, key: &str) -> Scope {
     }
 }
 
-/// Begins `body` under `scope` at `t(5)`.
-async fn begin(store: &dyn Store, scope: &Scope, body: &str) -> Begun {
+const HOUR: i64 = 3600;
+const DAY: i64 = 24 * HOUR;
+
+/// Lifetimes unlike the defaults: a 5 s lease, 1 h of replay, a 2 day tombstone.
+fn short() -> Settings {
+    Settings {
+        lease: Duration::from_secs(5),
+        ttl: Duration::from_secs(HOUR as u64),
+        tombstone: Duration::from_secs(2 * DAY as u64),
+    }
+}
+
+/// `body`'s fingerprint and canonical form.
+fn request(body: &str) -> (Fingerprint, String) {
     let fingerprint = Fingerprint::of("POST", ROUTE, body.as_bytes());
     let canonical = vow_idempotency::fingerprint::canonical(&serde_json::from_str(body).unwrap());
+    (fingerprint, canonical)
+}
+
+/// Begins `body` under `scope` at `t(5)` with the default settings.
+async fn begin(store: &dyn Store, scope: &Scope, body: &str) -> Begun {
+    begin_at(store, scope, body, t(5), &Settings::default()).await
+}
+
+/// Begins `body` under `scope` at `now` with `settings`.
+async fn begin_at(
+    store: &dyn Store,
+    scope: &Scope,
+    body: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    settings: &Settings,
+) -> Begun {
+    let (fingerprint, canonical) = request(body);
     store
-        .begin_idempotent(scope, &fingerprint, &canonical, t(5))
+        .begin_idempotent(scope, &fingerprint, &canonical, now, settings)
         .await
         .unwrap()
 }
@@ -41,13 +74,15 @@ fn owner(begun: Begun) -> LeaseToken {
     }
 }
 
-/// The response a test stores: 202 with the created resource's id.
+/// The response a test stores: 202 with the created resource's id, completed at `t(5)` with
+/// the default settings.
 fn completion(scope: &Scope, token: &LeaseToken) -> Completion {
     Completion {
         scope: scope.clone(),
         token: token.clone(),
         fresh: None,
         now: t(5),
+        settings: Settings::default(),
         render: Box::new(|written: &Written| {
             let id = match written {
                 Written::Message(created) => created.message.id.to_string(),
@@ -149,7 +184,7 @@ pub async fn purging_turns_an_expired_record_into_a_tombstone_then_frees_the_key
         resource: None,
     };
     store
-        .complete_idempotent(&s, &token, done, t(5))
+        .complete_idempotent(&s, &token, done, t(5), &Settings::default())
         .await
         .unwrap();
     assert_eq!(
@@ -162,9 +197,9 @@ pub async fn purging_turns_an_expired_record_into_a_tombstone_then_frees_the_key
         store.purge_idempotent(t(5 + day + 1), 100).await.unwrap(),
         1
     );
-    let fingerprint = Fingerprint::of("POST", ROUTE, BODY.as_bytes());
-    let canonical = vow_idempotency::fingerprint::canonical(&serde_json::from_str(BODY).unwrap());
-    let at = |secs| store.begin_idempotent(&s, &fingerprint, &canonical, t(secs));
+    let (fingerprint, canonical) = request(BODY);
+    let defaults = Settings::default();
+    let at = |secs| store.begin_idempotent(&s, &fingerprint, &canonical, t(secs), &defaults);
     assert!(matches!(
         at(5 + day + 2).await.unwrap(),
         Begun::Expired { .. }
@@ -280,13 +315,25 @@ pub async fn an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_
 /// completed with its resource, then expired once purged to a tombstone; another scope's key of
 /// the same name is not seen.
 pub async fn a_keys_status_follows_its_record_and_the_oldest_claim_is_reported(store: &dyn Store) {
-    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), None);
+    assert_eq!(
+        store
+            .oldest_idempotent_claim(&Settings::default())
+            .await
+            .unwrap(),
+        None
+    );
     let s = scope("app_s", "key-s");
     assert_eq!(store.idempotency_status(&s, t(5)).await.unwrap(), None);
     let token = owner(begin(store, &s, BODY).await);
     let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
     assert_eq!(status.state, KeyState::InProgress);
-    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), Some(t(5)));
+    assert_eq!(
+        store
+            .oldest_idempotent_claim(&Settings::default())
+            .await
+            .unwrap(),
+        Some(t(5))
+    );
     assert_eq!(
         store
             .idempotency_status(&scope("app_other", "key-s"), t(6))
@@ -302,18 +349,176 @@ pub async fn a_keys_status_follows_its_record_and_the_oldest_claim_is_reported(s
         resource: Some("ep_1".into()),
     };
     store
-        .complete_idempotent(&s, &token, done, t(5))
+        .complete_idempotent(&s, &token, done, t(5), &Settings::default())
         .await
         .unwrap();
     let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
     assert_eq!(status.state, KeyState::Completed);
     assert_eq!(status.resource.as_deref(), Some("ep_1"));
     assert_eq!(status.expires_at, t(5 + 24 * 3600));
-    assert_eq!(store.oldest_idempotent_claim().await.unwrap(), None);
+    assert_eq!(
+        store
+            .oldest_idempotent_claim(&Settings::default())
+            .await
+            .unwrap(),
+        None
+    );
 
     let later = t(5 + 24 * 3600 + 1);
     store.purge_idempotent(later, 100).await.unwrap();
     let status = store.idempotency_status(&s, later).await.unwrap().unwrap();
     assert_eq!(status.state, KeyState::Expired);
     assert_eq!(status.resource.as_deref(), Some("ep_1"));
+}
+
+/// A stored 201 naming `resource`.
+fn created(resource: &str) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        headers: Vec::new(),
+        body: b"{}".to_vec(),
+        resource: Some(resource.into()),
+    }
+}
+
+/// A claim's lease is its settings' (5 s, not the default 30 s): 4 s in, a retry is in progress
+/// and told to come back when the lease ends; at 5 s the retry takes the claim over, and the
+/// stale owner is fenced. The oldest claim's start is its lease's end less that lease.
+pub async fn a_claims_lease_lasts_as_long_as_its_settings_say(store: &dyn Store) {
+    let s = scope("app_l", "key-l");
+    let stale = owner(begin_at(store, &s, BODY, t(5), &short()).await);
+    assert_eq!(
+        store.oldest_idempotent_claim(&short()).await.unwrap(),
+        Some(t(5))
+    );
+    assert_eq!(
+        begin_at(store, &s, BODY, t(9), &short()).await,
+        Begun::InProgress {
+            retry_after_secs: 1
+        }
+    );
+    let taken = match begin_at(store, &s, BODY, t(10), &short()).await {
+        Begun::TakenOver(token) => token,
+        other => panic!("the 5 s lease has run out, so the retry takes over: {other:?}"),
+    };
+    let fenced = store
+        .complete_idempotent(&s, &stale, created("stale"), t(11), &short())
+        .await;
+    assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
+    assert_eq!(
+        store.oldest_idempotent_claim(&short()).await.unwrap(),
+        Some(t(10)),
+        "the new owner's claim began at the takeover"
+    );
+    store
+        .complete_idempotent(&s, &taken, created("ep_new"), t(11), &short())
+        .await
+        .unwrap();
+    let status = store.idempotency_status(&s, t(12)).await.unwrap().unwrap();
+    assert_eq!(status.resource.as_deref(), Some("ep_new"));
+    assert_eq!(status.expires_at, t(11 + HOUR));
+}
+
+/// A completed record is replayed for its settings' retention (1 h, not 24 h), which its status
+/// and its replay tell; then it is expired, and its tombstone refuses the key for the settings'
+/// 2 days (purging keeps it until then), after which purging deletes it and the key is free.
+/// Both ways of completing count from the completion: the first request's one insert (`fresh`)
+/// and a begun record's update.
+pub async fn a_completed_record_expires_and_its_tombstone_ends_as_its_settings_say(
+    store: &dyn Store,
+) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let s = scope(&app.id.to_string(), "key-ttl");
+    let (fingerprint, canonical_body) = request(BODY);
+    let fresh = Completion {
+        fresh: Some(FreshClaim {
+            fingerprint,
+            canonical_body,
+        }),
+        settings: short(),
+        ..completion(&s, &LeaseToken::generate())
+    };
+    let write = Write::CreateMessage {
+        new: new_message(app.id, "user.created"),
+        only: None,
+    };
+    let (_, response) = store.apply(write, Some(fresh)).await.unwrap();
+    let (expires, ends) = (t(5 + HOUR), t(5 + HOUR + 2 * DAY));
+    let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
+    assert_eq!(status.state, KeyState::Completed);
+    assert_eq!((status.expires_at, status.tombstone_until), (expires, ends));
+    assert_eq!(
+        begin_at(store, &s, BODY, t(5 + HOUR - 1), &short()).await,
+        Begun::Replay {
+            response: response.unwrap(),
+            expires_at: expires
+        }
+    );
+    let expired = |b: &Begun| matches!(b, Begun::Expired { .. });
+    let got = begin_at(store, &s, BODY, expires, &short()).await;
+    assert!(expired(&got), "expired at 1 h, before any purge: {got:?}");
+    assert_eq!(store.purge_idempotent(expires, 100).await.unwrap(), 1);
+    let status = store
+        .idempotency_status(&s, expires)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.state, KeyState::Expired);
+
+    let before_the_end = ends - chrono::Duration::seconds(1);
+    let got = begin_at(store, &s, BODY, before_the_end, &short()).await;
+    assert!(expired(&got), "the tombstone lasts 2 days: {got:?}");
+    assert_eq!(
+        store.purge_idempotent(before_the_end, 100).await.unwrap(),
+        0
+    );
+    assert_eq!(store.purge_idempotent(ends, 100).await.unwrap(), 1);
+    assert_eq!(store.idempotency_status(&s, ends).await.unwrap(), None);
+    assert!(matches!(
+        begin_at(store, &s, BODY, ends, &short()).await,
+        Begun::Owner(_)
+    ));
+
+    // A begun record completed on its own counts from its completion too.
+    let s2 = scope(&app.id.to_string(), "key-ttl-2");
+    let token = owner(begin_at(store, &s2, BODY, t(5), &short()).await);
+    store
+        .complete_idempotent(&s2, &token, created("ep_2"), t(20), &short())
+        .await
+        .unwrap();
+    let status = store.idempotency_status(&s2, t(21)).await.unwrap().unwrap();
+    assert_eq!(
+        (status.expires_at, status.tombstone_until),
+        (t(20 + HOUR), t(20 + HOUR + 2 * DAY))
+    );
+}
+
+/// With no tombstone (0 days) an expired key is free at once: its record's expiry is also its
+/// end, so the next request with it runs.
+pub async fn without_a_tombstone_a_key_is_free_as_soon_as_its_record_expires(store: &dyn Store) {
+    let none = Settings {
+        tombstone: Duration::ZERO,
+        ..short()
+    };
+    let s = scope("app_z", "key-z");
+    let token = owner(begin_at(store, &s, BODY, t(5), &none).await);
+    store
+        .complete_idempotent(&s, &token, created("ep_z"), t(5), &none)
+        .await
+        .unwrap();
+    let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
+    assert_eq!(
+        (status.expires_at, status.tombstone_until),
+        (t(5 + HOUR), t(5 + HOUR))
+    );
+    assert!(matches!(
+        begin_at(store, &s, BODY, t(4 + HOUR), &none).await,
+        Begun::Replay { .. }
+    ));
+    assert_eq!(
+        store.idempotency_status(&s, t(5 + HOUR)).await.unwrap(),
+        None
+    );
+    owner(begin_at(store, &s, BODY, t(5 + HOUR), &none).await);
 }

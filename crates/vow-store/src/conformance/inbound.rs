@@ -6,7 +6,9 @@ use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
 use vow_idempotency::IdempotencyKey;
 
 use super::support::*;
-use crate::idempotency::{Begun, Completion, Fingerprint, Scope, StoredResponse, Write, Written};
+use crate::idempotency::{
+    Begun, Completion, Fingerprint, Scope, Settings, StoredResponse, Write, Written,
+};
 use crate::inbound::{
     Claim, Destination, InboundEvent, InboundFilter, InboundState, Locator, NewInboundEvent,
     NewRejection, NewSource, Source, SourceFields,
@@ -443,7 +445,7 @@ pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn Inb
     let body = r#"{"scheme":"github"}"#;
     let fingerprint = Fingerprint::of("POST", "/api/v1/source", body.as_bytes());
     let begun = store
-        .begin_idempotent(&scope, &fingerprint, body, t(5))
+        .begin_idempotent(&scope, &fingerprint, body, t(5), &Settings::default())
         .await;
     let Ok(Begun::Owner(token)) = begun else {
         panic!("expected to own the record, got {begun:?}");
@@ -453,6 +455,7 @@ pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn Inb
         token,
         fresh: None,
         now: t(5),
+        settings: Settings::default(),
         render: Box::new(|written: &Written| StoredResponse {
             status: 201,
             headers: Vec::new(),

@@ -39,8 +39,8 @@ use chrono::{DateTime, Utc};
 use vow_core::AppId;
 use vow_idempotency::{fingerprint, IdempotencyKey, Problem};
 use vow_store::idempotency::{
-    settings, Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope,
-    StoredResponse, Write, Written,
+    Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, StoredResponse, Write,
+    Written,
 };
 use vow_store::inbound::Source;
 use vow_store::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError};
@@ -159,7 +159,7 @@ impl Keyed {
             LeaseToken::generate()
         } else {
             match self.begin_waiting(state, now).await {
-                Ok(begun) => match self.owned(begun) {
+                Ok(begun) => match self.owned(state, begun) {
                     Ok(token) => token,
                     Err(answer) => return Ok(answer),
                 },
@@ -186,7 +186,7 @@ impl Keyed {
             // Fault injection for the crash tests: committed, and never answered.
             std::future::pending::<()>().await;
         }
-        let expires_at = settings().deadlines(now).expires_at;
+        let expires_at = state.settings.idempotency.deadlines(now).expires_at;
         match (progress, outcome) {
             (Progress::Completed, outcome) => outcome.map(|out| respond::expiring(out, expires_at)),
             // Another request claimed the key meanwhile: answer as its record says.
@@ -216,7 +216,7 @@ impl Keyed {
         clippy::result_large_err,
         reason = "the error is the response the caller sends at once; boxing it gains nothing"
     )]
-    fn owned(&self, begun: Begun) -> Result<LeaseToken, Response> {
+    fn owned(&self, state: &AppState, begun: Begun) -> Result<LeaseToken, Response> {
         Err(match begun {
             Begun::Owner(token) => return Ok(token),
             Begun::TakenOver(token) => {
@@ -232,7 +232,7 @@ impl Keyed {
             // The owner's `now` can be a hair later than this request's (they raced), which
             // would make the lease look longer than it is: never more than a whole lease.
             Begun::InProgress { retry_after_secs } => problem(Problem::InProgress {
-                retry_after: retry_after_secs.min(settings().lease.as_secs()),
+                retry_after: retry_after_secs.min(state.settings.idempotency.lease.as_secs()),
             }),
             Begun::Expired { .. } => problem(Problem::KeyExpired),
             other => ApiError::Internal(format!("unknown idempotency outcome {other:?}").into())
@@ -244,7 +244,7 @@ impl Keyed {
     /// (this one wrote nothing): its replay, or 409 while it runs (or after `Prefer: wait`).
     async fn lost_claim(&self, state: &AppState) -> Response {
         match self.begin_waiting(state, state.now()).await {
-            Ok(begun) => match self.owned(begun) {
+            Ok(begun) => match self.owned(state, begun) {
                 Err(answer) => answer,
                 // The other request released the key again (it failed): this one's operation
                 // is spent, so the client retries.
@@ -278,7 +278,13 @@ impl Keyed {
         loop {
             let begun = state
                 .store
-                .begin_idempotent(&self.scope, &self.fingerprint, &self.body, at)
+                .begin_idempotent(
+                    &self.scope,
+                    &self.fingerprint,
+                    &self.body,
+                    at,
+                    &state.settings.idempotency,
+                )
                 .await?;
             let left = until.saturating_duration_since(tokio::time::Instant::now());
             if !matches!(begun, Begun::InProgress { .. }) || left.is_zero() {
@@ -304,7 +310,7 @@ impl Keyed {
     ) -> ApiResult<Response> {
         let token = if fresh {
             match self.begin_waiting(state, now).await {
-                Ok(begun) => match self.owned(begun) {
+                Ok(begun) => match self.owned(state, begun) {
                     Ok(token) => token,
                     Err(answer) => return Ok(answer),
                 },
@@ -314,16 +320,17 @@ impl Keyed {
             token.clone()
         };
         let (response, out) = respond::to_stored(out).await?;
+        let settings = &state.settings.idempotency;
         match state
             .store
-            .complete_idempotent(&self.scope, &token, response, now)
+            .complete_idempotent(&self.scope, &token, response, now, settings)
             .await
         {
             Ok(()) | Err(StoreError::Fenced) => {}
             Err(e) => tracing::warn!(error = %e, key = %self.scope.key.hash(),
                 "could not store a final outcome; a retry will run the request again"),
         }
-        Ok(respond::expiring(out, settings().deadlines(now).expires_at))
+        Ok(respond::expiring(out, settings.deadlines(now).expires_at))
     }
 
     /// 503: the records cannot be read or written, so nothing runs (fail closed).
@@ -407,6 +414,7 @@ impl Commit {
                     token: owned.token,
                     fresh: owned.fresh,
                     now: owned.now,
+                    settings: self.state.settings.idempotency,
                     render,
                 };
                 let applied = store.apply(write, Some(completion)).await;
