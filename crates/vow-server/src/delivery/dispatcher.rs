@@ -15,6 +15,7 @@ use vow_store::queue::{
 use vow_store::{Delivery, DeliveryQueue, StoreResult};
 
 use super::attempt::{self, AttemptEnv};
+use super::backoff::Backoff;
 use super::operational::Operational;
 use super::throttle::Throttle;
 use super::DeliverySettings;
@@ -157,7 +158,7 @@ impl Dispatcher {
             stop_heartbeat.clone(),
         ));
         let mut tasks = JoinSet::new();
-        let mut backoff = Duration::from_millis(50);
+        let mut backoff = Backoff::default();
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let (free, room) = shared.capacity(&self.settings);
@@ -179,16 +180,14 @@ impl Dispatcher {
             let claimed = match self.queue.claim_deliveries(&request).await {
                 Ok(claimed) => claimed,
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "claiming deliveries failed");
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {},
-                        _ = shutdown.cancelled() => break,
+                    tracing::warn!(error = %e, retry_in = ?backoff.delay(), "claiming deliveries failed");
+                    if !backoff.sleep_unless(&shutdown).await {
+                        break;
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
                     continue;
                 }
             };
-            backoff = Duration::from_millis(50);
+            backoff.reset();
             let full = claimed.len() == request.limit;
             for c in claimed {
                 shared.start(&c);
@@ -291,15 +290,14 @@ async fn record(
 ) {
     let mut batch = Vec::with_capacity(RECORD_BATCH);
     while rx.recv_many(&mut batch, RECORD_BATCH).await > 0 {
-        let mut backoff = Duration::from_millis(50);
+        let mut backoff = Backoff::default();
         let outcomes: Vec<AttemptOutcome> = batch.iter().map(|(o, _)| o.clone()).collect();
         let results = loop {
             match queue.record_attempts(outcomes.clone(), disable_after).await {
                 Ok(results) => break results,
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "recording attempts failed");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    tracing::warn!(error = %e, retry_in = ?backoff.delay(), "recording attempts failed");
+                    backoff.sleep().await;
                 }
             }
         };

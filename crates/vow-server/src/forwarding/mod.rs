@@ -34,6 +34,7 @@ use vow_store::inbound::processing::{
 };
 use vow_store::{InboundStore, StoreResult};
 
+use crate::delivery::backoff::Backoff;
 use crate::delivery::DeliverySettings;
 use crate::metrics as m;
 
@@ -96,7 +97,7 @@ impl Forwarder {
             stop_heartbeat.clone(),
         ));
         let mut tasks = JoinSet::new();
-        let mut backoff = Duration::from_millis(50);
+        let mut backoff = Backoff::default();
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let free = slots.available_permits().min(this.settings.claim_batch);
@@ -110,16 +111,14 @@ impl Forwarder {
             let work = match this.inbound.claim_inbound_work(&request).await {
                 Ok(work) => work,
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "claiming inbound events failed");
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {},
-                        _ = shutdown.cancelled() => break,
+                    tracing::warn!(error = %e, retry_in = ?backoff.delay(), "claiming inbound events failed");
+                    if !backoff.sleep_unless(&shutdown).await {
+                        break;
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
                     continue;
                 }
             };
-            backoff = Duration::from_millis(50);
+            backoff.reset();
             account_claim(&work);
             let full = work.claimed.len() == request.limit;
             for claimed in work.claimed {
@@ -188,7 +187,7 @@ impl Forwarder {
     /// Records `outcome`, retrying a store failure until it is stored or the lease is gone (if
     /// the process dies first, the lease runs out and the next claim settles the event).
     async fn record(&self, outcome: WorkOutcome) {
-        let mut backoff = Duration::from_millis(50);
+        let mut backoff = Backoff::default();
         let event = outcome.event;
         loop {
             match self.inbound.record_inbound_work(outcome.clone()).await {
@@ -209,9 +208,8 @@ impl Forwarder {
                     return;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, %event, retry_in = ?backoff, "recording a forward failed");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    tracing::warn!(error = %e, %event, retry_in = ?backoff.delay(), "recording a forward failed");
+                    backoff.sleep().await;
                 }
             }
         }

@@ -573,23 +573,14 @@ pub(crate) async fn renew(
     leases: &[(InboundEventId, LeaseToken)],
     until: DateTime<Utc>,
 ) -> StoreResult<usize> {
-    if leases.is_empty() {
-        return Ok(0);
-    }
-    let ids: Vec<String> = leases.iter().map(|(id, _)| id.to_string()).collect();
-    let tokens: Vec<&str> = leases.iter().map(|(_, t)| t.0.as_str()).collect();
-    let done = sqlx::query(
-        "UPDATE inbound_events e SET lease_until = $3
-         FROM UNNEST($1::text[], $2::text[]) AS u (uid, token)
-         WHERE e.id = u.uid AND e.lease_token = u.token AND e.state = 'processing'",
+    crate::queue::claim::renew_leases(
+        pool,
+        "inbound_events",
+        "state = 'processing'",
+        leases,
+        until,
     )
-    .bind(&ids)
-    .bind(&tokens)
-    .bind(until)
-    .execute(pool)
     .await
-    .map_err(db_error)?;
-    Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
 }
 
 /// The earliest time a push claim could take something: the first due event of a source with

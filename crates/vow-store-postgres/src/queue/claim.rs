@@ -227,22 +227,35 @@ pub(crate) async fn renew(
     leases: &[(DeliveryId, LeaseToken)],
     until: DateTime<Utc>,
 ) -> StoreResult<usize> {
+    renew_leases(pool, "deliveries", "status = 'pending'", leases, until).await
+}
+
+/// Sets `lease_until` of the rows of `table` named in `leases` whose `lease_token` still
+/// matches and that are still `held` (a condition on the row); how many were.
+pub(crate) async fn renew_leases<Id: ToString>(
+    pool: &PgPool,
+    table: &str,
+    held: &str,
+    leases: &[(Id, LeaseToken)],
+    until: DateTime<Utc>,
+) -> StoreResult<usize> {
     if leases.is_empty() {
         return Ok(0);
     }
     let ids: Vec<String> = leases.iter().map(|(id, _)| id.to_string()).collect();
     let tokens: Vec<&str> = leases.iter().map(|(_, t)| t.0.as_str()).collect();
-    let done = sqlx::query(
-        "UPDATE deliveries d SET lease_until = $3
-         FROM UNNEST($1::text[], $2::text[]) AS u (id, token)
-         WHERE d.id = u.id AND d.lease_token = u.token AND d.status = 'pending'",
-    )
-    .bind(&ids)
-    .bind(&tokens)
-    .bind(until)
-    .execute(pool)
-    .await
-    .map_err(db_error)?;
+    let sql = format!(
+        "UPDATE {table} t SET lease_until = $3
+         FROM UNNEST($1::text[], $2::text[]) AS u (uid, token)
+         WHERE t.id = u.uid AND t.lease_token = u.token AND t.{held}"
+    );
+    let done = sqlx::query(&sql)
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(until)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
     Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
 }
 

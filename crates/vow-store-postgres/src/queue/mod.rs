@@ -19,7 +19,7 @@
 
 mod attempt;
 mod attempted;
-mod claim;
+pub(crate) mod claim;
 pub(crate) mod operator;
 mod record;
 mod retention;
