@@ -31,38 +31,23 @@ work=$(mktemp -d)
 pid=""
 created=""
 cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  stop_vow
   if [ -n "$created" ]; then psql "$pg" -qc "drop database if exists $db" >/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/serve-lib.sh
 
 run_against() { # $1 = label, $2 = database url, rest = extra serve args
   local label=$1 url=$2; shift 2
-  local port; port=$(free_port)
-  # (vow ignores VOW_TEST_* variables; every other VOW_* must be a setting.)
-  VOW_LISTEN="127.0.0.1:$port" VOW_DATABASE_URL="$url" VOW_ADMIN_TOKEN="provider-sdk-test-token" \
-    "$vow" serve "$@" >"$work/$label.log" 2>&1 &
-  pid=$!
-  local up=""
-  for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$port/api/v1/health" >/dev/null 2>&1 && { up=1; break; }
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$up" ]; then
-    echo "provider-sdk-compat: vow did not start on $label" >&2
-    cat "$work/$label.log" >&2
-    exit 1
-  fi
+  start_vow "$label" "$url" provider-sdk-test-token "$@"
   echo "-- providers' official SDKs against vow on $label"
   VOW_URL="http://127.0.0.1:$port" VOW_TOKEN="provider-sdk-test-token" \
     VOW_TEST_PYTHON="$python" \
     node --test --test-reporter=spec "$suite/provider-sdk.test.mjs" ||
     { echo "provider-sdk-compat: the suite failed on $label; vow's log:" >&2; cat "$work/$label.log" >&2; exit 1; }
-  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+  stop_vow
 }
 
 run_against sqlite "sqlite://$work/vow.db"

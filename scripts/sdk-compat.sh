@@ -14,29 +14,17 @@ cargo build -q -p vow-server --bin vow --locked
 vow="${CARGO_TARGET_DIR:-$PWD/target}/debug/vow"  # where the cargo build above put it
 work=$(mktemp -d)
 pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+cleanup() { stop_vow; rm -rf "$work"; }
 trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/serve-lib.sh
 
 run_against() { # $1 = label, $2 = database url, rest = extra serve args
   local label=$1 url=$2; shift 2
-  local port; port=$(free_port)
-  # (vow ignores VOW_TEST_* variables; every other VOW_* must be a setting.)
-  # Loopback is allowed so the script's own receiver gets real deliveries.
-  VOW_LISTEN="127.0.0.1:$port" VOW_DATABASE_URL="$url" VOW_ADMIN_TOKEN="sdk-test-token" \
-    VOW_ALLOWED_SUBNETS=127.0.0.0/8 \
-    "$vow" serve "$@" >"$work/$label.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$port/api/v1/health" >/dev/null 2>&1 && break
-    kill -0 "$pid" 2>/dev/null || { cat "$work/$label.log"; exit 1; }
-    sleep 0.1
-  done
+  start_vow "$label" "$url" sdk-test-token "$@"
   echo "-- Svix SDK against vow on $label"
   VOW_URL="http://127.0.0.1:$port" VOW_TOKEN="sdk-test-token" "$venv/bin/python" tests/sdk/svix_roundtrip.py ||
     { cat "$work/$label.log"; exit 1; }
-  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+  stop_vow
 }
 
 run_against sqlite "sqlite://$work/vow.db"
