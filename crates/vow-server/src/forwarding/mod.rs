@@ -103,7 +103,7 @@ impl Forwarder {
             let free = slots.available_permits().min(this.settings.claim_batch);
             if free == 0 {
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(20)) => continue,
+                    freed = slots.clone().acquire_owned() => { drop(freed); continue },
                     _ = shutdown.cancelled() => break,
                 }
             }
@@ -122,8 +122,9 @@ impl Forwarder {
             account_claim(&work);
             let full = work.claimed.len() == request.limit;
             for claimed in work.claimed {
-                let Ok(permit) = slots.clone().try_acquire_owned() else {
-                    break;
+                // Only this loop takes slots, so the ones counted before the claim are there.
+                let Ok(permit) = slots.clone().acquire_owned().await else {
+                    return;
                 };
                 leases
                     .lock()
