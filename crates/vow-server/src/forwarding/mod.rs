@@ -279,13 +279,17 @@ async fn forward(this: &Forwarder, claimed: &ClaimedEvent, now: DateTime<Utc>) -
                         timestamp,
                     )
                     .await;
-                    DestinationResult {
+                    let result = DestinationResult {
                         destination: Some(id),
                         ..classify::classify(&sent, idempotent)
-                    }
+                    };
+                    (i, result)
                 });
             }
-            sends.join_all().await
+            // In the source's order of destinations, whichever answered first.
+            let mut results = sends.join_all().await;
+            results.sort_by_key(|(i, _)| *i);
+            results.into_iter().map(|(_, r)| r).collect()
         }
     };
     let retry =
