@@ -132,14 +132,16 @@ async fn ingest(state: AppState, found: StoreResult<Option<Source>>, request: Re
         entity: who.entity,
         now,
     };
+    let forwarded = !source.fields.destinations.is_empty();
     match state.inbound.claim_inbound(new).await {
-        Ok(claim) => acknowledge(&state, claim).await,
+        Ok(claim) => acknowledge(&state, claim, forwarded).await,
         Err(e) => ApiError::from(e).into_response(),
     }
 }
 
-/// The 2xx for a committed claim, counted; a quarantine is reported first.
-async fn acknowledge(state: &AppState, claim: Claim) -> Response {
+/// The 2xx for a committed claim, counted; a quarantine is reported first. A new event of a
+/// source with destinations (`forwarded`) wakes the inbound workers.
+async fn acknowledge(state: &AppState, claim: Claim, forwarded: bool) -> Response {
     let (status, outcome, counter, event) = match claim {
         Claim::Received(event) => (StatusCode::OK, "received", names::INBOUND_RECEIVED, event),
         Claim::Duplicate(event) => (
@@ -159,7 +161,7 @@ async fn acknowledge(state: &AppState, claim: Claim) -> Response {
         }
     };
     ::metrics::counter!(counter).increment(1);
-    if outcome == "received" {
+    if forwarded && outcome == "received" {
         state.inbound_wake.notify_one();
     }
     let body = json!({ "id": event.id, "outcome": outcome });
