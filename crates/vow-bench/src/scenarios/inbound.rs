@@ -34,6 +34,7 @@ use tokio::task::JoinSet;
 use super::{commit_baseline, cpu_lines, secs, Options, Rig};
 use crate::api::{Api, InboundAnswer};
 use crate::ledger::{histogram, ms, spread, Report};
+use crate::machine::FsyncProbe;
 use crate::receiver::Clock;
 use crate::signed::{self, Delivery, Kind, Plan};
 use crate::vow_process::InboundCounts;
@@ -45,6 +46,8 @@ const POOL_PER_S_SQLITE: f64 = 40_000.0;
 const POOL_PER_S_POSTGRES: f64 = 12_000.0;
 /// The open-loop rate, as a fraction of phase A's.
 const FRACTION: f64 = 0.5;
+/// How often phase B's disk probe fsyncs (a 1 KiB append) beside vow.
+const PROBE_EVERY: Duration = Duration::from_millis(20);
 /// Ack p99 allowed at that rate (ms).
 const TARGET_P99_MS: f64 = 20.0;
 
@@ -511,6 +514,26 @@ impl Books {
     }
 }
 
+/// "disk probe: n fsyncs, p50 .., p99 .., max .." for the probe's readings.
+fn fsync_summary(fsyncs: &[(u64, u32)]) -> String {
+    let mut v: Vec<u32> = fsyncs.iter().map(|(_, took)| *took).collect();
+    if v.is_empty() {
+        return "disk probe: no readings".into();
+    }
+    v.sort_unstable();
+    let q = |p: f64| {
+        f64::from(v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]) / 1000.0
+    };
+    format!(
+        "disk probe (1 KiB append + fsync every {} ms beside vow): {} fsyncs, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        PROBE_EVERY.as_millis(),
+        v.len(),
+        q(0.5),
+        q(0.99),
+        q(1.0)
+    )
+}
+
 /// p99 in ms.
 fn p99(h: &Histogram<u64>) -> f64 {
     if h.is_empty() {
@@ -548,9 +571,11 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
     // Phase B: half of it, on a schedule.
     let rate = max_rate * FRACTION;
     let plan_b = sign_plan("b", (rate * b_secs.as_secs_f64()).ceil() as usize, 2).await?;
+    let probe = FsyncProbe::start(ingest.clock, PROBE_EVERY)?;
     rig.begin_window();
     let b = ingest.open_loop(&plan_b, rate, opts.max_in_flight).await;
     let cpu_b = rig.end_window();
+    let fsyncs = probe.stop();
 
     // The books, from the store after a restart.
     rig.restart(false).await?;
@@ -629,6 +654,27 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
             "ack p99 second by second: median {median:.2} ms, best {best:.2} ms, worst {worst:.2} ms (second {worst_at}); {over} of {} seconds over {TARGET_P99_MS} ms",
             per_second.len()
         ));
+        let second = |s: usize| {
+            let from = b.window_us.0 + s as u64 * 1_000_000;
+            fsyncs
+                .iter()
+                .filter(|(t, _)| (from..from + 1_000_000).contains(t))
+                .map(|(_, took)| f64::from(*took) / 1000.0)
+                .fold(0.0, f64::max)
+        };
+        rb.line(format!(
+            "{}; slowest probe fsync in the worst ack second: {:.2} ms",
+            fsync_summary(&fsyncs),
+            second(worst_at)
+        ));
+    }
+    if !fsyncs.is_empty() {
+        let mut h = histogram();
+        for (_, took) in &fsyncs {
+            let _ = h.record(u64::from(*took).max(1));
+        }
+        rb.metric("probe_fsync_p99_ms", p99(&h));
+        rb.metric("probe_fsync_max_ms", ms(h.max()));
     }
     let met = !b.ack.is_empty() && p99(&b.ack) <= TARGET_P99_MS;
     rb.line(format!(
