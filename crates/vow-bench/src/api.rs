@@ -1,7 +1,9 @@
 //! A minimal client for the parts of vow's Svix-compatible API a benchmark needs.
 //!
 //! Owns: the keep-alive HTTP client, creating the application and its endpoints, and posting one
-//! message with a 1 KiB JSON body (`?with_content=false`, so the answer is small).
+//! message with a 1 KiB JSON body (`?with_content=false`, so the answer is small). For the
+//! inbound side: creating a source, posting one signed delivery to `/in/{source_id}`, and
+//! reading back every stored event and rejection of a source, page by page.
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::signed::Delivery;
 use crate::vow_process::ADMIN_TOKEN;
 
 /// Bytes of a message body (the whole `MessageIn` JSON).
@@ -24,6 +27,52 @@ pub enum PostOutcome {
     Rejected(u16),
     /// No answer (connection error or timeout).
     Failed,
+}
+
+/// How vow answered one inbound delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboundAnswer {
+    /// 200 `{"outcome":"received"}`.
+    Received,
+    /// 200 `{"outcome":"duplicate"}`.
+    Duplicate,
+    /// Another status, or a 200 with another body (the status).
+    Status(u16),
+    /// No answer (connection error or timeout).
+    Failed,
+}
+
+/// One stored inbound event, as `GET /api/v1/source/{id}/event` lists it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredEvent {
+    /// The provider's event id.
+    pub event_id: Option<String>,
+    /// `received`, `quarantined`, ...
+    pub state: String,
+    /// Re-sends counted against it.
+    pub duplicates: u64,
+}
+
+/// One recorded refusal, as `GET /api/v1/source/{id}/rejection` lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoredRejection {
+    /// Why (`vow_signature`'s reason code).
+    pub reason: String,
+    /// The status answered.
+    pub status: u16,
+}
+
+#[derive(Deserialize)]
+struct ListPage<T> {
+    data: Vec<T>,
+    done: bool,
+    iterator: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct OutcomeOnly {
+    outcome: String,
 }
 
 /// The API of one vow process.
@@ -114,6 +163,90 @@ impl Api {
             Ok(m) => PostOutcome::Acked(m.id),
             Err(_) => PostOutcome::Rejected(status.as_u16()),
         }
+    }
+}
+
+impl Api {
+    /// Creates a Standard Webhooks source verified with `secret`, with no destinations;
+    /// returns its id.
+    pub async fn create_source(&self, secret: &str) -> anyhow::Result<String> {
+        let body = json!({
+            "description": "bench",
+            "scheme": "standard-webhooks",
+            "secrets": [secret],
+            "destinations": [],
+        });
+        self.create("/api/v1/source", body).await
+    }
+
+    /// Posts `d` to `/in/{source}` with its `webhook-*` headers (no admin token).
+    pub async fn post_inbound(&self, source: &str, d: &Delivery) -> InboundAnswer {
+        let sent = self
+            .client
+            .post(format!("{}/in/{source}", self.base))
+            .header("content-type", "application/json")
+            .header("webhook-id", &d.id)
+            .header("webhook-timestamp", &d.timestamp)
+            .header("webhook-signature", &d.signature)
+            .body(d.body.clone())
+            .send()
+            .await;
+        let Ok(resp) = sent else {
+            return InboundAnswer::Failed;
+        };
+        let status = resp.status().as_u16();
+        let Ok(bytes) = resp.bytes().await else {
+            return InboundAnswer::Failed;
+        };
+        if status != 200 {
+            return InboundAnswer::Status(status);
+        }
+        match serde_json::from_slice::<OutcomeOnly>(&bytes) {
+            Ok(o) if o.outcome == "received" => InboundAnswer::Received,
+            Ok(o) if o.outcome == "duplicate" => InboundAnswer::Duplicate,
+            _ => InboundAnswer::Status(status),
+        }
+    }
+
+    /// Every item of the listing at `path` (ascending, 250 per page).
+    async fn list_all<T: serde::de::DeserializeOwned>(&self, path: &str) -> anyhow::Result<Vec<T>> {
+        let mut out = Vec::new();
+        let mut iterator: Option<String> = None;
+        loop {
+            let mut req = self
+                .client
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(ADMIN_TOKEN)
+                .query(&[("limit", "250"), ("order", "ascending")]);
+            if let Some(it) = &iterator {
+                req = req.query(&[("iterator", it)]);
+            }
+            let resp = req.send().await.with_context(|| format!("GET {path}"))?;
+            let status = resp.status();
+            let text = resp.text().await?;
+            if !status.is_success() {
+                bail!("GET {path}: {status}: {text}");
+            }
+            let page: ListPage<T> = serde_json::from_str(&text)?;
+            let empty = page.data.is_empty();
+            out.extend(page.data);
+            if page.done || empty || page.iterator.is_none() {
+                return Ok(out);
+            }
+            iterator = page.iterator;
+        }
+    }
+
+    /// Every event stored for `source`.
+    pub async fn source_events(&self, source: &str) -> anyhow::Result<Vec<StoredEvent>> {
+        self.list_all(&format!("/api/v1/source/{source}/event"))
+            .await
+    }
+
+    /// Every refusal recorded for `source`.
+    pub async fn source_rejections(&self, source: &str) -> anyhow::Result<Vec<StoredRejection>> {
+        self.list_all(&format!("/api/v1/source/{source}/rejection"))
+            .await
     }
 }
 

@@ -14,6 +14,7 @@
 //! - [`api`]: the few API calls a run makes, and the 1 KiB message body.
 //! - [`load`]: closed- and open-loop generators, and the per-second sampler.
 //! - [`ledger`]: the ledger, reports, histograms.
+//! - [`signed`]: signed inbound deliveries and the order they are sent in.
 //! - [`scenarios`]: one module per scenario.
 
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@ mod load;
 mod machine;
 mod receiver;
 mod scenarios;
+mod signed;
 mod vow_process;
 
 use std::collections::BTreeMap;
@@ -57,11 +59,12 @@ struct Cli {
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
     pg_url: String,
 
-    /// Seconds of load per run (default per scenario: ingest 20, e2e 60, slow-neighbour 30).
+    /// Seconds of load per run (default per scenario: ingest 20, e2e 60, slow-neighbour 30;
+    /// inbound: phase A 10, phase B twice that).
     #[arg(long, value_name = "SECS")]
     duration: Option<u64>,
 
-    /// Closed-loop clients (ingest, backlog-drain's queueing phase).
+    /// Closed-loop clients (ingest, backlog-drain's queueing phase, inbound's phase A).
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
 
@@ -118,6 +121,7 @@ enum Scenario {
     IdleLatency,
     SlowNeighbour,
     BacklogDrain,
+    Inbound,
     All,
 }
 
@@ -132,6 +136,7 @@ impl Scenario {
                 Scenario::IdleLatency,
                 Scenario::SlowNeighbour,
                 Scenario::BacklogDrain,
+                Scenario::Inbound,
             ],
             one => vec![one],
         }
@@ -146,6 +151,7 @@ impl Scenario {
             Scenario::IdleLatency => scenarios::idle_latency::run(opts).await,
             Scenario::SlowNeighbour => scenarios::slow_neighbour::run(opts).await,
             Scenario::BacklogDrain => scenarios::backlog_drain::run(opts).await,
+            Scenario::Inbound => scenarios::inbound::run(opts).await,
             Scenario::All => unreachable!("expanded before running"),
         }
     }

@@ -119,6 +119,38 @@ impl Database {
         }
     }
 
+    /// Inbound rows, counted directly in the database (vow should be stopped first).
+    pub async fn count_inbound(&self) -> anyhow::Result<InboundCounts> {
+        const EVENTS: &str = "SELECT count(*), CAST(coalesce(sum(duplicates), 0) AS BIGINT),
+             count(*) FILTER (WHERE state <> 'received') FROM inbound_events";
+        const REJECTIONS: &str = "SELECT count(*) FROM inbound_rejections";
+        let (events, duplicates, not_received, rejections): (i64, i64, i64, i64) = match self {
+            Self::Sqlite { .. } => {
+                let conn = rusqlite::Connection::open_with_flags(
+                    self.sqlite_path(),
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                )
+                .context("opening the SQLite file read-only")?;
+                let (e, d, n) =
+                    conn.query_row(EVENTS, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+                (e, d, n, conn.query_row(REJECTIONS, [], |r| r.get(0))?)
+            }
+            Self::Postgres { .. } => {
+                let mut conn = sqlx::PgConnection::connect(&self.url()).await?;
+                let (e, d, n): (i64, i64, i64) =
+                    sqlx::query_as(EVENTS).fetch_one(&mut conn).await?;
+                let r: i64 = sqlx::query_scalar(REJECTIONS).fetch_one(&mut conn).await?;
+                (e, d, n, r)
+            }
+        };
+        Ok(InboundCounts {
+            events: u64::try_from(events)?,
+            duplicates: u64::try_from(duplicates)?,
+            not_received: u64::try_from(not_received)?,
+            rejections: u64::try_from(rejections)?,
+        })
+    }
+
     /// Drops the PostgreSQL database (SQLite's temp dir goes with the value).
     pub async fn cleanup(self) -> anyhow::Result<()> {
         if let Self::Postgres {
@@ -132,6 +164,19 @@ impl Database {
         }
         Ok(())
     }
+}
+
+/// What the inbound tables hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboundCounts {
+    /// Rows of `inbound_events`.
+    pub events: u64,
+    /// The sum of their `duplicates`.
+    pub duplicates: u64,
+    /// Rows in another state than `received` (quarantined, discarded).
+    pub not_received: u64,
+    /// Rows of `inbound_rejections`.
+    pub rejections: u64,
 }
 
 /// `url` with its database name replaced by `name`.

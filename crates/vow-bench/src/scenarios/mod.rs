@@ -9,12 +9,15 @@
 //! - [`idle_latency`]: one message at a time into an idle system.
 //! - [`slow_neighbour`]: 10 endpoints, one answering after 2 s, against a run with none slow.
 //! - [`backlog_drain`]: queue with workers off, restart with workers on, time the drain.
+//! - [`inbound`]: signed deliveries to `/in/{source_id}` with duplicates mixed in: the most it
+//!   takes, then ack latency at half of that.
 
 pub mod backlog_drain;
 pub mod commit_baseline;
 pub mod e2e;
 pub mod idempotency;
 pub mod idle_latency;
+pub mod inbound;
 pub mod ingest;
 pub mod slow_neighbour;
 
@@ -155,6 +158,11 @@ impl Rig {
         self.vow.as_ref().map_or(0, VowProcess::pid)
     }
 
+    /// The running vow's `http://127.0.0.1:<port>` (it changes with [`Rig::restart`]).
+    pub fn base_url(&self) -> Option<&str> {
+        self.vow.as_ref().map(VowProcess::base_url)
+    }
+
     /// Starts the CPU accounting window (vow, this process, and PostgreSQL's processes).
     pub fn begin_window(&mut self) {
         self.window = Some(Window {
@@ -200,6 +208,13 @@ impl Rig {
         let vow = VowProcess::start(&self.settings, &self.db).await?;
         self.vow = Some(vow);
         Ok(())
+    }
+
+    /// Stops vow and hands back the database (for the caller to count and clean up) and vow's
+    /// peak RSS (MiB), for scenarios that keep their own books.
+    pub async fn close_bare(mut self) -> anyhow::Result<(Database, f64)> {
+        self.stop_vow().await?;
+        Ok((self.db, self.peak_rss))
     }
 
     /// Stops vow, counts what was stored, matches deliveries against acknowledged messages,
