@@ -28,25 +28,34 @@ impl Fingerprint {
     /// `/api/v1/app/{app_id}/msg`, not the concrete path: the scope already holds the ids) and
     /// the raw body.
     pub fn of(method: &str, route: &str, body: &[u8]) -> Self {
+        Self::with_canonical_body(method, route, body).0
+    }
+
+    /// [`Fingerprint::of`] and [`canonical_body`] together, parsing the body once.
+    pub fn with_canonical_body(method: &str, route: &str, body: &[u8]) -> (Self, String) {
         let mut hash = Sha256::new();
         hash.update(method.to_ascii_uppercase().as_bytes());
         hash.update(b"\n");
         hash.update(route.as_bytes());
         hash.update(b"\n");
-        match serde_json::from_slice::<Value>(body) {
+        let text = match serde_json::from_slice::<Value>(body) {
             Ok(json) => {
+                let text = canonical(&json);
                 hash.update(b"json\n");
-                hash.update(canonical(&json).as_bytes());
+                hash.update(text.as_bytes());
+                text
             }
             Err(_) => {
                 hash.update(b"bytes\n");
                 hash.update(body);
+                String::from_utf8_lossy(body).into_owned()
             }
-        }
-        Self {
+        };
+        let fingerprint = Self {
             version: FINGERPRINT_VERSION,
             digest: hash.finalize().into(),
-        }
+        };
+        (fingerprint, text)
     }
 
     /// The digest in hex, as stored.
@@ -214,6 +223,21 @@ mod tests {
             r#"{"a":[],"b":1}"#
         );
         assert_eq!(canonical_body(b"not json \xff"), "not json \u{fffd}");
+    }
+
+    #[test]
+    fn one_parse_gives_the_same_fingerprint_and_kept_body_as_two() {
+        for raw in [
+            &br#"{ "b": 1.0, "a": [{"z": 2e0, "y": null}] }"#[..],
+            b"not json \xff",
+            b"",
+            b"\"s\"",
+        ] {
+            assert_eq!(
+                Fingerprint::with_canonical_body("post", ROUTE, raw),
+                (Fingerprint::of("POST", ROUTE, raw), canonical_body(raw))
+            );
+        }
     }
 
     #[test]

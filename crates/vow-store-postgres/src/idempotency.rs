@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
-    Written,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Scope, Settings,
+    StoredResponse, Write, Written,
 };
 use vow_store::{StoreError, StoreResult};
 
@@ -77,7 +77,7 @@ pub(crate) async fn apply(
             settings,
             render,
         }) => {
-            if let Some(f) = fresh {
+            if let Some(mut f) = fresh {
                 let written = perform(&mut tx, write).await?;
                 let response = render(&written);
                 let recorded = records::record_completed(
@@ -90,8 +90,11 @@ pub(crate) async fn apply(
                     now,
                     &settings,
                 );
-                if !recorded.await.map_err(convert)? {
-                    return Err(StoreError::Fenced);
+                match recorded.await.map_err(convert)? {
+                    Recorded::Fresh => {}
+                    Recorded::TookOver => f.took_over(),
+                    // Dropping the transaction rolls the write back.
+                    _ => return Err(StoreError::Fenced),
                 }
                 tx.commit().await.map_err(db_error)?;
                 return Ok((written, Some(response)));
