@@ -261,6 +261,92 @@ pub async fn record_completed(
     })
 }
 
+/// Claims the scope at the START of the host's transaction, before its business writes: the
+/// record is inserted as `completed` with its deadlines and no response yet, which
+/// [`store_response`] adds at the end of the same transaction, so nobody ever sees it without
+/// one. A concurrent request with the same key waits on this insert until the transaction
+/// ends, and then finds the outcome: the first request to reach its write wins, not the first
+/// to finish it. On a conflict the row is [`decide`]d as in [`record_completed`]: an abandoned
+/// one is taken over ([`Recorded::TookOver`]), any other is [`Recorded::Held`] (roll back).
+/// The final update touches no indexed column, so PostgreSQL can make it a HOT update.
+pub async fn claim_completed(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    canonical_body: &str,
+    token: &LeaseToken,
+    now: DateTime<Utc>,
+    settings: &Settings,
+) -> Result<Recorded> {
+    const SQL: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
+         key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+         expires_at, tombstone_until) \
+         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12) \
+         ON CONFLICT DO NOTHING";
+    const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
+         fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
+         lease_until = $10, expires_at = $11, tombstone_until = $12, response_status = NULL, \
+         response_headers = NULL, response_body = NULL, resource = NULL \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND lease_token = $13 AND \
+         ((state = 'in_progress' AND lease_until <= $14) OR tombstone_until <= $14)";
+    let d = settings.deadlines(now);
+    let values = |q: Query<'static, Postgres, PgArguments>| {
+        q.bind(i32::from(fingerprint.version))
+            .bind(fingerprint.hex())
+            .bind(canonical_body.to_owned())
+            .bind(token.0.clone())
+            .bind(now)
+            .bind(d.expires_at)
+            .bind(d.tombstone_until)
+    };
+    let done = values(bind(scope, SQL)).execute(&mut *conn).await?;
+    if done.rows_affected() == 1 {
+        return Ok(Recorded::Fresh);
+    }
+    let Some(row) = read(conn, scope).await? else {
+        return Ok(Recorded::Held);
+    };
+    if decide(&row, fingerprint, canonical_body, now) != Decision::TakeOver {
+        return Ok(Recorded::Held);
+    }
+    let done = values(bind(scope, TAKE_OVER))
+        .bind(row.lease_token.0)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    Ok(match done.rows_affected() {
+        1 => Recorded::TookOver,
+        _ => Recorded::Held,
+    })
+}
+
+/// Stores `response` in the record [`claim_completed`] claimed for `token`, at the end of the
+/// same transaction. [`Error::Fenced`] when `token` does not hold it.
+pub async fn store_response(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    token: &LeaseToken,
+    response: &StoredResponse,
+) -> Result<()> {
+    const SQL: &str = "UPDATE idempotency_records SET response_status = $7, \
+         response_headers = $8, response_body = $9, resource = $10 \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND state = 'completed' AND lease_token = $6";
+    let done = bind(scope, SQL)
+        .bind(token.0.clone())
+        .bind(i32::from(response.status))
+        .bind(columns::encode_headers(&response.headers))
+        .bind(response.body.clone())
+        .bind(response.resource.clone())
+        .execute(&mut *conn)
+        .await?;
+    match done.rows_affected() {
+        1 => Ok(()),
+        _ => Err(Error::Fenced),
+    }
+}
+
 /// Deletes the `in_progress` record `token` owns, for an outcome that is not final (validation
 /// failure, 429, infrastructure 5xx). Whether there was one to delete.
 pub async fn release(conn: &mut PgConnection, scope: &Scope, token: &LeaseToken) -> Result<bool> {

@@ -78,24 +78,27 @@ pub(crate) async fn apply(
             render,
         }) => {
             if let Some(mut f) = fresh {
-                let written = perform(&mut tx, write).await?;
-                let response = render(&written);
-                let recorded = records::record_completed(
+                // Claim first, so a concurrent request with the key waits for this outcome.
+                let claimed = records::claim_completed(
                     &mut tx,
                     &scope,
                     &f.fingerprint,
                     &f.canonical_body,
                     &token,
-                    &response,
                     now,
                     &settings,
                 );
-                match recorded.await.map_err(convert)? {
+                match claimed.await.map_err(convert)? {
                     Recorded::Fresh => {}
                     Recorded::TookOver => f.took_over(),
-                    // Dropping the transaction rolls the write back.
+                    // Nothing written yet; dropping the transaction rolls the claim back.
                     _ => return Err(StoreError::Fenced),
                 }
+                let written = perform(&mut tx, write).await?;
+                let response = render(&written);
+                records::store_response(&mut tx, &scope, &token, &response)
+                    .await
+                    .map_err(convert)?;
                 tx.commit().await.map_err(db_error)?;
                 return Ok((written, Some(response)));
             }
