@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     route               TEXT    NOT NULL,
     key                 TEXT    NOT NULL,
     state               TEXT    NOT NULL
-                        CHECK (state IN ('in_progress', 'completed', 'tombstone')),
+                        CHECK (state = 'in_progress' OR state = 'completed' OR state = 'tombstone'),
     fingerprint_version INTEGER NOT NULL,
     fingerprint         TEXT    NOT NULL,
     canonical_body      TEXT,
