@@ -5,12 +5,16 @@
 //! anything else is read), validates its body, resolves the application in the path (the
 //! record's scope, so its uid and id share keys), and hands the rest of its work to
 //! [`Once::run`] as an operation that ends in one [`Commit::write`]. Without a key the operation
-//! simply runs. With one, the record is begun under (principal `admin`, application, `POST`,
-//! route template, key), fingerprinted over the body and the path's other parameters, and:
-//! - owner: the operation runs; its write commits with the rendered, stored response in ONE
-//!   store transaction ([`vow_store::Store::apply`]). A business refusal on the way (404 for an
+//! simply runs. With one, the record's scope is (principal `admin`, application, `POST`, route
+//! template, key), its fingerprint covers the body and the path's other parameters, and the
+//! operation runs at once: its write claims the key in its own store transaction
+//! ([`vow_store::Store::apply`] with a fresh claim; no read of the record first), so claim,
+//! write and stored response commit together. A key with a record rolls that write back, and the
+//! record, begun then, answers:
+//! - owner: the write commits with the rendered, stored response in ONE transaction (an
+//!   abandoned claim is taken over inside it). A business refusal on the way (404 for an
 //!   endpoint, 409 for a taken uid) is final too: stored, and replayed. A validation failure or
-//!   an infrastructure failure releases the record, so a retry runs;
+//!   an infrastructure failure stores nothing, so a retry runs;
 //! - replay: the stored status, headers and body, with `Idempotent-Replayed: true`;
 //! - reused: 422 with the differing pointers; in progress (or fenced by a takeover): 409 with
 //!   `Retry-After`, or with `Prefer: wait=N` a wait of up to N s for the outcome; expired: 422;
@@ -252,8 +256,8 @@ impl Keyed {
         })
     }
 
-    /// The answer when a concurrent request claimed the key before this one's write committed
-    /// (this one wrote nothing): its replay, or 409 while it runs (or after `Prefer: wait`).
+    /// The answer when the key has a record, so this request's write was rolled back: its
+    /// replay, 422, or 409 while it runs (or after `Prefer: wait`).
     async fn lost_claim(&self, state: &AppState) -> Response {
         match self.begin_waiting(state, state.now()).await {
             Ok(begun) => match self.owned(state, begun) {
