@@ -28,25 +28,34 @@ impl Fingerprint {
     /// `/api/v1/app/{app_id}/msg`, not the concrete path: the scope already holds the ids) and
     /// the raw body.
     pub fn of(method: &str, route: &str, body: &[u8]) -> Self {
+        Self::with_canonical_body(method, route, body).0
+    }
+
+    /// [`Fingerprint::of`] and [`canonical_body`] together, parsing the body once.
+    pub fn with_canonical_body(method: &str, route: &str, body: &[u8]) -> (Self, String) {
         let mut hash = Sha256::new();
         hash.update(method.to_ascii_uppercase().as_bytes());
         hash.update(b"\n");
         hash.update(route.as_bytes());
         hash.update(b"\n");
-        match serde_json::from_slice::<Value>(body) {
+        let text = match serde_json::from_slice::<Value>(body) {
             Ok(json) => {
+                let text = canonical(&json);
                 hash.update(b"json\n");
-                hash.update(canonical(&json).as_bytes());
+                hash.update(text.as_bytes());
+                text
             }
             Err(_) => {
                 hash.update(b"bytes\n");
                 hash.update(body);
+                String::from_utf8_lossy(body).into_owned()
             }
-        }
-        Self {
+        };
+        let fingerprint = Self {
             version: FINGERPRINT_VERSION,
             digest: hash.finalize().into(),
-        }
+        };
+        (fingerprint, text)
     }
 
     /// The digest in hex, as stored.
@@ -65,40 +74,52 @@ pub fn canonical_body(raw: &[u8]) -> String {
 
 /// `value` in canonical JSON.
 pub fn canonical(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::with_capacity(256);
     write_canonical(value, &mut out);
-    out
+    // serde_json writes UTF-8, and so does everything else here.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Writes straight into bytes: a string goes through serde_json's escaper once, with no
+/// `Value` built around it and no `fmt` machinery (this runs on every keyed request's body).
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.push(b'{');
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
+                write_json(k, out);
+                out.push(b':');
                 write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        Value::Number(n) => out.push_str(&normalise(n)),
-        other => out.push_str(&other.to_string()),
+        Value::Number(n) => out.extend_from_slice(normalise(n).as_bytes()),
+        Value::String(text) => write_json(text, out),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Null => out.extend_from_slice(b"null"),
     }
+}
+
+/// A string as serde_json writes it (minimal escaping).
+fn write_json(text: &str, out: &mut Vec<u8>) {
+    // Writing to a Vec cannot fail, and a string always serialises.
+    let _ = serde_json::to_writer(&mut *out, text);
 }
 
 /// An integral number as an integer, any other in its shortest round-trip form.
@@ -214,6 +235,32 @@ mod tests {
             r#"{"a":[],"b":1}"#
         );
         assert_eq!(canonical_body(b"not json \xff"), "not json \u{fffd}");
+    }
+
+    #[test]
+    fn strings_keep_serde_jsons_minimal_escaping() {
+        let v: Value =
+            serde_json::from_str(r#"{"k\"/":["\u00e9\n\u0001\/",true,false,null,-0.0,2.5]}"#)
+                .unwrap();
+        assert_eq!(
+            canonical(&v),
+            "{\"k\\\"/\":[\"\u{e9}\\n\\u0001/\",true,false,null,0,2.5]}"
+        );
+    }
+
+    #[test]
+    fn one_parse_gives_the_same_fingerprint_and_kept_body_as_two() {
+        for raw in [
+            &br#"{ "b": 1.0, "a": [{"z": 2e0, "y": null}] }"#[..],
+            b"not json \xff",
+            b"",
+            b"\"s\"",
+        ] {
+            assert_eq!(
+                Fingerprint::with_canonical_body("post", ROUTE, raw),
+                (Fingerprint::of("POST", ROUTE, raw), canonical_body(raw))
+            );
+        }
     }
 
     #[test]

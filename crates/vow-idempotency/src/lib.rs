@@ -50,5 +50,5 @@ pub use error::Error;
 pub use fingerprint::{Fingerprint, FINGERPRINT_VERSION};
 pub use key::{IdempotencyKey, KeyError};
 pub use problem::Problem;
-pub use record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
+pub use record::{Begun, LeaseToken, Recorded, Scope, Settings, StoredResponse};
 pub use status::{KeyState, KeyStatus};

@@ -12,7 +12,9 @@ use sqlx::{PgConnection, Postgres};
 
 use crate::columns::{self, Columns};
 use crate::error::{Error, Result};
-use crate::record::{self, decide, Begun, Decision, LeaseToken, Scope, Settings, StoredResponse};
+use crate::record::{
+    self, decide, Begun, Decision, LeaseToken, Recorded, Scope, Settings, StoredResponse,
+};
 use crate::status::{self, KeyStatus, StatusRow};
 use crate::Fingerprint;
 
@@ -193,11 +195,13 @@ pub async fn complete(
     }
 }
 
-/// Records a scope that had no record as completed with `response`, at the END of the host's
-/// transaction that made the business writes, so claim, write and response commit once and a
-/// first request costs one insert (a concurrent insert of the same scope waits for this
-/// transaction). `false` when the scope has a record by then: the host rolls back and asks
-/// [`begin`].
+/// Records the scope as completed with `response`, at the END of the host's transaction that
+/// made the business writes, so claim, write and response commit once and a first request costs
+/// one insert (a concurrent insert of the same scope waits for this transaction). When the scope
+/// has a record already, it is read and [`decide`]d: an abandoned one (an expired lease, an
+/// ended tombstone) is taken over and completed in this transaction ([`Recorded::TookOver`]; the
+/// crashed owner committed nothing, so this write is the one execution); any other is
+/// [`Recorded::Held`]: the host rolls back and asks [`begin`].
 #[allow(clippy::too_many_arguments)]
 pub async fn record_completed(
     conn: &mut PgConnection,
@@ -208,29 +212,139 @@ pub async fn record_completed(
     response: &StoredResponse,
     now: DateTime<Utc>,
     settings: &Settings,
-) -> Result<bool> {
+) -> Result<Recorded> {
     const SQL: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
          key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
          response_status, response_headers, response_body, resource, expires_at, \
          tombstone_until) \
          VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
          $16) ON CONFLICT DO NOTHING";
+    const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
+         fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
+         lease_until = $10, response_status = $11, response_headers = $12, response_body = $13, \
+         resource = $14, expires_at = $15, tombstone_until = $16 \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND lease_token = $17 AND \
+         ((state = 'in_progress' AND lease_until <= $18) OR tombstone_until <= $18)";
     let d = settings.deadlines(now);
-    let done = bind(scope, SQL)
-        .bind(i32::from(fingerprint.version))
-        .bind(fingerprint.hex())
-        .bind(canonical_body.to_owned())
-        .bind(token.0.clone())
+    let values = |q: Query<'static, Postgres, PgArguments>| {
+        q.bind(i32::from(fingerprint.version))
+            .bind(fingerprint.hex())
+            .bind(canonical_body.to_owned())
+            .bind(token.0.clone())
+            .bind(now)
+            .bind(i32::from(response.status))
+            .bind(columns::encode_headers(&response.headers))
+            .bind(response.body.clone())
+            .bind(response.resource.clone())
+            .bind(d.expires_at)
+            .bind(d.tombstone_until)
+    };
+    let done = values(bind(scope, SQL)).execute(&mut *conn).await?;
+    if done.rows_affected() == 1 {
+        return Ok(Recorded::Fresh);
+    }
+    let Some(row) = read(conn, scope).await? else {
+        return Ok(Recorded::Held);
+    };
+    if decide(&row, fingerprint, canonical_body, now) != Decision::TakeOver {
+        return Ok(Recorded::Held);
+    }
+    let done = values(bind(scope, TAKE_OVER))
+        .bind(row.lease_token.0)
         .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    Ok(match done.rows_affected() {
+        1 => Recorded::TookOver,
+        _ => Recorded::Held,
+    })
+}
+
+/// Claims the scope at the START of the host's transaction, before its business writes: the
+/// record is inserted as `completed` with its deadlines and no response yet, which
+/// [`store_response`] adds at the end of the same transaction, so nobody ever sees it without
+/// one. A concurrent request with the same key waits on this insert until the transaction
+/// ends, and then finds the outcome: the first request to reach its write wins, not the first
+/// to finish it. On a conflict the row is [`decide`]d as in [`record_completed`]: an abandoned
+/// one is taken over ([`Recorded::TookOver`]), any other is [`Recorded::Held`] (roll back).
+/// The final update touches no indexed column, so PostgreSQL can make it a HOT update.
+pub async fn claim_completed(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    canonical_body: &str,
+    token: &LeaseToken,
+    now: DateTime<Utc>,
+    settings: &Settings,
+) -> Result<Recorded> {
+    const SQL: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
+         key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+         expires_at, tombstone_until) \
+         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12) \
+         ON CONFLICT DO NOTHING";
+    const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
+         fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
+         lease_until = $10, expires_at = $11, tombstone_until = $12, response_status = NULL, \
+         response_headers = NULL, response_body = NULL, resource = NULL \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND lease_token = $13 AND \
+         ((state = 'in_progress' AND lease_until <= $14) OR tombstone_until <= $14)";
+    let d = settings.deadlines(now);
+    let values = |q: Query<'static, Postgres, PgArguments>| {
+        q.bind(i32::from(fingerprint.version))
+            .bind(fingerprint.hex())
+            .bind(canonical_body.to_owned())
+            .bind(token.0.clone())
+            .bind(now)
+            .bind(d.expires_at)
+            .bind(d.tombstone_until)
+    };
+    let done = values(bind(scope, SQL)).execute(&mut *conn).await?;
+    if done.rows_affected() == 1 {
+        return Ok(Recorded::Fresh);
+    }
+    let Some(row) = read(conn, scope).await? else {
+        return Ok(Recorded::Held);
+    };
+    if decide(&row, fingerprint, canonical_body, now) != Decision::TakeOver {
+        return Ok(Recorded::Held);
+    }
+    let done = values(bind(scope, TAKE_OVER))
+        .bind(row.lease_token.0)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    Ok(match done.rows_affected() {
+        1 => Recorded::TookOver,
+        _ => Recorded::Held,
+    })
+}
+
+/// Stores `response` in the record [`claim_completed`] claimed for `token`, at the end of the
+/// same transaction. [`Error::Fenced`] when `token` does not hold it.
+pub async fn store_response(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    token: &LeaseToken,
+    response: &StoredResponse,
+) -> Result<()> {
+    const SQL: &str = "UPDATE idempotency_records SET response_status = $7, \
+         response_headers = $8, response_body = $9, resource = $10 \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND state = 'completed' AND lease_token = $6";
+    let done = bind(scope, SQL)
+        .bind(token.0.clone())
         .bind(i32::from(response.status))
         .bind(columns::encode_headers(&response.headers))
         .bind(response.body.clone())
         .bind(response.resource.clone())
-        .bind(d.expires_at)
-        .bind(d.tombstone_until)
         .execute(&mut *conn)
         .await?;
-    Ok(done.rows_affected() == 1)
+    match done.rows_affected() {
+        1 => Ok(()),
+        _ => Err(Error::Fenced),
+    }
 }
 
 /// Deletes the `in_progress` record `token` owns, for an outcome that is not final (validation

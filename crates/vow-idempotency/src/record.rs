@@ -126,6 +126,29 @@ impl Begun {
     }
 }
 
+/// What `record_completed` (on either backend) did with a scope, at the end of the host's
+/// transaction that made the business writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recorded {
+    /// The scope had no record: it is recorded as completed.
+    Fresh,
+    /// The scope's record was abandoned (an `in_progress` claim whose lease ran out, which
+    /// committed nothing, or a tombstone that ended): taken over, with a conditional update on
+    /// its old token, and completed by this transaction.
+    TookOver,
+    /// The scope has a record this request must not replace (a live claim, a stored response,
+    /// a tombstone, another body): the host rolls back, writing nothing, and asks `begin`.
+    Held,
+}
+
+impl Recorded {
+    /// Whether the record is this transaction's (the host commits).
+    pub fn is_ours(self) -> bool {
+        !matches!(self, Self::Held)
+    }
+}
+
 /// How long records live: the caller's choice, passed to every call that writes a deadline
 /// (`begin`, `claim`, `complete`, `record_completed`); [`Settings::default`] is 30 s, 24 h and
 /// 7 days. A row keeps the deadlines it was written with, so a change applies to new records.

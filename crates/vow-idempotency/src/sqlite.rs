@@ -11,7 +11,9 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, ParamsFr
 
 use crate::columns::{self, Columns};
 use crate::error::{Error, Result};
-use crate::record::{self, decide, Begun, Decision, LeaseToken, Scope, Settings, StoredResponse};
+use crate::record::{
+    self, decide, Begun, Decision, LeaseToken, Recorded, Scope, Settings, StoredResponse,
+};
 use crate::status::{self, KeyStatus, StatusRow};
 use crate::Fingerprint;
 
@@ -24,7 +26,7 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     route               TEXT    NOT NULL,
     key                 TEXT    NOT NULL,
     state               TEXT    NOT NULL
-                        CHECK (state IN ('in_progress', 'completed', 'tombstone')),
+                        CHECK (state = 'in_progress' OR state = 'completed' OR state = 'tombstone'),
     fingerprint_version INTEGER NOT NULL,
     fingerprint         TEXT    NOT NULL,
     canonical_body      TEXT,
@@ -192,10 +194,12 @@ pub fn complete(
     }
 }
 
-/// Records a scope that had no record as completed with `response`, at the END of the host's
-/// transaction that made the business writes, so claim, write and response commit once and a
-/// first request costs one insert. `false` when the scope has a record by then (a concurrent
-/// request's, or one [`begin`] must decide about): the host rolls back and asks [`begin`].
+/// Records the scope as completed with `response`, at the END of the host's transaction that
+/// made the business writes, so claim, write and response commit once and a first request costs
+/// one insert. When the scope has a record already, it is read and [`decide`]d: an abandoned one
+/// (an expired lease, an ended tombstone) is taken over and completed in this transaction
+/// ([`Recorded::TookOver`]; the crashed owner committed nothing, so this write is the one
+/// execution); any other is [`Recorded::Held`]: the host rolls back and asks [`begin`].
 #[allow(clippy::too_many_arguments)]
 pub fn record_completed(
     conn: &Connection,
@@ -206,7 +210,7 @@ pub fn record_completed(
     response: &StoredResponse,
     now: DateTime<Utc>,
     settings: &Settings,
-) -> Result<bool> {
+) -> Result<Recorded> {
     let d = settings.deadlines(now);
     let sql = "INSERT INTO idempotency_records (principal, application, method, route, key, \
          state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
@@ -214,20 +218,49 @@ pub fn record_completed(
          tombstone_until) \
          VALUES (?1, ?2, ?3, ?4, ?5, 'completed', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
          ?16) ON CONFLICT DO NOTHING";
+    let now_us = now.timestamp_micros();
+    let (fp_hex, headers) = (
+        fingerprint.hex(),
+        columns::encode_headers(&response.headers),
+    );
     let values: [&dyn ToSql; 11] = [
         &fingerprint.version,
-        &fingerprint.hex(),
+        &fp_hex,
         &canonical_body,
         &token.0,
-        &now.timestamp_micros(),
+        &now_us,
         &response.status,
-        &columns::encode_headers(&response.headers),
+        &headers,
         &response.body,
         &response.resource,
         &d.expires_at.timestamp_micros(),
         &d.tombstone_until.timestamp_micros(),
     ];
-    Ok(conn.prepare_cached(sql)?.execute(bind(scope, &values)?)? == 1)
+    if conn.prepare_cached(sql)?.execute(bind(scope, &values)?)? == 1 {
+        return Ok(Recorded::Fresh);
+    }
+    let Some(row) = read(conn, scope)? else {
+        return Ok(Recorded::Held);
+    };
+    if decide(&row, fingerprint, canonical_body, now) != Decision::TakeOver {
+        return Ok(Recorded::Held);
+    }
+    let sql = format!(
+        "UPDATE idempotency_records SET state = 'completed', fingerprint_version = ?6, \
+         fingerprint = ?7, canonical_body = ?8, lease_token = ?9, lease_until = ?10, \
+         response_status = ?11, response_headers = ?12, response_body = ?13, resource = ?14, \
+         expires_at = ?15, tombstone_until = ?16 \
+         WHERE {WHERE_SCOPE} AND lease_token = ?17 AND \
+         ((state = 'in_progress' AND lease_until <= ?18) OR tombstone_until <= ?18)"
+    );
+    let mut all = values.to_vec();
+    all.extend([&row.lease_token.0 as &dyn ToSql, &now_us]);
+    Ok(
+        match conn.prepare_cached(&sql)?.execute(bind(scope, &all)?)? {
+            1 => Recorded::TookOver,
+            _ => Recorded::Held,
+        },
+    )
 }
 
 /// Deletes the `in_progress` record `token` owns, for an outcome that is not final (validation

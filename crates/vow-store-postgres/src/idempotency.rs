@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
-    Written,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Scope, Settings,
+    StoredResponse, Write, Written,
 };
 use vow_store::{StoreError, StoreResult};
 
@@ -77,22 +77,28 @@ pub(crate) async fn apply(
             settings,
             render,
         }) => {
-            if let Some(f) = fresh {
-                let written = perform(&mut tx, write).await?;
-                let response = render(&written);
-                let recorded = records::record_completed(
+            if let Some(mut f) = fresh {
+                // Claim first, so a concurrent request with the key waits for this outcome.
+                let claimed = records::claim_completed(
                     &mut tx,
                     &scope,
                     &f.fingerprint,
                     &f.canonical_body,
                     &token,
-                    &response,
                     now,
                     &settings,
                 );
-                if !recorded.await.map_err(convert)? {
-                    return Err(StoreError::Fenced);
+                match claimed.await.map_err(convert)? {
+                    Recorded::Fresh => {}
+                    Recorded::TookOver => f.took_over(),
+                    // Nothing written yet; dropping the transaction rolls the claim back.
+                    _ => return Err(StoreError::Fenced),
                 }
+                let written = perform(&mut tx, write).await?;
+                let response = render(&written);
+                records::store_response(&mut tx, &scope, &token, &response)
+                    .await
+                    .map_err(convert)?;
                 tx.commit().await.map_err(db_error)?;
                 return Ok((written, Some(response)));
             }

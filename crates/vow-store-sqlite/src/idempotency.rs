@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use vow_idempotency::sqlite as records;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
-    Written,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Scope, Settings,
+    StoredResponse, Write, Written,
 };
 use vow_store::StoreError;
 
@@ -66,7 +66,7 @@ pub(crate) fn apply(
     else {
         return Ok((perform(conn, write)?, None));
     };
-    if let Some(f) = fresh {
+    if let Some(mut f) = fresh {
         let written = perform(conn, write)?;
         let response = render(&written);
         let recorded = records::record_completed(
@@ -79,8 +79,11 @@ pub(crate) fn apply(
             now,
             &settings,
         );
-        if !recorded.map_err(convert)? {
-            return Err(Error::Store(StoreError::Fenced));
+        match recorded.map_err(convert)? {
+            Recorded::Fresh => {}
+            Recorded::TookOver => f.took_over(),
+            // The writer rolls this job back to its savepoint: the write is gone too.
+            _ => return Err(Error::Store(StoreError::Fenced)),
         }
         return Ok((written, Some(response)));
     }

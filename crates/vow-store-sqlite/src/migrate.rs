@@ -39,6 +39,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0007_inbound_processing",
         include_str!("../migrations/0007_inbound_processing.sql"),
     ),
+    (
+        "0008_idempotency_state_check",
+        include_str!("../migrations/0008_idempotency_state_check.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.
@@ -91,7 +95,9 @@ mod tests {
 
     #[test]
     fn the_idempotency_migrations_hold_the_record_stores_schema() {
-        let sql = format!("{}{}", MIGRATIONS[3].1, MIGRATIONS[4].1);
+        // 0008 rebuilt the table (and its indexes) last: it holds the schema as it is now.
+        let (name, sql) = MIGRATIONS[7];
+        assert_eq!(name, "0008_idempotency_state_check");
         for statement in vow_idempotency::sqlite::SCHEMA.split(';').map(str::trim) {
             assert!(sql.contains(statement), "missing: {statement}");
         }

@@ -12,7 +12,7 @@
 //! complete, so each backend owns that transaction once instead of once per route.
 
 pub use vow_idempotency::{
-    Begun, Fingerprint, KeyState, KeyStatus, LeaseToken, Scope, Settings, StoredResponse,
+    Begun, Fingerprint, KeyState, KeyStatus, LeaseToken, Recorded, Scope, Settings, StoredResponse,
 };
 
 use chrono::{DateTime, Utc};
@@ -144,10 +144,13 @@ pub struct Completion {
     /// The owner's lease token: from [`Begun::Owner`] or [`Begun::TakenOver`], or, with
     /// `fresh`, a new one the record is claimed with.
     pub token: LeaseToken,
-    /// `Some` when the key had no record: the transaction runs the write, then records the key
-    /// as completed (one insert, one commit for all), and is [`crate::StoreError::Fenced`],
-    /// writing nothing, when the key has a record by then. `None`: the record was begun; the
-    /// transaction fences it by `token` first and completes it last.
+    /// `Some` to claim the key inside the transaction, with no record begun: the transaction
+    /// runs the write, then records the key as completed (one insert, one commit for all). A
+    /// key whose record was abandoned (an expired lease, an ended tombstone) is taken over by
+    /// that record's token and completed instead; a key with any other record by then is
+    /// [`crate::StoreError::Fenced`], writing nothing (the caller begins the record to learn its
+    /// answer). `None`: the record was begun; the transaction fences it by `token` first and
+    /// completes it last.
     pub fresh: Option<FreshClaim>,
     /// When the record completes (its expiry counts from here).
     pub now: DateTime<Utc>,
@@ -159,12 +162,31 @@ pub struct Completion {
 }
 
 /// What a fresh claim records: the request's fingerprint and canonical body.
-#[derive(Debug, Clone)]
 pub struct FreshClaim {
     /// The request's fingerprint.
     pub fingerprint: Fingerprint,
     /// The request's canonical body.
     pub canonical_body: String,
+    /// Called, inside the transaction, when the claim took over an abandoned record (the
+    /// caller's metrics and log).
+    pub on_takeover: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl FreshClaim {
+    /// Runs the takeover hook, if any.
+    pub fn took_over(&mut self) {
+        if let Some(hook) = self.on_takeover.take() {
+            hook();
+        }
+    }
+}
+
+impl std::fmt::Debug for FreshClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FreshClaim")
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Completion {

@@ -248,6 +248,87 @@ pub async fn a_fenced_or_failed_idempotent_create_writes_nothing(store: &dyn Sto
     assert!(store.release_idempotent(&s, &token).await.unwrap());
 }
 
+/// A create that claims its key inside its own transaction (`fresh`, no record begun):
+/// - a key with no record is recorded completed with the write;
+/// - a key whose record is a live claim, or completed, is `Fenced` and the write is rolled back;
+/// - a key whose claim was abandoned (its lease ran out) is taken over, the takeover hook runs,
+///   and the write commits with the record, which the old owner's token no longer completes.
+pub async fn a_create_that_claims_its_key_in_its_transaction_commits_or_writes_nothing(
+    store: &dyn Store,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let takeovers = Arc::new(AtomicUsize::new(0));
+    let claim = |s: &Scope, now| {
+        let (fingerprint, canonical_body) = request(BODY);
+        let counted = takeovers.clone();
+        Completion {
+            fresh: Some(FreshClaim {
+                fingerprint,
+                canonical_body,
+                on_takeover: Some(Box::new(move || {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                })),
+            }),
+            now,
+            ..completion(s, &LeaseToken::generate())
+        }
+    };
+    let write = |new: &NewMessage| Write::CreateMessage {
+        new: new.clone(),
+        only: None,
+    };
+
+    let free = scope(&app.id.to_string(), "claim-free");
+    let first = new_message(app.id, "user.created");
+    let (_, response) = store
+        .apply(write(&first), Some(claim(&free, t(5))))
+        .await
+        .unwrap();
+    assert_eq!(
+        begin(store, &free, BODY).await,
+        Begun::Replay {
+            response: response.unwrap(),
+            expires_at: Settings::default().deadlines(t(5)).expires_at
+        }
+    );
+    let again = new_message(app.id, "user.created");
+    let fenced = store.apply(write(&again), Some(claim(&free, t(6)))).await;
+    assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
+
+    let live = scope(&app.id.to_string(), "claim-live");
+    let holder = owner(begin(store, &live, BODY).await);
+    let during = new_message(app.id, "user.created");
+    let fenced = store.apply(write(&during), Some(claim(&live, t(6)))).await;
+    assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
+    assert_eq!(takeovers.load(Ordering::SeqCst), 0);
+
+    // The default lease is 30 s from t(5): at t(40) the claim is abandoned.
+    let late = new_message(app.id, "user.created");
+    let (_, response) = store
+        .apply(write(&late), Some(claim(&live, t(40))))
+        .await
+        .unwrap();
+    assert_eq!(takeovers.load(Ordering::SeqCst), 1);
+    let stale = create_message(store, &new_message(app.id, "user.created"), &live, &holder).await;
+    assert!(matches!(stale, Err(StoreError::Fenced)), "{stale:?}");
+    assert_eq!(
+        begin_at(store, &live, BODY, t(41), &Settings::default()).await,
+        Begun::Replay {
+            response: response.unwrap(),
+            expires_at: Settings::default().deadlines(t(40)).expires_at
+        }
+    );
+    let ids = message_ids(store, app.id, &MessageFilter::default()).await;
+    let mut stored: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    stored.sort();
+    let mut want = vec![first.id.to_string(), late.id.to_string()];
+    want.sort();
+    assert_eq!(stored, want, "only the first claim and the takeover wrote");
+}
+
 /// Any API write commits with its record: an endpoint created under a key exists with its
 /// secret and the stored response names it; a fenced one leaves no endpoint behind. A write
 /// without a completion is the plain create.
@@ -435,6 +516,7 @@ pub async fn a_completed_record_expires_and_its_tombstone_ends_as_its_settings_s
         fresh: Some(FreshClaim {
             fingerprint,
             canonical_body,
+            on_takeover: None,
         }),
         settings: short(),
         ..completion(&s, &LeaseToken::generate())

@@ -5,12 +5,16 @@
 //! anything else is read), validates its body, resolves the application in the path (the
 //! record's scope, so its uid and id share keys), and hands the rest of its work to
 //! [`Once::run`] as an operation that ends in one [`Commit::write`]. Without a key the operation
-//! simply runs. With one, the record is begun under (principal `admin`, application, `POST`,
-//! route template, key), fingerprinted over the body and the path's other parameters, and:
-//! - owner: the operation runs; its write commits with the rendered, stored response in ONE
-//!   store transaction ([`vow_store::Store::apply`]). A business refusal on the way (404 for an
+//! simply runs. With one, the record's scope is (principal `admin`, application, `POST`, route
+//! template, key), its fingerprint covers the body and the path's other parameters, and the
+//! operation runs at once: its write claims the key in its own store transaction
+//! ([`vow_store::Store::apply`] with a fresh claim; no read of the record first), so claim,
+//! write and stored response commit together. A key with a record rolls that write back, and the
+//! record, begun then, answers:
+//! - owner: the write commits with the rendered, stored response in ONE transaction (an
+//!   abandoned claim is taken over inside it). A business refusal on the way (404 for an
 //!   endpoint, 409 for a taken uid) is final too: stored, and replayed. A validation failure or
-//!   an infrastructure failure releases the record, so a retry runs;
+//!   an infrastructure failure stores nothing, so a retry runs;
 //! - replay: the stored status, headers and body, with `Idempotent-Replayed: true`;
 //! - reused: 422 with the differing pointers; in progress (or fenced by a takeover): 409 with
 //!   `Retry-After`, or with `Prefer: wait=N` a wait of up to N s for the outcome; expired: 422;
@@ -37,7 +41,7 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use vow_core::AppId;
-use vow_idempotency::{fingerprint, IdempotencyKey, Problem};
+use vow_idempotency::{IdempotencyKey, Problem};
 use vow_store::idempotency::{
     Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, StoredResponse, Write,
     Written,
@@ -121,9 +125,10 @@ impl Once {
             route: self.route.template.into(),
             key,
         };
+        let (fingerprint, body) = Fingerprint::with_canonical_body("POST", &self.target, raw);
         let request = Keyed {
-            fingerprint: Fingerprint::of("POST", &self.target, raw),
-            body: fingerprint::canonical_body(raw),
+            fingerprint,
+            body,
             scope,
             wait: self.wait,
         };
@@ -149,32 +154,26 @@ impl Keyed {
         Fut: Future<Output = ApiResult<Response>>,
     {
         let now = state.now();
-        // A key with no record (every first request) is claimed inside the write's own
-        // transaction: one commit for claim, write and response. A key with one is begun first.
-        let fresh = match state.store.idempotency_status(&self.scope, now).await {
-            Ok(status) => status.is_none(),
-            Err(e) => return Ok(self.unavailable(&e)),
-        };
-        let token = if fresh {
-            LeaseToken::generate()
-        } else {
-            match self.begin_waiting(state, now).await {
-                Ok(begun) => match self.owned(state, begun) {
-                    Ok(token) => token,
-                    Err(answer) => return Ok(answer),
-                },
-                Err(e) => return Ok(self.unavailable(&e)),
-            }
-        };
+        // The key is claimed inside the write's own transaction: one commit for claim, write and
+        // response, and no read of the record before it. The store takes an abandoned record
+        // over there too; a key with any other record rolls the write back (`Fenced`), and the
+        // record, begun then, gives the answer.
+        let token = LeaseToken::generate();
         let progress = Arc::new(Mutex::new(Progress::Open));
+        let key = self.scope.key.clone();
+        let on_takeover = Box::new(move || {
+            metrics::counter!(crate::metrics::IDEMPOTENT_TAKEOVERS).increment(1);
+            tracing::info!(key = %key.hash(), "took over an expired idempotency claim");
+        });
         let commit = Commit {
             state: state.clone(),
             record: Some(Owned {
                 scope: self.scope.clone(),
-                token: token.clone(),
-                fresh: fresh.then(|| FreshClaim {
+                token,
+                fresh: Some(FreshClaim {
                     fingerprint: self.fingerprint,
                     canonical_body: self.body.clone(),
+                    on_takeover: Some(on_takeover),
                 }),
                 now,
                 progress: progress.clone(),
@@ -189,24 +188,41 @@ impl Keyed {
         let expires_at = state.settings.idempotency.deadlines(now).expires_at;
         match (progress, outcome) {
             (Progress::Completed, outcome) => outcome.map(|out| respond::expiring(out, expires_at)),
-            // Another request claimed the key meanwhile: answer as its record says.
-            (Progress::Fenced, _) if fresh => Ok(self.lost_claim(state).await),
-            (Progress::Fenced, _) => Ok(problem(Problem::InProgress { retry_after: 1 })),
+            // The key has a record: answer as it says.
+            (Progress::Fenced, _) => Ok(self.lost_claim(state).await),
             // An answer reached without a write (a refusal, get-if-exists): final, stored.
-            (Progress::Open, Ok(out)) => self.finish(state, fresh, &token, out, now).await,
+            (Progress::Open, Ok(out)) => self.finish(state, out, now).await,
             (Progress::Open, Err(e @ (ApiError::NotFound(_) | ApiError::Conflict(_)))) => {
                 let out = e.into_response();
-                self.finish(state, fresh, &token, out, now).await
+                self.finish(state, out, now).await
             }
-            (Progress::Open, Err(e)) => {
-                if !fresh {
-                    self.release(state, &token).await;
-                }
-                match e {
-                    ApiError::Unavailable(cause) => Ok(self.unavailable(&cause)),
-                    e => Err(e),
-                }
-            }
+            (Progress::Open, Err(ApiError::Unavailable(cause))) => Ok(self.unavailable(&cause)),
+            // Not final, so not stored; but a key with a record is answered by it, as it would
+            // have been had the record been read before the operation.
+            (Progress::Open, Err(e)) => self.recorded_or(state, e).await,
+        }
+    }
+
+    /// The answer of the key's record when it has one, else `e` (an outcome that is not final).
+    async fn recorded_or(&self, state: &AppState, e: ApiError) -> ApiResult<Response> {
+        match state
+            .store
+            .idempotency_status(&self.scope, state.now())
+            .await
+        {
+            Ok(None) => Err(e),
+            Ok(Some(_)) => match self.begin_waiting(state, state.now()).await {
+                Ok(begun) => match self.owned(state, begun) {
+                    Err(answer) => Ok(answer),
+                    // Freed meanwhile (or abandoned): this request's outcome stands, unstored.
+                    Ok(token) => {
+                        self.release(state, &token).await;
+                        Err(e)
+                    }
+                },
+                Err(cause) => Ok(self.unavailable(&cause)),
+            },
+            Err(cause) => Ok(self.unavailable(&cause)),
         }
     }
 
@@ -240,8 +256,8 @@ impl Keyed {
         })
     }
 
-    /// The answer when a concurrent request claimed the key before this one's write committed
-    /// (this one wrote nothing): its replay, or 409 while it runs (or after `Prefer: wait`).
+    /// The answer when the key has a record, so this request's write was rolled back: its
+    /// replay, 422, or 409 while it runs (or after `Prefer: wait`).
     async fn lost_claim(&self, state: &AppState) -> Response {
         match self.begin_waiting(state, state.now()).await {
             Ok(begun) => match self.owned(state, begun) {
@@ -298,26 +314,20 @@ impl Keyed {
         }
     }
 
-    /// Stores `out` as the record's final response and answers it. A fresh key is begun
-    /// first; when another request got it meanwhile, its record answers instead.
+    /// Stores `out` as the record's final response and answers it. The record is begun first;
+    /// when the key has one (another request's), it answers instead.
     async fn finish(
         &self,
         state: &AppState,
-        fresh: bool,
-        token: &LeaseToken,
         out: Response,
         now: DateTime<Utc>,
     ) -> ApiResult<Response> {
-        let token = if fresh {
-            match self.begin_waiting(state, now).await {
-                Ok(begun) => match self.owned(state, begun) {
-                    Ok(token) => token,
-                    Err(answer) => return Ok(answer),
-                },
-                Err(e) => return Ok(self.unavailable(&e)),
-            }
-        } else {
-            token.clone()
+        let token = match self.begin_waiting(state, now).await {
+            Ok(begun) => match self.owned(state, begun) {
+                Ok(token) => token,
+                Err(answer) => return Ok(answer),
+            },
+            Err(e) => return Ok(self.unavailable(&e)),
         };
         let (response, out) = respond::to_stored(out).await?;
         let settings = &state.settings.idempotency;
