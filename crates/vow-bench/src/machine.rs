@@ -190,6 +190,20 @@ pub fn sample_named(name: &str) -> ProcSample {
     }
 }
 
+/// CPU-seconds the processes `pids` used between two [`sample_named`] readings (a process not
+/// in the first started in between and counts from zero).
+pub fn seconds_of(before: &ProcSample, after: &ProcSample, pids: &[u32]) -> f64 {
+    let ticks: u64 = pids
+        .iter()
+        .filter_map(|pid| {
+            let (_, t1) = after.threads.get(pid)?;
+            let t0 = before.threads.get(pid).map_or(0, |(_, t)| *t);
+            Some(t1.saturating_sub(t0))
+        })
+        .sum();
+    ticks as f64 / ticks_per_second()
+}
+
 /// Peak resident set (`VmHWM`) of `pid` in MiB.
 pub fn peak_rss_mib(pid: u32) -> f64 {
     fs::read_to_string(format!("/proc/{pid}/status"))

@@ -119,6 +119,28 @@ impl Database {
         }
     }
 
+    /// PostgreSQL: the pids of the server processes connected to this database or to none
+    /// (the background processes); empty for SQLite.
+    pub async fn server_pids(&self) -> anyhow::Result<Vec<u32>> {
+        let Self::Postgres {
+            admin_url, name, ..
+        } = self
+        else {
+            return Ok(Vec::new());
+        };
+        let mut conn = sqlx::PgConnection::connect(admin_url).await?;
+        let pids: Vec<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 OR datname IS NULL",
+        )
+        .bind(name)
+        .fetch_all(&mut conn)
+        .await?;
+        Ok(pids
+            .into_iter()
+            .filter_map(|p| u32::try_from(p).ok())
+            .collect())
+    }
+
     /// Inbound rows, counted directly in the database (vow should be stopped first).
     pub async fn count_inbound(&self) -> anyhow::Result<InboundCounts> {
         const EVENTS: &str = "SELECT count(*), CAST(coalesce(sum(duplicates), 0) AS BIGINT),

@@ -565,7 +565,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
     let plan_a = sign_plan("a", (per_s * a_secs.as_secs_f64()) as usize, 1).await?;
     rig.begin_window();
     let a = ingest.closed_loop(&plan_a, opts.concurrency, a_secs).await;
-    let cpu_a = rig.end_window();
+    let mut cpu_a = rig.end_window();
+    rig.attribute_postgres(&mut cpu_a).await?;
     let max_rate = a.rate();
 
     // Phase B: half of it, on a schedule.
@@ -574,7 +575,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
     let probe = FsyncProbe::start(ingest.clock, PROBE_EVERY)?;
     rig.begin_window();
     let b = ingest.open_loop(&plan_b, rate, opts.max_in_flight).await;
-    let cpu_b = rig.end_window();
+    let mut cpu_b = rig.end_window();
+    rig.attribute_postgres(&mut cpu_b).await?;
     let fsyncs = probe.stop();
 
     // The books, from the store after a restart.

@@ -92,6 +92,12 @@ pub struct Cpu {
     pub bench: CpuUse,
     /// The PostgreSQL server's processes, in `--pg` runs.
     pub postgres: Option<CpuUse>,
+    /// Of those, the CPU-seconds of this run's database's backends and of the server's
+    /// background processes (its WAL writer, checkpointer, ...), when attributed with
+    /// [`Rig::attribute_postgres`]: the server is shared with other people's tests.
+    pub postgres_ours: Option<f64>,
+    /// The postgres samples at the start and end of the window, for that attribution.
+    postgres_samples: Option<(ProcSample, ProcSample)>,
 }
 
 /// A running system under test with its receiver and an application.
@@ -180,13 +186,26 @@ impl Rig {
     pub fn end_window(&mut self) -> Cpu {
         let w = self.window.take().expect("begin_window first");
         let wall = w.at.elapsed().as_secs_f64();
+        let postgres_samples = w.postgres.map(|p0| (p0, machine::sample_named("postgres")));
         Cpu {
             vow: CpuUse::between(&w.vow, &machine::sample(self.pid()), wall),
             bench: CpuUse::between(&w.bench, &machine::sample(std::process::id()), wall),
-            postgres: w
-                .postgres
-                .map(|p0| CpuUse::between(&p0, &machine::sample_named("postgres"), wall)),
+            postgres: postgres_samples
+                .as_ref()
+                .map(|(p0, p1)| CpuUse::between(p0, p1, wall)),
+            postgres_ours: None,
+            postgres_samples,
         }
+    }
+
+    /// Fills [`Cpu::postgres_ours`]: the server processes that serve this run's database now
+    /// (vow's pool keeps its connections) or no database (background processes).
+    pub async fn attribute_postgres(&self, cpu: &mut Cpu) -> anyhow::Result<()> {
+        if let Some((p0, p1)) = &cpu.postgres_samples {
+            let pids = self.db.server_pids().await?;
+            cpu.postgres_ours = Some(machine::seconds_of(p0, p1, &pids));
+        }
+        Ok(())
     }
 
     /// Stops vow (recording its peak RSS first).
@@ -379,10 +398,26 @@ pub fn cpu_lines(r: &mut Report, cpu: &Cpu, units: u64, unit: &str, rss: f64) {
             pg.seconds / pg.wall.max(1e-9),
             per_1000(pg.seconds)
         ));
+        if let Some(ours) = cpu.postgres_ours {
+            r.metric(&format!("pg_ours_cpu_s_per_1000_{unit}"), per_1000(ours));
+            r.metric("pg_ours_cores", ours / pg.wall.max(1e-9));
+            r.line(format!(
+                "  of which this run's database's backends and the background processes: {ours:.1} CPU-s ({:.2} cores) = {:.3} CPU-s per 1,000 {unit}; other databases' backends {:.1} CPU-s",
+                ours / pg.wall.max(1e-9),
+                per_1000(ours),
+                (pg.seconds - ours).max(0.0)
+            ));
+        }
     }
     let me = &cpu.bench;
     let cores = |c: &CpuUse| c.seconds / c.wall.max(1e-9);
-    let ours = cores(vow) + cores(me) + cpu.postgres.as_ref().map_or(0.0, cores);
+    // Other databases' backends on a shared server count as other processes.
+    let pg_ours = match (&cpu.postgres, cpu.postgres_ours) {
+        (Some(pg), Some(ours)) => ours / pg.wall.max(1e-9),
+        (Some(pg), None) => cores(pg),
+        (None, _) => 0.0,
+    };
+    let ours = cores(vow) + cores(me) + pg_ours;
     let others = (me.machine_busy * machine::cpus() as f64 - ours).max(0.0);
     r.metric("other_processes_cores", others);
     r.line(format!(
