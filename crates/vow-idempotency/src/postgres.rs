@@ -5,9 +5,12 @@
 //! [`begin`] runs on a connection outside any transaction (each statement commits), so the claim
 //! is visible at once; a concurrent insert of the same scope waits for it and then reads it.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
+use sqlx::Arguments;
 use sqlx::{PgConnection, Postgres};
 
 use crate::columns::{self, Columns};
@@ -195,94 +198,135 @@ pub async fn complete(
     }
 }
 
-/// Records the scope as completed with `response`, at the END of the host's transaction that
-/// made the business writes, so claim, write and response commit once and a first request costs
-/// one insert (a concurrent insert of the same scope waits for this transaction). When the scope
-/// has a record already, it is read and [`decide`]d: an abandoned one (an expired lease, an
-/// ended tombstone) is taken over and completed in this transaction ([`Recorded::TookOver`]; the
-/// crashed owner committed nothing, so this write is the one execution); any other is
-/// [`Recorded::Held`]: the host rolls back and asks [`begin`].
-#[allow(clippy::too_many_arguments)]
-pub async fn record_completed(
-    conn: &mut PgConnection,
-    scope: &Scope,
-    fingerprint: &Fingerprint,
-    canonical_body: &str,
-    token: &LeaseToken,
-    response: &StoredResponse,
-    now: DateTime<Utc>,
-    settings: &Settings,
-) -> Result<Recorded> {
-    const SQL: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
-         key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
-         response_status, response_headers, response_body, resource, expires_at, \
-         tombstone_until) \
-         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-         $16) ON CONFLICT DO NOTHING";
-    const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
-         fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
-         lease_until = $10, response_status = $11, response_headers = $12, response_body = $13, \
-         resource = $14, expires_at = $15, tombstone_until = $16 \
-         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
-         AND lease_token = $17 AND \
-         ((state = 'in_progress' AND lease_until <= $18) OR tombstone_until <= $18)";
-    let d = settings.deadlines(now);
-    let values = |q: Query<'static, Postgres, PgArguments>| {
-        q.bind(i32::from(fingerprint.version))
-            .bind(fingerprint.hex())
-            .bind(canonical_body.to_owned())
-            .bind(token.0.clone())
-            .bind(now)
-            .bind(i32::from(response.status))
-            .bind(columns::encode_headers(&response.headers))
-            .bind(response.body.clone())
-            .bind(response.resource.clone())
-            .bind(d.expires_at)
-            .bind(d.tombstone_until)
-    };
-    let done = values(bind(scope, SQL)).execute(&mut *conn).await?;
-    if done.rows_affected() == 1 {
-        return Ok(Recorded::Fresh);
-    }
-    let Some(row) = read(conn, scope).await? else {
-        return Ok(Recorded::Held);
-    };
-    if decide(&row, fingerprint, canonical_body, now) != Decision::TakeOver {
-        return Ok(Recorded::Held);
-    }
-    let done = values(bind(scope, TAKE_OVER))
-        .bind(row.lease_token.0)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-    Ok(match done.rows_affected() {
-        1 => Recorded::TookOver,
-        _ => Recorded::Held,
-    })
+/// A fresh key's claim, as [`claim_completed`] inserts it: the record as `completed`, with its
+/// deadlines and no response yet. A host can fold the insert into the first statement of its own
+/// write as a CTE ([`Claim::cte`], one round trip fewer), and on an empty `claim` fall back to
+/// [`claim_completed`], which decides the row it lost to.
+pub struct Claim<'a> {
+    /// The record's scope.
+    pub scope: &'a Scope,
+    /// The request's fingerprint.
+    pub fingerprint: &'a Fingerprint,
+    /// The request's canonical body.
+    pub canonical_body: &'a str,
+    /// The new owner's token.
+    pub token: &'a LeaseToken,
+    /// When the write runs (the deadlines count from here).
+    pub now: DateTime<Utc>,
+    /// The record lifetimes.
+    pub settings: &'a Settings,
 }
 
-/// Claims the scope at the START of the host's transaction, before its business writes: the
-/// record is inserted as `completed` with its deadlines and no response yet, which
-/// [`store_response`] adds at the end of the same transaction, so nobody ever sees it without
-/// one. A concurrent request with the same key waits on this insert until the transaction
-/// ends, and then finds the outcome: the first request to reach its write wins, not the first
-/// to finish it. On a conflict the row is [`decide`]d as in [`record_completed`]: an abandoned
-/// one is taken over ([`Recorded::TookOver`]), any other is [`Recorded::Held`] (roll back).
-/// The final update touches no indexed column, so PostgreSQL can make it a HOT update.
-pub async fn claim_completed(
-    conn: &mut PgConnection,
-    scope: &Scope,
-    fingerprint: &Fingerprint,
-    canonical_body: &str,
-    token: &LeaseToken,
-    now: DateTime<Utc>,
-    settings: &Settings,
-) -> Result<Recorded> {
-    const SQL: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
-         key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
-         expires_at, tombstone_until) \
-         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12) \
-         ON CONFLICT DO NOTHING";
+impl Claim<'_> {
+    /// How many parameters [`Claim::add_to`] adds.
+    pub const PARAMS: usize = 12;
+
+    /// The insert, `ON CONFLICT DO NOTHING`, its parameters numbered from `$first`.
+    pub fn insert_sql(first: usize) -> String {
+        let p = |i: usize| first + i;
+        format!(
+            "INSERT INTO idempotency_records (principal, application, method, route, key, state, \
+             fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+             expires_at, tombstone_until) \
+             VALUES (${}, ${}, ${}, ${}, ${}, 'completed', ${}, ${}, ${}, ${}, ${}, ${}, ${}) \
+             ON CONFLICT DO NOTHING",
+            p(0),
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6),
+            p(7),
+            p(8),
+            p(9),
+            p(10),
+            p(11)
+        )
+    }
+
+    /// `claim AS (<insert> RETURNING 1)`: empty when the scope has a record.
+    pub fn cte(first: usize) -> String {
+        format!("claim AS ({} RETURNING 1)", Self::insert_sql(first))
+    }
+
+    /// Adds the insert's [`Claim::PARAMS`] values, in order.
+    pub fn add_to(&self, args: &mut PgArguments) -> Result<()> {
+        let d = self.settings.deadlines(self.now);
+        add_scope(args, self.scope)?;
+        add(args, i32::from(self.fingerprint.version))?;
+        add(args, self.fingerprint.hex())?;
+        add(args, self.canonical_body)?;
+        add(args, self.token.0.as_str())?;
+        add(args, self.now)?;
+        add(args, d.expires_at)?;
+        add(args, d.tombstone_until)
+    }
+}
+
+/// The response a [`Claim`]ed record stores at the end of the same transaction, as
+/// [`store_response`] does; a host can fold the update into its last statement as a CTE
+/// ([`Response::cte`]). It updates no indexed column, so PostgreSQL can make it a HOT update.
+pub struct Response<'a> {
+    /// The record's scope.
+    pub scope: &'a Scope,
+    /// The owner's token: the update touches the record only while it holds it.
+    pub token: &'a LeaseToken,
+    /// What to store.
+    pub response: &'a StoredResponse,
+}
+
+impl Response<'_> {
+    /// How many parameters [`Response::add_to`] adds.
+    pub const PARAMS: usize = 10;
+
+    /// The update, its parameters numbered from `$first`; it changes one row or none (fenced).
+    pub fn update_sql(first: usize) -> String {
+        let p = |i: usize| first + i;
+        format!(
+            "UPDATE idempotency_records SET response_status = ${}, response_headers = ${}, \
+             response_body = ${}, resource = ${} \
+             WHERE principal = ${} AND application = ${} AND method = ${} AND route = ${} \
+             AND key = ${} AND state = 'completed' AND lease_token = ${}",
+            p(6),
+            p(7),
+            p(8),
+            p(9),
+            p(0),
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5)
+        )
+    }
+
+    /// `response AS (<update> RETURNING 1)`: one row, or none when fenced.
+    pub fn cte(first: usize) -> String {
+        format!("response AS ({} RETURNING 1)", Self::update_sql(first))
+    }
+
+    /// Adds the update's [`Response::PARAMS`] values, in order.
+    pub fn add_to(&self, args: &mut PgArguments) -> Result<()> {
+        add_scope(args, self.scope)?;
+        add(args, self.token.0.as_str())?;
+        add(args, i32::from(self.response.status))?;
+        add(args, columns::encode_headers(&self.response.headers))?;
+        add(args, self.response.body.as_slice())?;
+        add(args, self.response.resource.as_deref())
+    }
+}
+
+/// Claims the scope at the START of the host's transaction, before its business writes (see
+/// [`Claim`]); [`store_response`] adds the response at the end of the same transaction, so
+/// nobody ever sees the record without one. A concurrent request with the same key waits on this
+/// insert until the transaction ends, and then finds the outcome: the first request to reach its
+/// write wins, not the first to finish it. On a conflict the row is [`decide`]d: an abandoned
+/// one (an expired lease, an ended tombstone: its owner committed nothing) is taken over by a
+/// conditional update on its old token ([`Recorded::TookOver`]); any other is
+/// [`Recorded::Held`] (roll back and ask [`begin`]).
+pub async fn claim_completed(conn: &mut PgConnection, claim: &Claim<'_>) -> Result<Recorded> {
+    static INSERT: LazyLock<String> = LazyLock::new(|| Claim::insert_sql(1));
     const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
          fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
          lease_until = $10, expires_at = $11, tombstone_until = $12, response_status = NULL, \
@@ -290,29 +334,25 @@ pub async fn claim_completed(
          WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
          AND lease_token = $13 AND \
          ((state = 'in_progress' AND lease_until <= $14) OR tombstone_until <= $14)";
-    let d = settings.deadlines(now);
-    let values = |q: Query<'static, Postgres, PgArguments>| {
-        q.bind(i32::from(fingerprint.version))
-            .bind(fingerprint.hex())
-            .bind(canonical_body.to_owned())
-            .bind(token.0.clone())
-            .bind(now)
-            .bind(d.expires_at)
-            .bind(d.tombstone_until)
-    };
-    let done = values(bind(scope, SQL)).execute(&mut *conn).await?;
+    let mut args = PgArguments::default();
+    claim.add_to(&mut args)?;
+    let done = sqlx::query_with(INSERT.as_str(), args)
+        .execute(&mut *conn)
+        .await?;
     if done.rows_affected() == 1 {
         return Ok(Recorded::Fresh);
     }
-    let Some(row) = read(conn, scope).await? else {
+    let Some(row) = read(conn, claim.scope).await? else {
         return Ok(Recorded::Held);
     };
-    if decide(&row, fingerprint, canonical_body, now) != Decision::TakeOver {
+    if decide(&row, claim.fingerprint, claim.canonical_body, claim.now) != Decision::TakeOver {
         return Ok(Recorded::Held);
     }
-    let done = values(bind(scope, TAKE_OVER))
-        .bind(row.lease_token.0)
-        .bind(now)
+    let mut args = PgArguments::default();
+    claim.add_to(&mut args)?;
+    add(&mut args, row.lease_token.0)?;
+    add(&mut args, claim.now)?;
+    let done = sqlx::query_with(TAKE_OVER, args)
         .execute(&mut *conn)
         .await?;
     Ok(match done.rows_affected() {
@@ -321,24 +361,13 @@ pub async fn claim_completed(
     })
 }
 
-/// Stores `response` in the record [`claim_completed`] claimed for `token`, at the end of the
-/// same transaction. [`Error::Fenced`] when `token` does not hold it.
-pub async fn store_response(
-    conn: &mut PgConnection,
-    scope: &Scope,
-    token: &LeaseToken,
-    response: &StoredResponse,
-) -> Result<()> {
-    const SQL: &str = "UPDATE idempotency_records SET response_status = $7, \
-         response_headers = $8, response_body = $9, resource = $10 \
-         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
-         AND state = 'completed' AND lease_token = $6";
-    let done = bind(scope, SQL)
-        .bind(token.0.clone())
-        .bind(i32::from(response.status))
-        .bind(columns::encode_headers(&response.headers))
-        .bind(response.body.clone())
-        .bind(response.resource.clone())
+/// Stores the response in the record [`claim_completed`] claimed for its token, at the end of
+/// the same transaction. [`Error::Fenced`] when the token does not hold it.
+pub async fn store_response(conn: &mut PgConnection, response: &Response<'_>) -> Result<()> {
+    static UPDATE: LazyLock<String> = LazyLock::new(|| Response::update_sql(1));
+    let mut args = PgArguments::default();
+    response.add_to(&mut args)?;
+    let done = sqlx::query_with(UPDATE.as_str(), args)
         .execute(&mut *conn)
         .await?;
     match done.rows_affected() {
@@ -412,6 +441,24 @@ fn bind(scope: &Scope, sql: &'static str) -> Query<'static, Postgres, PgArgument
     scope_values(scope)
         .into_iter()
         .fold(sqlx::query(sql), |q, value| q.bind(value))
+}
+
+/// Adds the scope's five values (no application is `''`).
+fn add_scope(args: &mut PgArguments, scope: &Scope) -> Result<()> {
+    add(args, scope.principal.as_str())?;
+    add(args, scope.application_column())?;
+    add(args, scope.method.as_str())?;
+    add(args, scope.route.as_str())?;
+    add(args, scope.key.as_str())
+}
+
+/// Adds one parameter value.
+fn add<'q, T>(args: &mut PgArguments, value: T) -> Result<()>
+where
+    T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
+{
+    args.add(value)
+        .map_err(|e| Error::Postgres(sqlx::Error::Encode(e)))
 }
 
 fn scope_values(scope: &Scope) -> [String; 5] {

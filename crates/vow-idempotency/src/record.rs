@@ -126,8 +126,8 @@ impl Begun {
     }
 }
 
-/// What `record_completed` (on either backend) did with a scope, at the end of the host's
-/// transaction that made the business writes.
+/// What a claim made inside the host's write transaction did with a scope: SQLite's
+/// `record_completed` (at the end of the write), PostgreSQL's `claim_completed` (at its start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Recorded {
@@ -150,8 +150,9 @@ impl Recorded {
 }
 
 /// How long records live: the caller's choice, passed to every call that writes a deadline
-/// (`begin`, `claim`, `complete`, `record_completed`); [`Settings::default`] is 30 s, 24 h and
-/// 7 days. A row keeps the deadlines it was written with, so a change applies to new records.
+/// (`begin`, `claim`, `complete`, `record_completed`, `claim_completed`);
+/// [`Settings::default`] is 30 s, 24 h and 7 days. A row keeps the deadlines it was written
+/// with, so a change applies to new records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     /// How long an owner holds an `in_progress` record before another request may take it over.

@@ -13,11 +13,13 @@ use chrono::{DateTime, Utc};
 use common::*;
 use rand::distributions::Alphanumeric;
 use rand::Rng;
+use sqlx::postgres::PgArguments;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::Arguments;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Barrier;
-use vow_idempotency::postgres::{self, begin, complete, fence, purge, release};
-use vow_idempotency::{Begun, Error, LeaseToken, Scope};
+use vow_idempotency::postgres::{self, begin, complete, fence, purge, release, Claim, Response};
+use vow_idempotency::{Begun, Error, LeaseToken, Recorded, Scope};
 
 /// A pool on a new schema holding the records table and a business table.
 async fn db(size: u32) -> PgPool {
@@ -94,6 +96,102 @@ async fn host_write(
     complete(&mut tx, scope, token, &response(), now, &settings()).await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// A host write that folds the claim into its insert and the response into a second statement
+/// (`Claim::cte`, `Response::cte`), falling back to `claim_completed` when the claim is empty,
+/// as vow's message create does. Whether it wrote, and what the claim did.
+async fn folded_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>) -> Recorded {
+    let (fp, canonical) = request(BODY);
+    let token = LeaseToken(format!("token-{id}"));
+    let settings = settings();
+    let claim = Claim {
+        scope,
+        fingerprint: &fp,
+        canonical_body: &canonical,
+        token: &token,
+        now,
+        settings: &settings,
+    };
+    let mut tx = pool.begin().await.unwrap();
+    let insert = format!(
+        "WITH {} INSERT INTO messages (id) SELECT $1 WHERE EXISTS (SELECT 1 FROM claim)",
+        Claim::cte(2)
+    );
+    let mut args = PgArguments::default();
+    args.add(id).unwrap();
+    claim.add_to(&mut args).unwrap();
+    let inserted = sqlx::query_with(&insert, args)
+        .execute(&mut *tx)
+        .await
+        .unwrap()
+        .rows_affected();
+    let recorded = if inserted == 1 {
+        Recorded::Fresh
+    } else {
+        let recorded = postgres::claim_completed(&mut tx, &claim).await.unwrap();
+        if recorded != Recorded::TookOver {
+            return recorded;
+        }
+        insert_message(&mut tx, id).await;
+        recorded
+    };
+    let response = response();
+    let stored = Response {
+        scope,
+        token: &token,
+        response: &response,
+    };
+    let update = format!("WITH {} SELECT count(*) FROM response", Response::cte(1));
+    let mut args = PgArguments::default();
+    stored.add_to(&mut args).unwrap();
+    let updated: i64 = sqlx::query_scalar_with(&update, args)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(updated, 1, "the response lands in the claimed record");
+    tx.commit().await.unwrap();
+    recorded
+}
+
+#[tokio::test]
+async fn a_claim_folded_into_the_hosts_statements_writes_once_and_replays() {
+    let pool = db(2).await;
+    assert_eq!(
+        folded_write(&pool, &alice(), "msg_1", t(0)).await,
+        Recorded::Fresh
+    );
+    assert_eq!(
+        start(&pool, &alice(), BODY, t(1)).await,
+        Begun::Replay {
+            response: response(),
+            expires_at: t(EXPIRES)
+        }
+    );
+    assert_eq!(
+        folded_write(&pool, &alice(), "msg_2", t(2)).await,
+        Recorded::Held,
+        "a completed key is held: the host's insert wrote nothing"
+    );
+    assert_eq!(count(&pool, "messages").await, 1);
+    assert_eq!(count(&pool, "messages WHERE id = 'msg_1'").await, 1);
+
+    // An abandoned claim (its lease ran out, nothing committed) is taken over, once.
+    let bob = scope("bob", Some("app_1"), "k");
+    owner(&pool, &bob, t(0)).await;
+    assert_eq!(
+        folded_write(&pool, &bob, "msg_3", t(60)).await,
+        Recorded::TookOver
+    );
+    assert_eq!(count(&pool, "messages").await, 2);
+    assert_eq!(
+        count(
+            &pool,
+            "idempotency_records WHERE state = 'completed' AND response_status = 202"
+        )
+        .await,
+        2
+    );
 }
 
 async fn count(pool: &PgPool, table_and_where: &str) -> i64 {

@@ -15,6 +15,7 @@ use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
 use crate::inbound::sources;
+use crate::message::Claimed;
 use crate::queue::operator;
 use crate::{application, endpoint, event_type, message, secret};
 
@@ -29,19 +30,21 @@ pub(crate) async fn begin(
     let mut conn = pool.acquire().await.map_err(db_error)?;
     records::begin(&mut conn, scope, fingerprint, canonical_body, now, settings)
         .await
-        .map_err(convert)
+        .map_err(record_error)
 }
 
 pub(crate) async fn release(pool: &PgPool, scope: &Scope, token: &LeaseToken) -> StoreResult<bool> {
     let mut conn = pool.acquire().await.map_err(db_error)?;
     records::release(&mut conn, scope, token)
         .await
-        .map_err(convert)
+        .map_err(record_error)
 }
 
 pub(crate) async fn purge(pool: &PgPool, now: DateTime<Utc>, batch: usize) -> StoreResult<usize> {
     let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::purge(&mut conn, now, batch).await.map_err(convert)
+    records::purge(&mut conn, now, batch)
+        .await
+        .map_err(record_error)
 }
 
 pub(crate) async fn complete(
@@ -55,7 +58,7 @@ pub(crate) async fn complete(
     let mut conn = pool.acquire().await.map_err(db_error)?;
     records::complete(&mut conn, scope, token, response, now, settings)
         .await
-        .map_err(convert)
+        .map_err(record_error)
 }
 
 /// [`vow_store::Store::apply`] as ONE transaction: with a completion, locks the record by its
@@ -78,17 +81,33 @@ pub(crate) async fn apply(
             render,
         }) => {
             if let Some(mut f) = fresh {
-                // Claim first, so a concurrent request with the key waits for this outcome.
-                let claimed = records::claim_completed(
-                    &mut tx,
-                    &scope,
-                    &f.fingerprint,
-                    &f.canonical_body,
-                    &token,
+                let claim = records::Claim {
+                    scope: &scope,
+                    fingerprint: &f.fingerprint,
+                    canonical_body: &f.canonical_body,
+                    token: &token,
                     now,
-                    &settings,
-                );
-                match claimed.await.map_err(convert)? {
+                    settings: &settings,
+                };
+                // The hot path: the claim and the response ride on the message's own statements.
+                let render = match &write {
+                    Write::CreateMessage { new, only } => {
+                        match message::create_claiming(&mut tx, new, *only, &claim, render).await? {
+                            Claimed::Created(done) => {
+                                tx.commit().await.map_err(db_error)?;
+                                let (written, response) = *done;
+                                return Ok((written, Some(response)));
+                            }
+                            Claimed::Held(render) => render,
+                        }
+                    }
+                    _ => render,
+                };
+                // Claim first, so a concurrent request with the key waits for this outcome.
+                match records::claim_completed(&mut tx, &claim)
+                    .await
+                    .map_err(record_error)?
+                {
                     Recorded::Fresh => {}
                     Recorded::TookOver => f.took_over(),
                     // Nothing written yet; dropping the transaction rolls the claim back.
@@ -96,20 +115,25 @@ pub(crate) async fn apply(
                 }
                 let written = perform(&mut tx, write).await?;
                 let response = render(&written);
-                records::store_response(&mut tx, &scope, &token, &response)
+                let stored = records::Response {
+                    scope: &scope,
+                    token: &token,
+                    response: &response,
+                };
+                records::store_response(&mut tx, &stored)
                     .await
-                    .map_err(convert)?;
+                    .map_err(record_error)?;
                 tx.commit().await.map_err(db_error)?;
                 return Ok((written, Some(response)));
             }
             records::fence(&mut tx, &scope, &token)
                 .await
-                .map_err(convert)?;
+                .map_err(record_error)?;
             let written = perform(&mut tx, write).await?;
             let response = render(&written);
             records::complete(&mut tx, &scope, &token, &response, now, &settings)
                 .await
-                .map_err(convert)?;
+                .map_err(record_error)?;
             (written, Some(response))
         }
     };
@@ -172,7 +196,7 @@ pub(crate) async fn status(
     let mut conn = pool.acquire().await.map_err(db_error)?;
     records::status(&mut conn, scope, now)
         .await
-        .map_err(convert)
+        .map_err(record_error)
 }
 
 pub(crate) async fn oldest_claim(
@@ -182,11 +206,11 @@ pub(crate) async fn oldest_claim(
     let mut conn = pool.acquire().await.map_err(db_error)?;
     records::oldest_in_progress(&mut conn, settings)
         .await
-        .map_err(convert)
+        .map_err(record_error)
 }
 
 /// The record store's error as the contract's.
-fn convert(e: vow_idempotency::Error) -> StoreError {
+pub(crate) fn record_error(e: vow_idempotency::Error) -> StoreError {
     match e {
         vow_idempotency::Error::Fenced => StoreError::Fenced,
         vow_idempotency::Error::Postgres(e) => db_error(e),
