@@ -199,9 +199,10 @@ pub async fn complete(
 }
 
 /// A fresh key's claim, as [`claim_completed`] inserts it: the record as `completed`, with its
-/// deadlines and no response yet. A host can fold the insert into the first statement of its own
-/// write as a CTE ([`Claim::cte`], one round trip fewer), and on an empty `claim` fall back to
-/// [`claim_completed`], which decides the row it lost to.
+/// deadlines, and with the response when the host knows it before its write (else
+/// [`store_response`] adds it at the end of the same transaction). A host can fold the insert
+/// into the first statement of its own write as a CTE ([`Claim::cte`], one round trip fewer),
+/// and on an empty `claim` fall back to [`claim_completed`], which decides the row it lost to.
 pub struct Claim<'a> {
     /// The record's scope.
     pub scope: &'a Scope,
@@ -215,33 +216,24 @@ pub struct Claim<'a> {
     pub now: DateTime<Utc>,
     /// The record lifetimes.
     pub settings: &'a Settings,
+    /// The response, when it is known before the write: it must be what the write's success
+    /// answers, since a failed write rolls the claim back with it.
+    pub response: Option<&'a StoredResponse>,
 }
 
 impl Claim<'_> {
     /// How many parameters [`Claim::add_to`] adds.
-    pub const PARAMS: usize = 12;
+    pub const PARAMS: usize = 16;
 
     /// The insert, `ON CONFLICT DO NOTHING`, its parameters numbered from `$first`.
     pub fn insert_sql(first: usize) -> String {
-        let p = |i: usize| first + i;
         format!(
             "INSERT INTO idempotency_records (principal, application, method, route, key, state, \
              fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
-             expires_at, tombstone_until) \
-             VALUES (${}, ${}, ${}, ${}, ${}, 'completed', ${}, ${}, ${}, ${}, ${}, ${}, ${}) \
-             ON CONFLICT DO NOTHING",
-            p(0),
-            p(1),
-            p(2),
-            p(3),
-            p(4),
-            p(5),
-            p(6),
-            p(7),
-            p(8),
-            p(9),
-            p(10),
-            p(11)
+             expires_at, tombstone_until, response_status, response_headers, response_body, \
+             resource) VALUES ({}, 'completed', {}) ON CONFLICT DO NOTHING",
+            placeholders(first, 5),
+            placeholders(first + 5, Self::PARAMS - 5)
         )
     }
 
@@ -260,66 +252,26 @@ impl Claim<'_> {
         add(args, self.token.0.as_str())?;
         add(args, self.now)?;
         add(args, d.expires_at)?;
-        add(args, d.tombstone_until)
+        add(args, d.tombstone_until)?;
+        let response = self.response;
+        add(args, response.map(|r| i32::from(r.status)))?;
+        add(args, response.map(|r| columns::encode_headers(&r.headers)))?;
+        add(args, response.map(|r| r.body.as_slice()))?;
+        add(args, response.and_then(|r| r.resource.as_deref()))
     }
 }
 
-/// The response a [`Claim`]ed record stores at the end of the same transaction, as
-/// [`store_response`] does; a host can fold the update into its last statement as a CTE
-/// ([`Response::cte`]). It updates no indexed column, so PostgreSQL can make it a HOT update.
-pub struct Response<'a> {
-    /// The record's scope.
-    pub scope: &'a Scope,
-    /// The owner's token: the update touches the record only while it holds it.
-    pub token: &'a LeaseToken,
-    /// What to store.
-    pub response: &'a StoredResponse,
-}
-
-impl Response<'_> {
-    /// How many parameters [`Response::add_to`] adds.
-    pub const PARAMS: usize = 10;
-
-    /// The update, its parameters numbered from `$first`; it changes one row or none (fenced).
-    pub fn update_sql(first: usize) -> String {
-        let p = |i: usize| first + i;
-        format!(
-            "UPDATE idempotency_records SET response_status = ${}, response_headers = ${}, \
-             response_body = ${}, resource = ${} \
-             WHERE principal = ${} AND application = ${} AND method = ${} AND route = ${} \
-             AND key = ${} AND state = 'completed' AND lease_token = ${}",
-            p(6),
-            p(7),
-            p(8),
-            p(9),
-            p(0),
-            p(1),
-            p(2),
-            p(3),
-            p(4),
-            p(5)
-        )
-    }
-
-    /// `response AS (<update> RETURNING 1)`: one row, or none when fenced.
-    pub fn cte(first: usize) -> String {
-        format!("response AS ({} RETURNING 1)", Self::update_sql(first))
-    }
-
-    /// Adds the update's [`Response::PARAMS`] values, in order.
-    pub fn add_to(&self, args: &mut PgArguments) -> Result<()> {
-        add_scope(args, self.scope)?;
-        add(args, self.token.0.as_str())?;
-        add(args, i32::from(self.response.status))?;
-        add(args, columns::encode_headers(&self.response.headers))?;
-        add(args, self.response.body.as_slice())?;
-        add(args, self.response.resource.as_deref())
-    }
+/// `$first, …` for `n` parameters, for SQL that numbers its parameters around a [`Claim::cte`].
+pub fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Claims the scope at the START of the host's transaction, before its business writes (see
-/// [`Claim`]); [`store_response`] adds the response at the end of the same transaction, so
-/// nobody ever sees the record without one. A concurrent request with the same key waits on this
+/// [`Claim`]); without the claim's response, [`store_response`] adds it at the end of the same
+/// transaction, so nobody ever sees the record without one. A concurrent request with the same key waits on this
 /// insert until the transaction ends, and then finds the outcome: the first request to reach its
 /// write wins, not the first to finish it. On a conflict the row is [`decide`]d: an abandoned
 /// one (an expired lease, an ended tombstone: its owner committed nothing) is taken over by a
@@ -329,11 +281,11 @@ pub async fn claim_completed(conn: &mut PgConnection, claim: &Claim<'_>) -> Resu
     static INSERT: LazyLock<String> = LazyLock::new(|| Claim::insert_sql(1));
     const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
          fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
-         lease_until = $10, expires_at = $11, tombstone_until = $12, response_status = NULL, \
-         response_headers = NULL, response_body = NULL, resource = NULL \
+         lease_until = $10, expires_at = $11, tombstone_until = $12, response_status = $13, \
+         response_headers = $14, response_body = $15, resource = $16 \
          WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
-         AND lease_token = $13 AND \
-         ((state = 'in_progress' AND lease_until <= $14) OR tombstone_until <= $14)";
+         AND lease_token = $17 AND \
+         ((state = 'in_progress' AND lease_until <= $18) OR tombstone_until <= $18)";
     let mut args = PgArguments::default();
     claim.add_to(&mut args)?;
     let done = sqlx::query_with(INSERT.as_str(), args)
@@ -361,13 +313,25 @@ pub async fn claim_completed(conn: &mut PgConnection, claim: &Claim<'_>) -> Resu
     })
 }
 
-/// Stores the response in the record [`claim_completed`] claimed for its token, at the end of
-/// the same transaction. [`Error::Fenced`] when the token does not hold it.
-pub async fn store_response(conn: &mut PgConnection, response: &Response<'_>) -> Result<()> {
-    static UPDATE: LazyLock<String> = LazyLock::new(|| Response::update_sql(1));
-    let mut args = PgArguments::default();
-    response.add_to(&mut args)?;
-    let done = sqlx::query_with(UPDATE.as_str(), args)
+/// Stores `response` in the record [`claim_completed`] claimed for `token` without one, at the
+/// end of the same transaction. It updates no indexed column, so PostgreSQL can make it a HOT
+/// update. [`Error::Fenced`] when `token` does not hold the record.
+pub async fn store_response(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    token: &LeaseToken,
+    response: &StoredResponse,
+) -> Result<()> {
+    const SQL: &str = "UPDATE idempotency_records SET response_status = $7, \
+         response_headers = $8, response_body = $9, resource = $10 \
+         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
+         AND state = 'completed' AND lease_token = $6";
+    let done = bind(scope, SQL)
+        .bind(token.0.clone())
+        .bind(i32::from(response.status))
+        .bind(columns::encode_headers(&response.headers))
+        .bind(response.body.clone())
+        .bind(response.resource.clone())
         .execute(&mut *conn)
         .await?;
     match done.rows_affected() {

@@ -18,7 +18,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Arguments;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Barrier;
-use vow_idempotency::postgres::{self, begin, complete, fence, purge, release, Claim, Response};
+use vow_idempotency::postgres::{self, begin, complete, fence, purge, release, Claim};
 use vow_idempotency::{Begun, Error, LeaseToken, Recorded, Scope};
 
 /// A pool on a new schema holding the records table and a business table.
@@ -98,13 +98,13 @@ async fn host_write(
     Ok(())
 }
 
-/// A host write that folds the claim into its insert and the response into a second statement
-/// (`Claim::cte`, `Response::cte`), falling back to `claim_completed` when the claim is empty,
-/// as vow's message create does. Whether it wrote, and what the claim did.
+/// A host write that folds the claim, with its response, into its own insert (`Claim::cte`) and
+/// falls back to `claim_completed` when the claim is empty, as vow's message create does. What
+/// the claim did.
 async fn folded_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>) -> Recorded {
     let (fp, canonical) = request(BODY);
     let token = LeaseToken(format!("token-{id}"));
-    let settings = settings();
+    let (settings, response) = (settings(), response());
     let claim = Claim {
         scope,
         fingerprint: &fp,
@@ -112,6 +112,7 @@ async fn folded_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>
         token: &token,
         now,
         settings: &settings,
+        response: Some(&response),
     };
     let mut tx = pool.begin().await.unwrap();
     let insert = format!(
@@ -126,31 +127,15 @@ async fn folded_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>
         .await
         .unwrap()
         .rows_affected();
-    let recorded = if inserted == 1 {
-        Recorded::Fresh
-    } else {
-        let recorded = postgres::claim_completed(&mut tx, &claim).await.unwrap();
-        if recorded != Recorded::TookOver {
-            return recorded;
-        }
+    if inserted == 1 {
+        tx.commit().await.unwrap();
+        return Recorded::Fresh;
+    }
+    let recorded = postgres::claim_completed(&mut tx, &claim).await.unwrap();
+    if recorded == Recorded::TookOver {
         insert_message(&mut tx, id).await;
-        recorded
-    };
-    let response = response();
-    let stored = Response {
-        scope,
-        token: &token,
-        response: &response,
-    };
-    let update = format!("WITH {} SELECT count(*) FROM response", Response::cte(1));
-    let mut args = PgArguments::default();
-    stored.add_to(&mut args).unwrap();
-    let updated: i64 = sqlx::query_scalar_with(&update, args)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
-    assert_eq!(updated, 1, "the response lands in the claimed record");
-    tx.commit().await.unwrap();
+        tx.commit().await.unwrap();
+    }
     recorded
 }
 
@@ -182,6 +167,14 @@ async fn a_claim_folded_into_the_hosts_statements_writes_once_and_replays() {
     assert_eq!(
         folded_write(&pool, &bob, "msg_3", t(60)).await,
         Recorded::TookOver
+    );
+    assert_eq!(
+        start(&pool, &bob, BODY, t(61)).await,
+        Begun::Replay {
+            response: response(),
+            expires_at: t(60 + EXPIRES)
+        },
+        "the takeover stored the claim's response"
     );
     assert_eq!(count(&pool, "messages").await, 2);
     assert_eq!(

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Scope, Settings,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Render, Scope, Settings,
     StoredResponse, Write, Written,
 };
 use vow_store::{StoreError, StoreResult};
@@ -88,9 +88,10 @@ pub(crate) async fn apply(
                     token: &token,
                     now,
                     settings: &settings,
+                    response: None,
                 };
-                // The hot path: the claim and the response ride on the message's own statements.
-                let render = match &write {
+                // The hot path: the claim, with the response, rides on the message's insert.
+                let answer = match &write {
                     Write::CreateMessage { new, only } => {
                         match message::create_claiming(&mut tx, new, *only, &claim, render).await? {
                             Claimed::Created(done) => {
@@ -98,10 +99,17 @@ pub(crate) async fn apply(
                                 let (written, response) = *done;
                                 return Ok((written, Some(response)));
                             }
-                            Claimed::Held(render) => render,
+                            Claimed::Held(response) => Answer::Rendered(response),
                         }
                     }
-                    _ => render,
+                    _ => Answer::ToRender(render),
+                };
+                let claim = records::Claim {
+                    response: match &answer {
+                        Answer::Rendered(response) => Some(response),
+                        Answer::ToRender(_) => None,
+                    },
+                    ..claim
                 };
                 // Claim first, so a concurrent request with the key waits for this outcome.
                 match records::claim_completed(&mut tx, &claim)
@@ -114,15 +122,16 @@ pub(crate) async fn apply(
                     _ => return Err(StoreError::Fenced),
                 }
                 let written = perform(&mut tx, write).await?;
-                let response = render(&written);
-                let stored = records::Response {
-                    scope: &scope,
-                    token: &token,
-                    response: &response,
+                let response = match answer {
+                    Answer::Rendered(response) => response,
+                    Answer::ToRender(render) => {
+                        let response = render(&written);
+                        records::store_response(&mut tx, &scope, &token, &response)
+                            .await
+                            .map_err(record_error)?;
+                        response
+                    }
                 };
-                records::store_response(&mut tx, &stored)
-                    .await
-                    .map_err(record_error)?;
                 tx.commit().await.map_err(db_error)?;
                 return Ok((written, Some(response)));
             }
@@ -139,6 +148,13 @@ pub(crate) async fn apply(
     };
     tx.commit().await.map_err(db_error)?;
     Ok(outcome)
+}
+
+/// A fresh claim's response: rendered before the write (and stored with the claim), or to
+/// render from the write's result (and store after it).
+enum Answer {
+    Rendered(StoredResponse),
+    ToRender(Render),
 }
 
 /// Runs `write` inside the caller's transaction, with the entity module that owns its SQL.

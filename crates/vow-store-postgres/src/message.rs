@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::{Arguments, PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
@@ -16,7 +16,7 @@ use vow_idempotency::postgres as records;
 use vow_store::idempotency::{Render, StoredResponse, Written};
 use vow_store::{
     CreatedMessage, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
-    StoreError, StoreResult,
+    StoreResult,
 };
 
 use crate::convert::{self, not_found};
@@ -65,9 +65,9 @@ struct FanOutRow {
     channels: Option<Vec<String>>,
 }
 
-/// One transaction: the message is inserted ([`insert`]), the application's endpoints are read
-/// ([`fan_out`]) and one delivery per match is inserted in a single statement
-/// ([`insert_deliveries`]). Any error drops the transaction, which rolls it back.
+/// One transaction: the application's endpoints are read ([`fan_out`]), then the message and one
+/// delivery per match are inserted in one statement ([`insert`]). Any error drops the
+/// transaction, which rolls it back.
 pub(crate) async fn create(
     pool: &PgPool,
     new: NewMessage,
@@ -86,28 +86,27 @@ pub(crate) async fn create_in(
     new: NewMessage,
     only: Option<EndpointId>,
 ) -> StoreResult<CreatedMessage> {
-    let message = insert(tx, &new, None)
-        .await?
-        .ok_or_else(|| StoreError::Backend("the message insert returned no row".into()))?;
     let fan_out = fan_out(tx, &new, only).await?;
-    insert_deliveries(tx, &new, &fan_out, None).await?;
+    insert(tx, &new, &fan_out, None).await?;
     Ok(CreatedMessage {
-        message,
+        message: stored(&new),
         deliveries: fan_out.ids.len(),
     })
 }
 
 /// What [`create_claiming`] did.
 pub(crate) enum Claimed {
-    /// The key was free: the message, its deliveries, the record and its response are written.
+    /// The key was free: the message, its deliveries and the record with its response are
+    /// written.
     Created(Box<(Written, StoredResponse)>),
-    /// The scope has a record: nothing was written; `render` comes back unused.
-    Held(Render),
+    /// The scope has a record: nothing was written. The response the write would answer.
+    Held(StoredResponse),
 }
 
-/// [`create_in`] for a key with no record begun (ADR 6): the key's claim rides on the message's
-/// insert as a CTE and its response on the deliveries' insert, so a keyed create makes as many
-/// round trips as a plain one. The claim comes first in the transaction, as in
+/// [`create_in`] for a key with no record begun (ADR 6). The row is the request's values, so
+/// the response is rendered before the write, and the key's claim, with that response, rides
+/// on the message's insert as a CTE that the insert depends on: a keyed create makes as many
+/// round trips as a plain one. The claim comes first among the writes, as in
 /// [`records::claim_completed`]: a concurrent request with the key waits on it.
 pub(crate) async fn create_claiming(
     tx: &mut PgConnection,
@@ -116,49 +115,70 @@ pub(crate) async fn create_claiming(
     claim: &records::Claim<'_>,
     render: Render,
 ) -> StoreResult<Claimed> {
-    let Some(message) = insert(tx, new, Some(claim)).await? else {
-        return Ok(Claimed::Held(render));
-    };
     let fan_out = fan_out(tx, new, only).await?;
     let written = Written::Message(CreatedMessage {
-        message,
+        message: stored(new),
         deliveries: fan_out.ids.len(),
     });
     let response = render(&written);
-    let record = records::Response {
-        scope: claim.scope,
-        token: claim.token,
-        response: &response,
+    let claim = records::Claim {
+        response: Some(&response),
+        ..*claim
     };
-    insert_deliveries(tx, new, &fan_out, Some(&record)).await?;
+    if !insert(tx, new, &fan_out, Some(&claim)).await? {
+        return Ok(Claimed::Held(response));
+    }
     Ok(Claimed::Created(Box::new((written, response))))
 }
 
-/// The values of a message's columns, `$1`..`$8` in [`COLUMNS`] order.
-const MESSAGE_PARAMS: usize = 8;
+/// The message as [`insert`] stores it: the new message's values, times in whole microseconds
+/// (what PostgreSQL keeps).
+fn stored(new: &NewMessage) -> Message {
+    Message {
+        id: new.id,
+        app_id: new.app_id,
+        event_id: new.event_id.clone(),
+        event_type: new.event_type.clone(),
+        channels: new.channels.clone(),
+        payload: Some(new.payload.clone()),
+        payload_expires_at: new.payload_expires_at.trunc_subsecs(6),
+        created_at: new.now.trunc_subsecs(6),
+    }
+}
 
-/// Inserts the message. No separate check that the application exists: the insert's foreign
-/// key does it (and takes the same key-share lock), and its violation reads as "application not
-/// found"; `messages_app_id_event_id_key` → `Conflict`. With `claim`, after the claim's CTE and
-/// only if it claimed: `None` when the scope has a record.
+/// Inserts the message and its deliveries in ONE statement (the deliveries in a CTE over
+/// `UNNEST`). No separate check that the application exists: the insert's foreign key does it
+/// (and takes the same key-share lock), and its violation reads as "application not found";
+/// `messages_app_id_event_id_key` → `Conflict`. With `claim`, the claim is a CTE the message
+/// depends on; `false` when the scope has a record and nothing was written.
 async fn insert(
     tx: &mut PgConnection,
     new: &NewMessage,
+    fan_out: &FanOut,
     claim: Option<&records::Claim<'_>>,
-) -> StoreResult<Option<Message>> {
-    static PLAIN: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "INSERT INTO messages ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-             RETURNING {COLUMNS}"
-        )
-    });
-    static CLAIMING: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "WITH {} INSERT INTO messages ({COLUMNS}) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE EXISTS (SELECT 1 FROM claim) \
-             RETURNING {COLUMNS}",
-            records::Claim::cte(MESSAGE_PARAMS + 1)
-        )
+) -> StoreResult<bool> {
+    static SQL: LazyLock<[String; 4]> = LazyLock::new(|| {
+        let message = format!(
+            "INSERT INTO messages ({COLUMNS}) VALUES ({})",
+            records::placeholders(1, MESSAGE_PARAMS)
+        );
+        let claimed = format!(
+            "INSERT INTO messages ({COLUMNS}) SELECT {} WHERE EXISTS (SELECT 1 FROM claim)",
+            records::placeholders(1, MESSAGE_PARAMS)
+        );
+        let deliveries = "INSERT INTO deliveries
+                 (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
+             SELECT d.id, $2, $1, d.endpoint_id, d.status, 0, $8, $8
+             FROM UNNEST($9::text[], $10::text[], $11::text[]) AS d (id, endpoint_id, status)
+             WHERE EXISTS (SELECT 1 FROM message)";
+        let alone = records::Claim::cte(MESSAGE_PARAMS + 1);
+        let before_deliveries = records::Claim::cte(MESSAGE_PARAMS + DELIVERY_PARAMS + 1);
+        [
+            message.clone(),
+            format!("WITH message AS ({message} RETURNING 1) {deliveries}"),
+            format!("WITH {alone} {claimed}"),
+            format!("WITH {before_deliveries}, message AS ({claimed} RETURNING 1) {deliveries}"),
+        ]
     });
     let mut args = PgArguments::default();
     add(&mut args, new.id.to_string())?;
@@ -169,20 +189,27 @@ async fn insert(
     add(&mut args, new.payload.as_str())?;
     add(&mut args, new.payload_expires_at)?;
     add(&mut args, new.now)?;
-    let sql = match claim {
-        None => &*PLAIN,
-        Some(claim) => {
-            claim.add_to(&mut args).map_err(record_error)?;
-            &*CLAIMING
-        }
-    };
-    sqlx::query_as_with::<_, MessageRow, _>(sql.as_str(), args)
-        .fetch_optional(&mut *tx)
+    let with_deliveries = !fan_out.ids.is_empty();
+    if with_deliveries {
+        add(&mut args, &fan_out.ids)?;
+        add(&mut args, &fan_out.endpoint_ids)?;
+        add(&mut args, &fan_out.statuses)?;
+    }
+    if let Some(claim) = claim {
+        claim.add_to(&mut args).map_err(record_error)?;
+    }
+    let sql = &SQL[usize::from(claim.is_some()) * 2 + usize::from(with_deliveries)];
+    let done = sqlx::query_with(sql.as_str(), args)
+        .execute(&mut *tx)
         .await
-        .map_err(db_error)?
-        .map(MessageRow::into_model)
-        .transpose()
+        .map_err(db_error)?;
+    Ok(done.rows_affected() > 0)
 }
+
+/// The parameters of [`insert`]: the message's columns `$1`..`$8` in [`COLUMNS`] order, then
+/// the deliveries' ids, endpoints and statuses `$9`..`$11`.
+const MESSAGE_PARAMS: usize = 8;
+const DELIVERY_PARAMS: usize = 3;
 
 /// The deliveries a message gets: one per matching endpoint, `held` where it is disabled.
 struct FanOut {
@@ -208,7 +235,18 @@ async fn fan_out(
     .await
     .map_err(db_error)?;
     if only.is_some() && endpoints.is_empty() {
-        return Err(not_found("endpoint"));
+        // Name what is missing, as the insert's foreign key would for the application.
+        let app_exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM applications WHERE id = $1)")
+                .bind(new.app_id.to_string())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        return Err(not_found(if app_exists {
+            "endpoint"
+        } else {
+            "application"
+        }));
     }
 
     let channels = new.channels.as_deref().unwrap_or_default();
@@ -235,61 +273,6 @@ async fn fan_out(
         fan_out.statuses.push(status.as_str());
     }
     Ok(fan_out)
-}
-
-/// Inserts the deliveries in one `UNNEST` statement. With `record`, its response is stored in
-/// the same statement (a CTE), or alone when there are no deliveries; fenced when the record's
-/// token no longer holds it.
-async fn insert_deliveries(
-    tx: &mut PgConnection,
-    new: &NewMessage,
-    fan_out: &FanOut,
-    record: Option<&records::Response<'_>>,
-) -> StoreResult<()> {
-    const DELIVERIES: &str = "deliveries
-             (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
-         SELECT d.id, $1, $2, d.endpoint_id, d.status, 0, $3, $3
-         FROM UNNEST($4::text[], $5::text[], $6::text[]) AS d (id, endpoint_id, status)";
-    const DELIVERY_PARAMS: usize = 6;
-    static PLAIN: LazyLock<String> = LazyLock::new(|| format!("INSERT INTO {DELIVERIES}"));
-    static RESPONDING: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "WITH {}, inserted AS (INSERT INTO {DELIVERIES} RETURNING 1) \
-             SELECT count(*) FROM response",
-            records::Response::cte(DELIVERY_PARAMS + 1)
-        )
-    });
-    if fan_out.ids.is_empty() {
-        return match record {
-            None => Ok(()),
-            Some(record) => records::store_response(tx, record)
-                .await
-                .map_err(record_error),
-        };
-    }
-    let mut args = PgArguments::default();
-    add(&mut args, new.app_id.to_string())?;
-    add(&mut args, new.id.to_string())?;
-    add(&mut args, new.now)?;
-    add(&mut args, &fan_out.ids)?;
-    add(&mut args, &fan_out.endpoint_ids)?;
-    add(&mut args, &fan_out.statuses)?;
-    let Some(record) = record else {
-        sqlx::query_with(PLAIN.as_str(), args)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        return Ok(());
-    };
-    record.add_to(&mut args).map_err(record_error)?;
-    let stored: i64 = sqlx::query_scalar_with(RESPONDING.as_str(), args)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    match stored {
-        1 => Ok(()),
-        _ => Err(StoreError::Fenced),
-    }
 }
 
 /// Adds one parameter value.
