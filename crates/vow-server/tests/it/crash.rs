@@ -5,7 +5,6 @@
 //! attempt of the same message is still open.
 
 use std::collections::{HashMap, HashSet};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use axum::Router;
 use serde_json::json;
 use tokio::sync::Notify;
 
+use crate::child::Vow;
 use crate::helpers::{into_parts, TOKEN};
 
 #[derive(Default)]
@@ -117,70 +117,11 @@ impl Receiver {
     }
 }
 
-/// A `vow serve` child process.
-struct Vow {
-    child: Child,
-    base: String,
-}
-
-impl Vow {
-    async fn start(database_url: &str) -> Vow {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vow"))
-            .args(["serve", "--migrate"])
-            .env_clear()
-            .env("VOW_LISTEN", format!("127.0.0.1:{port}"))
-            .env("VOW_DATABASE_URL", database_url)
-            .env("VOW_ADMIN_TOKEN", TOKEN)
-            .env("VOW_ALLOWED_SUBNETS", "127.0.0.0/8")
-            .env("VOW_RETRY_SCHEDULE", "1s,1s,1s,1s,1s")
-            .env("VOW_DELIVERY_LEASE_SECONDS", "5")
-            .env("VOW_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("vow starts");
-        // vow logs "vow is listening" once it serves; keep draining its log afterwards.
-        let (ready, listening) = tokio::sync::oneshot::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            let mut ready = Some(ready);
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if line.contains("vow is listening") {
-                    if let Some(tx) = ready.take() {
-                        let _ = tx.send(());
-                    }
-                }
-            }
-        });
-        let started = tokio::time::timeout(Duration::from_secs(30), listening).await;
-        assert!(matches!(started, Ok(Ok(()))), "vow did not start");
-        Vow {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    fn kill_9(&mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Vow {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// Fast retries and a short delivery lease, so a killed process's work is picked up soon.
+const CRASH_ENV: &[(&str, &str)] = &[
+    ("VOW_RETRY_SCHEDULE", "1s,1s,1s,1s,1s"),
+    ("VOW_DELIVERY_LEASE_SECONDS", "5"),
+];
 
 async fn post_json(base: &str, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
     let resp = reqwest::Client::new()
@@ -238,7 +179,7 @@ async fn setup_app(base: &str, url: &str) -> String {
 
 async fn kill_9_under_load_loses_no_acknowledged_message(database_url: String) {
     let (receiver, url) = Receiver::start().await;
-    let mut vow = Vow::start(&database_url).await;
+    let mut vow = Vow::start(&database_url, CRASH_ENV).await;
     let app = setup_app(&vow.base, &url).await;
     let base = vow.base.clone();
     let loader = tokio::spawn(async move { load(&[base], &app, 400).await });
@@ -260,7 +201,7 @@ async fn kill_9_under_load_loses_no_acknowledged_message(database_url: String) {
         acked.len() >= 50,
         "some messages were acknowledged before the kill"
     );
-    let _restarted = Vow::start(&database_url).await;
+    let _restarted = Vow::start(&database_url, CRASH_ENV).await;
     receiver.wait_for_all(&acked).await;
     println!(
         "kill -9: {} acknowledged, all delivered, {} duplicates",
@@ -286,8 +227,8 @@ async fn postgres_kill_9_under_load_loses_no_acknowledged_message() {
 async fn two_processes_share_postgres_and_never_attempt_a_delivery_at_once() {
     let (_store, url) = vow_store_postgres::testing::fresh_store().await;
     let (receiver, hook) = Receiver::start().await;
-    let mut a = Vow::start(&url).await;
-    let b = Vow::start(&url).await;
+    let mut a = Vow::start(&url, CRASH_ENV).await;
+    let b = Vow::start(&url, CRASH_ENV).await;
     let app = setup_app(&a.base, &hook).await;
     let bases = vec![a.base.clone(), b.base.clone()];
     let loader = tokio::spawn(async move { load(&bases, &app, 400).await });
@@ -339,7 +280,7 @@ async fn a_forwarder_killed_before_recording_leaves_the_event_uncertain(database
     let (plain, idempotent) = (Destination::start(&[]).await, Destination::start(&[]).await);
     plain.answer_after(Duration::from_secs(60));
     idempotent.answer_after(Duration::from_secs(60));
-    let mut vow = Vow::start(&database_url).await;
+    let mut vow = Vow::start(&database_url, CRASH_ENV).await;
     let source = json!({"scheme": "github", "secrets": [GITHUB_SECRET], "destinations": [
         {"url": plain.url, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
         {"url": idempotent.url, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "idempotent": true},
@@ -364,7 +305,7 @@ async fn a_forwarder_killed_before_recording_leaves_the_event_uncertain(database
     vow.kill_9();
 
     idempotent.answer_after(Duration::ZERO);
-    let vow = Vow::start(&database_url).await;
+    let vow = Vow::start(&database_url, CRASH_ENV).await;
     let path = format!("/api/v1/source/{source}/event/{event}");
     let settled = tokio::time::timeout(Duration::from_secs(30), async {
         loop {

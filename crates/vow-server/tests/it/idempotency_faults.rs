@@ -8,7 +8,6 @@
 //!   claim answers 409 with `Retry-After`;
 //! - the record store unavailable: 503 problem, and nothing cached (the retry runs fresh).
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +26,7 @@ use vow_store::idempotency::{
 };
 use vow_store::{MessageFilter, NewMessage, Order, Seek, Store, StoreError, StoreResult};
 
+use crate::child::Vow;
 use crate::helpers::{into_parts, test_config, Backend, TestApp, TOKEN};
 
 /// The route template records of message creation are scoped to (and, having no other
@@ -158,73 +158,10 @@ where
 
 // ---- 1. kill -9 between the commit and the response -------------------------------------------
 
-/// A `vow serve` child process (as in `crash.rs`), optionally with the fault hook
-/// `VOW_TEST_HANG_AFTER_COMMIT=1`.
-struct Vow {
-    child: Child,
-    base: String,
-}
-
-impl Vow {
-    async fn start(database_url: &str, hang_after_commit: bool) -> Vow {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_vow"));
-        command
-            .args(["serve", "--migrate"])
-            .env_clear()
-            .env("VOW_LISTEN", format!("127.0.0.1:{port}"))
-            .env("VOW_DATABASE_URL", database_url)
-            .env("VOW_ADMIN_TOKEN", TOKEN)
-            .env("VOW_ALLOWED_SUBNETS", "127.0.0.0/8")
-            .env("VOW_RETRY_SCHEDULE", "1s,1s,1s")
-            .env("VOW_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if hang_after_commit {
-            command.env("VOW_TEST_HANG_AFTER_COMMIT", "1");
-        }
-        let mut child = command.spawn().expect("vow starts");
-        // vow logs "vow is listening" once it serves; keep draining its log afterwards.
-        let (ready, listening) = tokio::sync::oneshot::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            let mut ready = Some(ready);
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if line.contains("vow is listening") {
-                    if let Some(tx) = ready.take() {
-                        let _ = tx.send(());
-                    }
-                }
-            }
-        });
-        let started = tokio::time::timeout(Duration::from_secs(30), listening).await;
-        assert!(matches!(started, Ok(Ok(()))), "vow did not start");
-        Vow {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    fn kill_9(&mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Vow {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// A `vow serve` child (`child.rs`) with fast retries, and the fault hook that holds a response
+/// once its write committed.
+const RETRIES: (&str, &str) = ("VOW_RETRY_SCHEDULE", "1s,1s,1s");
+const HANG_AFTER_COMMIT: (&str, &str) = ("VOW_TEST_HANG_AFTER_COMMIT", "1");
 
 /// A receiver that accepts every webhook (the endpoints' deliveries go somewhere real).
 async fn receiver() -> String {
@@ -241,7 +178,7 @@ async fn receiver() -> String {
 /// `store` counts the rows `vow serve` on `database_url` writes.
 async fn a_kill_9_after_the_commit_is_replayed_on_restart(store: Arc<dyn Store>, url: String) {
     let hook = receiver().await;
-    let mut vow = Vow::start(&url, true).await;
+    let mut vow = Vow::start(&url, &[RETRIES, HANG_AFTER_COMMIT]).await;
     let client = reqwest::Client::new();
     let call = |path: String, body: Value| {
         client
@@ -308,7 +245,7 @@ async fn a_kill_9_after_the_commit_is_replayed_on_restart(store: Arc<dyn Store>,
     assert!(lost.is_err(), "the client never got an answer: {lost:?}");
 
     // Restarted on the same data, without the hook: the retry replays the committed outcome.
-    let vow = Vow::start(&url, false).await;
+    let vow = Vow::start(&url, &[RETRIES]).await;
     let again = post(&client, &vow.base, &app_id, "crash-1", &raw, None)
         .await
         .unwrap();

@@ -5,6 +5,8 @@
 #[macro_use]
 mod helpers;
 
+mod child;
+
 mod applications;
 mod attempted;
 mod auth_and_errors;
