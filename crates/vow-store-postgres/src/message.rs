@@ -218,16 +218,20 @@ struct FanOut {
     statuses: Vec<&'static str>,
 }
 
-/// Reads the application's endpoints (key-share locked: a concurrent delete waits and then
-/// cascades to our rows) and picks the ones the message goes to.
+/// Reads the application's endpoints, key-share locking the application and then them (a
+/// concurrent delete waits, then cascades to our rows), and picks the ones the message goes to.
 async fn fan_out(
     tx: &mut PgConnection,
     new: &NewMessage,
     only: Option<EndpointId>,
 ) -> StoreResult<FanOut> {
+    // The application first, then its endpoints, both key-share locked: the order its delete
+    // takes them in (the row, then the cascade), so the two wait for each other, never deadlock.
     let endpoints = sqlx::query_as::<_, FanOutRow>(
-        "SELECT id, disabled, event_types, channels FROM endpoints
-         WHERE app_id = $1 AND ($2::text IS NULL OR id = $2) ORDER BY id FOR KEY SHARE",
+        "WITH app AS (SELECT id FROM applications WHERE id = $1 FOR KEY SHARE)
+         SELECT e.id, e.disabled, e.event_types, e.channels FROM endpoints e
+         WHERE e.app_id = (SELECT id FROM app) AND ($2::text IS NULL OR e.id = $2)
+         ORDER BY e.id FOR KEY SHARE OF e",
     )
     .bind(new.app_id.to_string())
     .bind(only.map(|ep| ep.to_string()))

@@ -970,6 +970,57 @@ async fn deleting_the_application_takes_the_attempts_with_it() {
     assert_eq!(left, 0);
 }
 
+/// Message creates lock the application before its endpoints, as the application's delete does
+/// (then cascades to them): racing it they wait, never deadlock. Each create either lands before
+/// the delete (and goes with it) or finds no application.
+#[tokio::test]
+async fn message_creates_racing_the_applications_delete_never_deadlock() {
+    let (store, url) = fresh_store().await;
+    for _ in 0..15 {
+        let a = app(&store, None).await;
+        for n in 0..3 {
+            endpoint(
+                &store,
+                a.id,
+                endpoint_fields(&format!("https://{n}.example/hook")),
+            )
+            .await;
+        }
+        let mut creates = Vec::new();
+        for _ in 0..8 {
+            let store = store.clone();
+            creates.push(tokio::spawn(async move {
+                store
+                    .create_message(message(a.id, "invoice.paid", None))
+                    .await
+            }));
+        }
+        let deleting = store.clone();
+        let delete = tokio::spawn(async move { deleting.delete_application(a.id).await });
+        for create in creates {
+            match create.await.unwrap() {
+                Ok(created) => assert_eq!(created.deliveries, 3),
+                Err(StoreError::NotFound(what)) => assert_eq!(what, "application"),
+                Err(other) => panic!("a create racing the delete failed: {other:?}"),
+            }
+        }
+        delete.await.unwrap().unwrap();
+        let mut conn = crate::support::raw(&url).await;
+        let left: i64 = sqlx::query_scalar(
+            "SELECT (SELECT count(*) FROM messages WHERE app_id = $1) \
+             + (SELECT count(*) FROM deliveries WHERE app_id = $1)",
+        )
+        .bind(a.id.to_string())
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(
+            left, 0,
+            "the delete took every message and delivery with it"
+        );
+    }
+}
+
 /// Claims until a claim comes back empty, recording every claimed delivery as delivered.
 async fn drain(store: PgStore, t: DateTime<Utc>) -> Vec<DeliveryId> {
     let mut got = Vec::new();
