@@ -8,14 +8,13 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Render, Scope, Settings,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Scope, Settings,
     StoredResponse, Write, Written,
 };
 use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
 use crate::inbound::sources;
-use crate::message::Claimed;
 use crate::queue::operator;
 use crate::{application, endpoint, event_type, message, secret};
 
@@ -90,27 +89,16 @@ pub(crate) async fn apply(
                     settings: &settings,
                     response: None,
                 };
-                // The hot path: the claim, with the response, rides on the message's insert.
-                let answer = match &write {
-                    Write::CreateMessage { new, only } => {
-                        match message::create_claiming(&mut tx, new, *only, &claim, render).await? {
-                            Claimed::Created(done) => {
-                                tx.commit().await.map_err(db_error)?;
-                                let (written, response) = *done;
-                                return Ok((written, Some(response)));
-                            }
-                            Claimed::Held(response) => Answer::Rendered(response),
-                        }
+                // The hot path: the claim carries the response, rendered before the write.
+                if let Write::CreateMessage { new, only } = &write {
+                    let (recorded, written, response) =
+                        message::create_claiming(&mut tx, new, *only, &claim, render).await?;
+                    if recorded == Recorded::TookOver {
+                        f.took_over();
                     }
-                    _ => Answer::ToRender(render),
-                };
-                let claim = records::Claim {
-                    response: match &answer {
-                        Answer::Rendered(response) => Some(response),
-                        Answer::ToRender(_) => None,
-                    },
-                    ..claim
-                };
+                    tx.commit().await.map_err(db_error)?;
+                    return Ok((written, Some(response)));
+                }
                 // Claim first, so a concurrent request with the key waits for this outcome.
                 match records::claim_completed(&mut tx, &claim)
                     .await
@@ -122,16 +110,10 @@ pub(crate) async fn apply(
                     _ => return Err(StoreError::Fenced),
                 }
                 let written = perform(&mut tx, write).await?;
-                let response = match answer {
-                    Answer::Rendered(response) => response,
-                    Answer::ToRender(render) => {
-                        let response = render(&written);
-                        records::store_response(&mut tx, &scope, &token, &response)
-                            .await
-                            .map_err(record_error)?;
-                        response
-                    }
-                };
+                let response = render(&written);
+                records::store_response(&mut tx, &scope, &token, &response)
+                    .await
+                    .map_err(record_error)?;
                 tx.commit().await.map_err(db_error)?;
                 return Ok((written, Some(response)));
             }
@@ -148,13 +130,6 @@ pub(crate) async fn apply(
     };
     tx.commit().await.map_err(db_error)?;
     Ok(outcome)
-}
-
-/// A fresh claim's response: rendered before the write (and stored with the claim), or to
-/// render from the write's result (and store after it).
-enum Answer {
-    Rendered(StoredResponse),
-    ToRender(Render),
 }
 
 /// Runs `write` inside the caller's transaction, with the entity module that owns its SQL.

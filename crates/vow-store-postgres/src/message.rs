@@ -13,10 +13,10 @@ use sqlx::{Arguments, PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
 use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_idempotency::postgres as records;
-use vow_store::idempotency::{Render, StoredResponse, Written};
+use vow_store::idempotency::{Recorded, Render, StoredResponse, Written};
 use vow_store::{
     CreatedMessage, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
-    StoreResult,
+    StoreError, StoreResult,
 };
 
 use crate::convert::{self, not_found};
@@ -87,34 +87,27 @@ pub(crate) async fn create_in(
     only: Option<EndpointId>,
 ) -> StoreResult<CreatedMessage> {
     let fan_out = fan_out(tx, &new, only).await?;
-    insert(tx, &new, &fan_out, None).await?;
+    insert(tx, &new, &fan_out).await?;
     Ok(CreatedMessage {
         message: stored(&new),
         deliveries: fan_out.ids.len(),
     })
 }
 
-/// What [`create_claiming`] did.
-pub(crate) enum Claimed {
-    /// The key was free: the message, its deliveries and the record with its response are
-    /// written.
-    Created(Box<(Written, StoredResponse)>),
-    /// The scope has a record: nothing was written. The response the write would answer.
-    Held(StoredResponse),
-}
-
 /// [`create_in`] for a key with no record begun (ADR 6). The row is the request's values, so
-/// the response is rendered before the write, and the key's claim, with that response, rides
-/// on the message's insert as a CTE that the insert depends on: a keyed create makes as many
-/// round trips as a plain one. The claim comes first among the writes, as in
-/// [`records::claim_completed`]: a concurrent request with the key waits on it.
+/// the response is rendered before the write and the key is claimed with it
+/// ([`records::claim_completed`]), after the endpoints are read and before the message is
+/// written: a keyed create makes one round trip more than a plain one and never updates its
+/// record. Claiming in its own statement keeps "the first request to reach its write wins": a
+/// retry waits on the claim even while the insert waits for a lock. `Fresh` or `TookOver`; a
+/// scope with any other record is `Fenced`, with nothing written.
 pub(crate) async fn create_claiming(
     tx: &mut PgConnection,
     new: &NewMessage,
     only: Option<EndpointId>,
     claim: &records::Claim<'_>,
     render: Render,
-) -> StoreResult<Claimed> {
+) -> StoreResult<(Recorded, Written, StoredResponse)> {
     let fan_out = fan_out(tx, new, only).await?;
     let written = Written::Message(CreatedMessage {
         message: stored(new),
@@ -125,10 +118,14 @@ pub(crate) async fn create_claiming(
         response: Some(&response),
         ..*claim
     };
-    if !insert(tx, new, &fan_out, Some(&claim)).await? {
-        return Ok(Claimed::Held(response));
+    let recorded = records::claim_completed(tx, &claim)
+        .await
+        .map_err(record_error)?;
+    if !matches!(recorded, Recorded::Fresh | Recorded::TookOver) {
+        return Err(StoreError::Fenced);
     }
-    Ok(Claimed::Created(Box::new((written, response))))
+    insert(tx, new, &fan_out).await?;
+    Ok((recorded, written, response))
 }
 
 /// The message as [`insert`] stores it: the new message's values, times in whole microseconds
@@ -147,37 +144,22 @@ fn stored(new: &NewMessage) -> Message {
 }
 
 /// Inserts the message and its deliveries in ONE statement (the deliveries in a CTE over
-/// `UNNEST`). No separate check that the application exists: the insert's foreign key does it
-/// (and takes the same key-share lock), and its violation reads as "application not found";
-/// `messages_app_id_event_id_key` → `Conflict`. With `claim`, the claim is a CTE the message
-/// depends on; `false` when the scope has a record and nothing was written.
-async fn insert(
-    tx: &mut PgConnection,
-    new: &NewMessage,
-    fan_out: &FanOut,
-    claim: Option<&records::Claim<'_>>,
-) -> StoreResult<bool> {
-    static SQL: LazyLock<[String; 4]> = LazyLock::new(|| {
+/// `UNNEST`). No separate check that the application exists: the insert's foreign key does it,
+/// and its violation reads as "application not found"; `messages_app_id_event_id_key` →
+/// `Conflict`.
+async fn insert(tx: &mut PgConnection, new: &NewMessage, fan_out: &FanOut) -> StoreResult<()> {
+    static SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
         let message = format!(
             "INSERT INTO messages ({COLUMNS}) VALUES ({})",
-            records::placeholders(1, MESSAGE_PARAMS)
-        );
-        let claimed = format!(
-            "INSERT INTO messages ({COLUMNS}) SELECT {} WHERE EXISTS (SELECT 1 FROM claim)",
             records::placeholders(1, MESSAGE_PARAMS)
         );
         let deliveries = "INSERT INTO deliveries
                  (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
              SELECT d.id, $2, $1, d.endpoint_id, d.status, 0, $8, $8
-             FROM UNNEST($9::text[], $10::text[], $11::text[]) AS d (id, endpoint_id, status)
-             WHERE EXISTS (SELECT 1 FROM message)";
-        let alone = records::Claim::cte(MESSAGE_PARAMS + 1);
-        let before_deliveries = records::Claim::cte(MESSAGE_PARAMS + DELIVERY_PARAMS + 1);
+             FROM UNNEST($9::text[], $10::text[], $11::text[]) AS d (id, endpoint_id, status)";
         [
             message.clone(),
-            format!("WITH message AS ({message} RETURNING 1) {deliveries}"),
-            format!("WITH {alone} {claimed}"),
-            format!("WITH {before_deliveries}, message AS ({claimed} RETURNING 1) {deliveries}"),
+            format!("WITH message AS ({message}) {deliveries}"),
         ]
     });
     let mut args = PgArguments::default();
@@ -195,21 +177,16 @@ async fn insert(
         add(&mut args, &fan_out.endpoint_ids)?;
         add(&mut args, &fan_out.statuses)?;
     }
-    if let Some(claim) = claim {
-        claim.add_to(&mut args).map_err(record_error)?;
-    }
-    let sql = &SQL[usize::from(claim.is_some()) * 2 + usize::from(with_deliveries)];
-    let done = sqlx::query_with(sql.as_str(), args)
+    sqlx::query_with(SQL[usize::from(with_deliveries)].as_str(), args)
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-    Ok(done.rows_affected() > 0)
+    Ok(())
 }
 
 /// The parameters of [`insert`]: the message's columns `$1`..`$8` in [`COLUMNS`] order, then
 /// the deliveries' ids, endpoints and statuses `$9`..`$11`.
 const MESSAGE_PARAMS: usize = 8;
-const DELIVERY_PARAMS: usize = 3;
 
 /// The deliveries a message gets: one per matching endpoint, `held` where it is disabled.
 struct FanOut {
