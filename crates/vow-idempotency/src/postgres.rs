@@ -237,7 +237,10 @@ impl Claim<'_> {
         )
     }
 
-    /// `claim AS (<insert> RETURNING 1)`: empty when the scope has a record.
+    /// `claim AS (<insert> RETURNING 1)`: empty when the scope has a record. Folded into a
+    /// statement, the claim waits for every lock that statement takes (a locked table holds it
+    /// back), so a retry may win the key while the first request waits; vow itself claims in a
+    /// statement of its own ([`claim_completed`]) for that reason.
     pub fn cte(first: usize) -> String {
         format!("claim AS ({} RETURNING 1)", Self::insert_sql(first))
     }
