@@ -5,8 +5,6 @@
 //! [`begin`] runs on a connection outside any transaction (each statement commits), so the claim
 //! is visible at once; a concurrent insert of the same scope waits for it and then reads it.
 
-use std::sync::LazyLock;
-
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
@@ -200,9 +198,7 @@ pub async fn complete(
 
 /// A fresh key's claim, as [`claim_completed`] inserts it: the record as `completed`, with its
 /// deadlines, and with the response when the host knows it before its write (else
-/// [`store_response`] adds it at the end of the same transaction). A host can fold the insert
-/// into the first statement of its own write as a CTE ([`Claim::cte`], one round trip fewer),
-/// and on an empty `claim` fall back to [`claim_completed`], which decides the row it lost to.
+/// [`store_response`] adds it at the end of the same transaction).
 pub struct Claim<'a> {
     /// The record's scope.
     pub scope: &'a Scope,
@@ -222,31 +218,8 @@ pub struct Claim<'a> {
 }
 
 impl Claim<'_> {
-    /// How many parameters [`Claim::add_to`] adds.
-    pub const PARAMS: usize = 16;
-
-    /// The insert, `ON CONFLICT DO NOTHING`, its parameters numbered from `$first`.
-    pub fn insert_sql(first: usize) -> String {
-        format!(
-            "INSERT INTO idempotency_records (principal, application, method, route, key, state, \
-             fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
-             expires_at, tombstone_until, response_status, response_headers, response_body, \
-             resource) VALUES ({}, 'completed', {}) ON CONFLICT DO NOTHING",
-            placeholders(first, 5),
-            placeholders(first + 5, Self::PARAMS - 5)
-        )
-    }
-
-    /// `claim AS (<insert> RETURNING 1)`: empty when the scope has a record. Folded into a
-    /// statement, the claim waits for every lock that statement takes (a locked table holds it
-    /// back), so a retry may win the key while the first request waits; vow itself claims in a
-    /// statement of its own ([`claim_completed`]) for that reason.
-    pub fn cte(first: usize) -> String {
-        format!("claim AS ({} RETURNING 1)", Self::insert_sql(first))
-    }
-
-    /// Adds the insert's [`Claim::PARAMS`] values, in order.
-    pub fn add_to(&self, args: &mut PgArguments) -> Result<()> {
+    /// Adds the values of [`claim_completed`]'s insert, `$1`..`$16` in order.
+    fn add_to(&self, args: &mut PgArguments) -> Result<()> {
         let d = self.settings.deadlines(self.now);
         add_scope(args, self.scope)?;
         add(args, i32::from(self.fingerprint.version))?;
@@ -264,24 +237,21 @@ impl Claim<'_> {
     }
 }
 
-/// `$first, …` for `n` parameters, for SQL that numbers its parameters around a [`Claim::cte`].
-pub fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Claims the scope at the START of the host's transaction, before its business writes (see
 /// [`Claim`]); without the claim's response, [`store_response`] adds it at the end of the same
-/// transaction, so nobody ever sees the record without one. A concurrent request with the same key waits on this
-/// insert until the transaction ends, and then finds the outcome: the first request to reach its
-/// write wins, not the first to finish it. On a conflict the row is [`decide`]d: an abandoned
+/// transaction, so nobody ever sees the record without one. A concurrent request with the same
+/// key waits on this insert until the transaction ends, and then finds the outcome: the first
+/// request to reach its write wins, not the first to finish it. On a conflict the row is [`decide`]d: an abandoned
 /// one (an expired lease, an ended tombstone: its owner committed nothing) is taken over by a
 /// conditional update on its old token ([`Recorded::TookOver`]); any other is
 /// [`Recorded::Held`] (roll back and ask [`begin`]).
 pub async fn claim_completed(conn: &mut PgConnection, claim: &Claim<'_>) -> Result<Recorded> {
-    static INSERT: LazyLock<String> = LazyLock::new(|| Claim::insert_sql(1));
+    const INSERT: &str = "INSERT INTO idempotency_records (principal, application, method, \
+         route, key, state, fingerprint_version, fingerprint, canonical_body, lease_token, \
+         lease_until, expires_at, tombstone_until, response_status, response_headers, \
+         response_body, resource) \
+         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+         $16) ON CONFLICT DO NOTHING";
     const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
          fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
          lease_until = $10, expires_at = $11, tombstone_until = $12, response_status = $13, \
@@ -291,9 +261,7 @@ pub async fn claim_completed(conn: &mut PgConnection, claim: &Claim<'_>) -> Resu
          ((state = 'in_progress' AND lease_until <= $18) OR tombstone_until <= $18)";
     let mut args = PgArguments::default();
     claim.add_to(&mut args)?;
-    let done = sqlx::query_with(INSERT.as_str(), args)
-        .execute(&mut *conn)
-        .await?;
+    let done = sqlx::query_with(INSERT, args).execute(&mut *conn).await?;
     if done.rows_affected() == 1 {
         return Ok(Recorded::Fresh);
     }

@@ -13,9 +13,7 @@ use chrono::{DateTime, Utc};
 use common::*;
 use rand::distributions::Alphanumeric;
 use rand::Rng;
-use sqlx::postgres::PgArguments;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::Arguments;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Barrier;
 use vow_idempotency::postgres::{self, begin, complete, fence, purge, release, Claim};
@@ -98,10 +96,10 @@ async fn host_write(
     Ok(())
 }
 
-/// A host write that folds the claim, with its response, into its own insert (`Claim::cte`) and
-/// falls back to `claim_completed` when the claim is empty, as vow's message create does. What
-/// the claim did.
-async fn folded_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>) -> Recorded {
+/// A host write that knows its response before it writes, as vow's message create does: it
+/// claims the key with the response (`claim_completed`), then writes only if it may. What the
+/// claim did.
+async fn prerendered_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>) -> Recorded {
     let (fp, canonical) = request(BODY);
     let token = LeaseToken(format!("token-{id}"));
     let (settings, response) = (settings(), response());
@@ -115,24 +113,8 @@ async fn folded_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>
         response: Some(&response),
     };
     let mut tx = pool.begin().await.unwrap();
-    let insert = format!(
-        "WITH {} INSERT INTO messages (id) SELECT $1 WHERE EXISTS (SELECT 1 FROM claim)",
-        Claim::cte(2)
-    );
-    let mut args = PgArguments::default();
-    args.add(id).unwrap();
-    claim.add_to(&mut args).unwrap();
-    let inserted = sqlx::query_with(&insert, args)
-        .execute(&mut *tx)
-        .await
-        .unwrap()
-        .rows_affected();
-    if inserted == 1 {
-        tx.commit().await.unwrap();
-        return Recorded::Fresh;
-    }
     let recorded = postgres::claim_completed(&mut tx, &claim).await.unwrap();
-    if recorded == Recorded::TookOver {
+    if matches!(recorded, Recorded::Fresh | Recorded::TookOver) {
         insert_message(&mut tx, id).await;
         tx.commit().await.unwrap();
     }
@@ -140,10 +122,10 @@ async fn folded_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>
 }
 
 #[tokio::test]
-async fn a_claim_folded_into_the_hosts_statements_writes_once_and_replays() {
+async fn a_claim_with_its_response_writes_once_and_replays() {
     let pool = db(2).await;
     assert_eq!(
-        folded_write(&pool, &alice(), "msg_1", t(0)).await,
+        prerendered_write(&pool, &alice(), "msg_1", t(0)).await,
         Recorded::Fresh
     );
     assert_eq!(
@@ -154,9 +136,9 @@ async fn a_claim_folded_into_the_hosts_statements_writes_once_and_replays() {
         }
     );
     assert_eq!(
-        folded_write(&pool, &alice(), "msg_2", t(2)).await,
+        prerendered_write(&pool, &alice(), "msg_2", t(2)).await,
         Recorded::Held,
-        "a completed key is held: the host's insert wrote nothing"
+        "a completed key is held: the host wrote nothing"
     );
     assert_eq!(count(&pool, "messages").await, 1);
     assert_eq!(count(&pool, "messages WHERE id = 'msg_1'").await, 1);
@@ -165,7 +147,7 @@ async fn a_claim_folded_into_the_hosts_statements_writes_once_and_replays() {
     let bob = scope("bob", Some("app_1"), "k");
     owner(&pool, &bob, t(0)).await;
     assert_eq!(
-        folded_write(&pool, &bob, "msg_3", t(60)).await,
+        prerendered_write(&pool, &bob, "msg_3", t(60)).await,
         Recorded::TookOver
     );
     assert_eq!(

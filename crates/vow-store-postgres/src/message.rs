@@ -143,16 +143,15 @@ fn stored(new: &NewMessage) -> Message {
     }
 }
 
-/// Inserts the message and its deliveries in ONE statement (the deliveries in a CTE over
-/// `UNNEST`). No separate check that the application exists: the insert's foreign key does it,
+/// Inserts the message and its deliveries in ONE statement (the message in a CTE, the
+/// deliveries over `UNNEST`): `$1`..`$8` the message's columns in [`COLUMNS`] order, `$9`..`$11`
+/// the deliveries' ids, endpoints and statuses. No separate check that the application exists: the insert's foreign key does it,
 /// and its violation reads as "application not found"; `messages_app_id_event_id_key` →
 /// `Conflict`.
 async fn insert(tx: &mut PgConnection, new: &NewMessage, fan_out: &FanOut) -> StoreResult<()> {
     static SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
-        let message = format!(
-            "INSERT INTO messages ({COLUMNS}) VALUES ({})",
-            records::placeholders(1, MESSAGE_PARAMS)
-        );
+        let message =
+            format!("INSERT INTO messages ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
         let deliveries = "INSERT INTO deliveries
                  (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
              SELECT d.id, $2, $1, d.endpoint_id, d.status, 0, $8, $8
@@ -183,10 +182,6 @@ async fn insert(tx: &mut PgConnection, new: &NewMessage, fan_out: &FanOut) -> St
         .map_err(db_error)?;
     Ok(())
 }
-
-/// The parameters of [`insert`]: the message's columns `$1`..`$8` in [`COLUMNS`] order, then
-/// the deliveries' ids, endpoints and statuses `$9`..`$11`.
-const MESSAGE_PARAMS: usize = 8;
 
 /// The deliveries a message gets: one per matching endpoint, `held` where it is disabled.
 struct FanOut {
