@@ -217,9 +217,33 @@ pub struct Claim<'a> {
     pub response: Option<&'a StoredResponse>,
 }
 
+/// The insert of a completed claim, `$1`..`$16` in [`Claim::add_to`]'s order (a macro, so
+/// [`Claim::CTE`] can wrap the same text).
+macro_rules! insert_completed {
+    () => {
+        "INSERT INTO idempotency_records (principal, application, method, route, key, state, \
+         fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, expires_at, \
+         tombstone_until, response_status, response_headers, response_body, resource) \
+         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+         $16) ON CONFLICT DO NOTHING"
+    };
+}
+
 impl Claim<'_> {
-    /// Adds the values of [`claim_completed`]'s insert, `$1`..`$16` in order.
-    fn add_to(&self, args: &mut PgArguments) -> Result<()> {
+    /// How many parameters the claim takes (`$1`..`$16`): a statement that folds it in
+    /// ([`Claim::CTE`]) numbers its own from `PARAMS + 1`.
+    pub const PARAMS: usize = 16;
+
+    /// The claim as a CTE, `claim AS (<insert> RETURNING 1)`, over `$1`..`$16`: it yields a row
+    /// when it claimed the scope, none when the scope has a record ([`resolve_taken`] then
+    /// decides it). Folded into a statement, the claim waits for every lock that statement
+    /// takes, so fold it into one that runs before the host's writes (vow's message create folds
+    /// it into the read of the endpoints, which it needs first anyway): it then claims as early
+    /// as a statement of its own would, one round trip cheaper.
+    pub const CTE: &'static str = concat!("claim AS (", insert_completed!(), " RETURNING 1)");
+
+    /// Adds the claim's values, `$1`..`$16` in order.
+    pub fn add_to(&self, args: &mut PgArguments) -> Result<()> {
         let d = self.settings.deadlines(self.now);
         add_scope(args, self.scope)?;
         add(args, i32::from(self.fingerprint.version))?;
@@ -241,17 +265,24 @@ impl Claim<'_> {
 /// [`Claim`]); without the claim's response, [`store_response`] adds it at the end of the same
 /// transaction, so nobody ever sees the record without one. A concurrent request with the same
 /// key waits on this insert until the transaction ends, and then finds the outcome: the first
-/// request to reach its write wins, not the first to finish it. On a conflict the row is [`decide`]d: an abandoned
-/// one (an expired lease, an ended tombstone: its owner committed nothing) is taken over by a
-/// conditional update on its old token ([`Recorded::TookOver`]); any other is
-/// [`Recorded::Held`] (roll back and ask [`begin`]).
+/// request to reach its write wins, not the first to finish it. On a conflict, see
+/// [`resolve_taken`].
 pub async fn claim_completed(conn: &mut PgConnection, claim: &Claim<'_>) -> Result<Recorded> {
-    const INSERT: &str = "INSERT INTO idempotency_records (principal, application, method, \
-         route, key, state, fingerprint_version, fingerprint, canonical_body, lease_token, \
-         lease_until, expires_at, tombstone_until, response_status, response_headers, \
-         response_body, resource) \
-         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-         $16) ON CONFLICT DO NOTHING";
+    const INSERT: &str = insert_completed!();
+    let mut args = PgArguments::default();
+    claim.add_to(&mut args)?;
+    let done = sqlx::query_with(INSERT, args).execute(&mut *conn).await?;
+    if done.rows_affected() == 1 {
+        return Ok(Recorded::Fresh);
+    }
+    resolve_taken(conn, claim).await
+}
+
+/// What a claim that found its scope taken gets, in the same transaction: the row is
+/// [`decide`]d, and an abandoned one (an expired lease, an ended tombstone: its owner committed
+/// nothing) is taken over by a conditional update on its old token ([`Recorded::TookOver`]);
+/// any other is [`Recorded::Held`] (roll back and ask [`begin`]).
+pub async fn resolve_taken(conn: &mut PgConnection, claim: &Claim<'_>) -> Result<Recorded> {
     const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
          fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
          lease_until = $10, expires_at = $11, tombstone_until = $12, response_status = $13, \
@@ -259,12 +290,6 @@ pub async fn claim_completed(conn: &mut PgConnection, claim: &Claim<'_>) -> Resu
          WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
          AND lease_token = $17 AND \
          ((state = 'in_progress' AND lease_until <= $18) OR tombstone_until <= $18)";
-    let mut args = PgArguments::default();
-    claim.add_to(&mut args)?;
-    let done = sqlx::query_with(INSERT, args).execute(&mut *conn).await?;
-    if done.rows_affected() == 1 {
-        return Ok(Recorded::Fresh);
-    }
     let Some(row) = read(conn, claim.scope).await? else {
         return Ok(Recorded::Held);
     };

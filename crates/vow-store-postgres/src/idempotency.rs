@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Scope, Settings,
+    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Render, Scope, Settings,
     StoredResponse, Write, Written,
 };
 use vow_store::{StoreError, StoreResult};
@@ -89,16 +89,24 @@ pub(crate) async fn apply(
                     settings: &settings,
                     response: None,
                 };
-                // The hot path: the claim carries the response, rendered before the write.
-                if let Write::CreateMessage { new, only } = &write {
-                    let (recorded, written, response) =
-                        message::create_claiming(&mut tx, new, *only, &claim, render).await?;
-                    if recorded == Recorded::TookOver {
-                        f.took_over();
+                // The hot path: the claim carries the response, rendered before the write, and
+                // is folded into the read that comes first.
+                let render = match (&write, render) {
+                    (Write::CreateMessage { new, only }, Render::Ready(response)) => {
+                        let claim = records::Claim {
+                            response: Some(&response),
+                            ..claim
+                        };
+                        let (recorded, created) =
+                            message::create_claiming(&mut tx, new, *only, &claim).await?;
+                        if recorded == Recorded::TookOver {
+                            f.took_over();
+                        }
+                        tx.commit().await.map_err(db_error)?;
+                        return Ok((Written::Message(created), Some(response)));
                     }
-                    tx.commit().await.map_err(db_error)?;
-                    return Ok((written, Some(response)));
-                }
+                    (_, render) => render,
+                };
                 // Claim first, so a concurrent request with the key waits for this outcome.
                 match records::claim_completed(&mut tx, &claim)
                     .await
@@ -110,7 +118,7 @@ pub(crate) async fn apply(
                     _ => return Err(StoreError::Fenced),
                 }
                 let written = perform(&mut tx, write).await?;
-                let response = render(&written);
+                let response = render.response(&written);
                 records::store_response(&mut tx, &scope, &token, &response)
                     .await
                     .map_err(record_error)?;
@@ -121,7 +129,7 @@ pub(crate) async fn apply(
                 .await
                 .map_err(record_error)?;
             let written = perform(&mut tx, write).await?;
-            let response = render(&written);
+            let response = render.response(&written);
             records::complete(&mut tx, &scope, &token, &response, now, &settings)
                 .await
                 .map_err(record_error)?;

@@ -7,13 +7,13 @@
 
 use std::sync::LazyLock;
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::{Arguments, PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
 use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_idempotency::postgres as records;
-use vow_store::idempotency::{Recorded, Render, StoredResponse, Written};
+use vow_store::idempotency::Recorded;
 use vow_store::{
     CreatedMessage, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
     StoreError, StoreResult,
@@ -86,61 +86,42 @@ pub(crate) async fn create_in(
     new: NewMessage,
     only: Option<EndpointId>,
 ) -> StoreResult<CreatedMessage> {
-    let fan_out = fan_out(tx, &new, only).await?;
+    let (fan_out, _) = fan_out(tx, &new, only, None).await?;
     insert(tx, &new, &fan_out).await?;
     Ok(CreatedMessage {
-        message: stored(&new),
         deliveries: fan_out.ids.len(),
+        message: new.into_stored(),
     })
 }
 
-/// [`create_in`] for a key with no record begun (ADR 6). The row is the request's values, so
-/// the response is rendered before the write and the key is claimed with it
-/// ([`records::claim_completed`]), after the endpoints are read and before the message is
-/// written: a keyed create makes one round trip more than a plain one and never updates its
-/// record. Claiming in its own statement keeps "the first request to reach its write wins": a
-/// retry waits on the claim even while the insert waits for a lock. `Fresh` or `TookOver`; a
-/// scope with any other record is `Fenced`, with nothing written.
+/// [`create_in`] for a key with no record begun (ADR 6), its response rendered before the write
+/// (the row is the request's values): the key is claimed with that response in the same
+/// statement that reads the endpoints ([`fan_out`]), before the message is written, so a keyed
+/// create makes as many round trips as a plain one and never updates its record. A retry waits
+/// on the claim even while the insert waits for a lock. `Fresh` or `TookOver`; a scope with any
+/// other record is `Fenced`, with nothing written.
 pub(crate) async fn create_claiming(
     tx: &mut PgConnection,
     new: &NewMessage,
     only: Option<EndpointId>,
     claim: &records::Claim<'_>,
-    render: Render,
-) -> StoreResult<(Recorded, Written, StoredResponse)> {
-    let fan_out = fan_out(tx, new, only).await?;
-    let written = Written::Message(CreatedMessage {
-        message: stored(new),
-        deliveries: fan_out.ids.len(),
-    });
-    let response = render(&written);
-    let claim = records::Claim {
-        response: Some(&response),
-        ..*claim
+) -> StoreResult<(Recorded, CreatedMessage)> {
+    let (fan_out, claimed) = fan_out(tx, new, only, Some(claim)).await?;
+    let recorded = match claimed {
+        true => Recorded::Fresh,
+        false => records::resolve_taken(tx, claim)
+            .await
+            .map_err(record_error)?,
     };
-    let recorded = records::claim_completed(tx, &claim)
-        .await
-        .map_err(record_error)?;
     if !matches!(recorded, Recorded::Fresh | Recorded::TookOver) {
         return Err(StoreError::Fenced);
     }
     insert(tx, new, &fan_out).await?;
-    Ok((recorded, written, response))
-}
-
-/// The message as [`insert`] stores it: the new message's values, times in whole microseconds
-/// (what PostgreSQL keeps).
-fn stored(new: &NewMessage) -> Message {
-    Message {
-        id: new.id,
-        app_id: new.app_id,
-        event_id: new.event_id.clone(),
-        event_type: new.event_type.clone(),
-        channels: new.channels.clone(),
-        payload: Some(new.payload.clone()),
-        payload_expires_at: new.payload_expires_at.trunc_subsecs(6),
-        created_at: new.now.trunc_subsecs(6),
-    }
+    let created = CreatedMessage {
+        message: new.clone().into_stored(),
+        deliveries: fan_out.ids.len(),
+    };
+    Ok((recorded, created))
 }
 
 /// Inserts the message and its deliveries in ONE statement (the message in a CTE, the
@@ -192,24 +173,63 @@ struct FanOut {
 
 /// Reads the application's endpoints, key-share locking the application and then them (a
 /// concurrent delete waits, then cascades to our rows), and picks the ones the message goes to.
+/// With `claim`, the same statement claims the key ([`records::Claim::CTE`]): whether it did.
 async fn fan_out(
     tx: &mut PgConnection,
     new: &NewMessage,
     only: Option<EndpointId>,
-) -> StoreResult<FanOut> {
+    claim: Option<&records::Claim<'_>>,
+) -> StoreResult<(FanOut, bool)> {
     // The application first, then its endpoints, both key-share locked: the order its delete
     // takes them in (the row, then the cascade), so the two wait for each other, never deadlock.
-    let endpoints = sqlx::query_as::<_, FanOutRow>(
-        "WITH app AS (SELECT id FROM applications WHERE id = $1 FOR KEY SHARE)
-         SELECT e.id, e.disabled, e.event_types, e.channels FROM endpoints e
-         WHERE e.app_id = (SELECT id FROM app) AND ($2::text IS NULL OR e.id = $2)
-         ORDER BY e.id FOR KEY SHARE OF e",
-    )
-    .bind(new.app_id.to_string())
-    .bind(only.map(|ep| ep.to_string()))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_error)?;
+    // A claim joins them as one row even when there are no endpoints.
+    static SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
+        let app = |n: usize| {
+            format!("app AS (SELECT id FROM applications WHERE id = ${n} FOR KEY SHARE)")
+        };
+        let read = |only: usize| {
+            format!(
+                "SELECT e.id, e.disabled, e.event_types, e.channels FROM endpoints e \
+                 WHERE e.app_id = (SELECT id FROM app) \
+                 AND (${only}::text IS NULL OR e.id = ${only}) ORDER BY e.id FOR KEY SHARE OF e"
+            )
+        };
+        let first = records::Claim::PARAMS + 1;
+        [
+            format!("WITH {} {}", app(1), read(2)),
+            format!(
+                "WITH {}, {} SELECT (SELECT count(*) FROM claim) > 0 AS claimed, e.* \
+                 FROM (SELECT) AS one LEFT JOIN LATERAL ({}) AS e ON true",
+                records::Claim::CTE,
+                app(first),
+                read(first + 1)
+            ),
+        ]
+    });
+    let mut args = PgArguments::default();
+    if let Some(claim) = claim {
+        claim.add_to(&mut args).map_err(record_error)?;
+    }
+    add(&mut args, new.app_id.to_string())?;
+    add(&mut args, only.map(|ep| ep.to_string()))?;
+    let sql = SQL[usize::from(claim.is_some())].as_str();
+    let (endpoints, claimed) = if claim.is_some() {
+        let rows = sqlx::query_as_with::<_, ClaimingRow, _>(sql, args)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let claimed = rows.first().is_some_and(|r| r.claimed);
+        (
+            rows.into_iter().filter_map(ClaimingRow::endpoint).collect(),
+            claimed,
+        )
+    } else {
+        let rows = sqlx::query_as_with::<_, FanOutRow, _>(sql, args)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        (rows, false)
+    };
     if only.is_some() && endpoints.is_empty() {
         // Name what is missing, as the insert's foreign key would for the application.
         let app_exists: bool =
@@ -224,7 +244,34 @@ async fn fan_out(
             "application"
         }));
     }
+    Ok((pick(endpoints, new, only), claimed))
+}
 
+/// A row of [`fan_out`]'s claiming read: the claim's outcome, and an endpoint (all `NULL` when
+/// the application has none).
+#[derive(sqlx::FromRow)]
+struct ClaimingRow {
+    claimed: bool,
+    id: Option<String>,
+    disabled: Option<bool>,
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+}
+
+impl ClaimingRow {
+    fn endpoint(self) -> Option<FanOutRow> {
+        Some(FanOutRow {
+            id: self.id?,
+            disabled: self.disabled?,
+            event_types: self.event_types,
+            channels: self.channels,
+        })
+    }
+}
+
+/// The deliveries `new` gets from the application's `endpoints` (with `only`, that one whatever
+/// its filters).
+fn pick(endpoints: Vec<FanOutRow>, new: &NewMessage, only: Option<EndpointId>) -> FanOut {
     let channels = new.channels.as_deref().unwrap_or_default();
     let mut fan_out = FanOut {
         ids: Vec::new(),
@@ -248,7 +295,7 @@ async fn fan_out(
         fan_out.endpoint_ids.push(ep.id);
         fan_out.statuses.push(status.as_str());
     }
-    Ok(fan_out)
+    fan_out
 }
 
 /// Adds one parameter value.

@@ -68,7 +68,7 @@ pub(crate) fn apply(
     };
     if let Some(mut f) = fresh {
         let written = perform(conn, write)?;
-        let response = render(&written);
+        let response = render.response(&written);
         let recorded = records::record_completed(
             conn,
             &scope,
@@ -89,7 +89,7 @@ pub(crate) fn apply(
     }
     records::fence(conn, &scope, &token).map_err(convert)?;
     let written = perform(conn, write)?;
-    let response = render(&written);
+    let response = render.response(&written);
     records::complete(conn, &scope, &token, &response, now, &settings).map_err(convert)?;
     Ok((written, Some(response)))
 }

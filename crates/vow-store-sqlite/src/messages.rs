@@ -14,9 +14,7 @@ use vow_store::{
 };
 
 use crate::error::Result;
-use crate::rows::{
-    id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json, truncate,
-};
+use crate::rows::{id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json};
 use crate::{apps, endpoints};
 
 const COLUMNS: &str =
@@ -105,16 +103,7 @@ pub(crate) fn create(
     }
 
     Ok(CreatedMessage {
-        message: Message {
-            id: new.id,
-            app_id: new.app_id,
-            event_id: new.event_id,
-            event_type: new.event_type,
-            channels: new.channels,
-            payload: Some(new.payload),
-            payload_expires_at: truncate(new.payload_expires_at),
-            created_at: truncate(new.now),
-        },
+        message: new.into_stored(),
         deliveries,
     })
 }

@@ -133,8 +133,34 @@ impl Written {
     }
 }
 
-/// Turns the committed write into the response to store and replay.
-pub type Render = Box<dyn FnOnce(&Written) -> StoredResponse + Send>;
+/// The response a [`Completion`] stores and replays.
+pub enum Render {
+    /// Rendered before the write, because the write's success answers exactly this (a
+    /// message create: its row is the request's values). The store can then claim the key with
+    /// its response, and nothing is rendered inside the transaction; a failed write rolls the
+    /// record back with it.
+    Ready(StoredResponse),
+    /// Rendered from the write's result, inside the transaction.
+    From(Box<dyn FnOnce(&Written) -> StoredResponse + Send>),
+}
+
+impl Render {
+    /// The response for `written`.
+    pub fn response(self, written: &Written) -> StoredResponse {
+        match self {
+            Self::Ready(response) => response,
+            Self::From(render) => render(written),
+        }
+    }
+
+    /// The response, when it was rendered before the write.
+    pub fn ready(&self) -> Option<&StoredResponse> {
+        match self {
+            Self::Ready(response) => Some(response),
+            Self::From(_) => None,
+        }
+    }
+}
 
 /// What completes an idempotency record in the transaction of the write it protects: the record
 /// (its scope and the owner's lease token, checked first) and the response to store.
@@ -157,7 +183,7 @@ pub struct Completion {
     /// How long the completed record is replayed and then kept as a tombstone (the caller's
     /// configuration; [`Settings::default`] is 24 h and 7 days).
     pub settings: Settings,
-    /// Renders the stored response from the write's result, inside the transaction.
+    /// The stored response, rendered before the write or from its result.
     pub render: Render,
 }
 

@@ -212,6 +212,25 @@ pub struct NewMessage {
     pub now: DateTime<Utc>,
 }
 
+impl NewMessage {
+    /// The message as both stores keep and return it: these values, times in whole
+    /// microseconds. Known before the write, so a keyed create can store its response with its
+    /// claim.
+    pub fn into_stored(self) -> Message {
+        let micros = |t: DateTime<Utc>| DateTime::from_timestamp_micros(t.timestamp_micros());
+        Message {
+            id: self.id,
+            app_id: self.app_id,
+            event_id: self.event_id,
+            event_type: self.event_type,
+            channels: self.channels,
+            payload: Some(self.payload),
+            payload_expires_at: micros(self.payload_expires_at).unwrap_or(self.payload_expires_at),
+            created_at: micros(self.now).unwrap_or(self.now),
+        }
+    }
+}
+
 /// A stored message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {

@@ -21,7 +21,7 @@ use vow_idempotency::fingerprint::canonical_body;
 use vow_idempotency::IdempotencyKey;
 use vow_server::startup::Stores;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyState, KeyStatus, LeaseToken, Scope, Settings,
+    Begun, Completion, Fingerprint, KeyState, KeyStatus, LeaseToken, Render, Scope, Settings,
     StoredResponse, Write, Written,
 };
 use vow_store::{MessageFilter, NewMessage, Order, Seek, Store, StoreError, StoreResult};
@@ -593,7 +593,7 @@ async fn owner_writes(
         fresh: None,
         now: at,
         settings: Settings::default(),
-        render: Box::new(move |_| StoredResponse {
+        render: Render::Ready(StoredResponse {
             status: 202,
             headers: vec![("content-type".into(), "application/json".into())],
             body,

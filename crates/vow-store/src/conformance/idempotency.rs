@@ -5,11 +5,12 @@
 
 use std::time::Duration;
 
+use vow_core::EndpointId;
 use vow_idempotency::IdempotencyKey;
 
 use super::support::*;
 use crate::idempotency::{
-    Begun, Completion, Fingerprint, FreshClaim, KeyState, LeaseToken, Scope, Settings,
+    Begun, Completion, Fingerprint, FreshClaim, KeyState, LeaseToken, Render, Scope, Settings,
     StoredResponse, Write, Written,
 };
 use crate::{CreatedMessage, MessageFilter, NewEndpoint, NewMessage, Store, StoreError};
@@ -83,19 +84,24 @@ fn completion(scope: &Scope, token: &LeaseToken) -> Completion {
         fresh: None,
         now: t(5),
         settings: Settings::default(),
-        render: Box::new(|written: &Written| {
+        render: Render::From(Box::new(|written: &Written| {
             let id = match written {
                 Written::Message(created) => created.message.id.to_string(),
                 Written::Endpoint(endpoint) => endpoint.id.to_string(),
                 other => format!("{other:?}"),
             };
-            StoredResponse {
-                status: 202,
-                headers: vec![("content-type".into(), "application/json".into())],
-                body: format!(r#"{{"id":"{id}"}}"#).into_bytes(),
-                resource: Some(id),
-            }
-        }),
+            accepted(&id)
+        })),
+    }
+}
+
+/// The 202 a test stores for the resource `id`.
+fn accepted(id: &str) -> StoredResponse {
+    StoredResponse {
+        status: 202,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: format!(r#"{{"id":"{id}"}}"#).into_bytes(),
+        resource: Some(id.to_owned()),
     }
 }
 
@@ -248,22 +254,33 @@ pub async fn a_fenced_or_failed_idempotent_create_writes_nothing(store: &dyn Sto
     assert!(store.release_idempotent(&s, &token).await.unwrap());
 }
 
-/// A create that claims its key inside its own transaction (`fresh`, no record begun):
+/// A create that claims its key inside its own transaction (`fresh`, no record begun), its
+/// response rendered from the write's result or before it (a store may then claim with the
+/// response, folded into its first statement):
 /// - a key with no record is recorded completed with the write;
 /// - a key whose record is a live claim, or completed, is `Fenced` and the write is rolled back;
 /// - a key whose claim was abandoned (its lease ran out) is taken over, the takeover hook runs,
-///   and the write commits with the record, which the old owner's token no longer completes.
+///   and the write commits with the record, which the old owner's token no longer completes;
+/// - an application without endpoints gets its message and record; a missing application or
+///   endpoint is `NotFound`, and the claim is rolled back with the write (the key stays free).
 pub async fn a_create_that_claims_its_key_in_its_transaction_commits_or_writes_nothing(
     store: &dyn Store,
 ) {
+    for ready in [false, true] {
+        claims_in_the_write(store, ready).await;
+    }
+}
+
+async fn claims_in_the_write(store: &dyn Store, ready: bool) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     let takeovers = Arc::new(AtomicUsize::new(0));
-    let claim = |s: &Scope, now| {
+    let claim = |s: &Scope, new: &NewMessage, now| {
         let (fingerprint, canonical_body) = request(BODY);
         let counted = takeovers.clone();
+        let base = completion(s, &LeaseToken::generate());
         Completion {
             fresh: Some(FreshClaim {
                 fingerprint,
@@ -273,44 +290,52 @@ pub async fn a_create_that_claims_its_key_in_its_transaction_commits_or_writes_n
                 })),
             }),
             now,
-            ..completion(s, &LeaseToken::generate())
+            render: match ready {
+                true => Render::Ready(accepted(&new.id.to_string())),
+                false => base.render,
+            },
+            ..base
         }
     };
-    let write = |new: &NewMessage| Write::CreateMessage {
-        new: new.clone(),
-        only: None,
+    let apply = |new: &NewMessage, only: Option<EndpointId>, s: &Scope, now| {
+        let write = Write::CreateMessage {
+            new: new.clone(),
+            only,
+        };
+        store.apply(write, Some(claim(s, new, now)))
     };
+    let key = |name: &str| scope(&app.id.to_string(), &format!("{name}-{ready}"));
 
-    let free = scope(&app.id.to_string(), "claim-free");
+    let free = key("claim-free");
     let first = new_message(app.id, "user.created");
-    let (_, response) = store
-        .apply(write(&first), Some(claim(&free, t(5))))
-        .await
-        .unwrap();
+    let (written, response) = apply(&first, None, &free, t(5)).await.unwrap();
+    let response = response.unwrap();
+    assert_eq!(response, accepted(&first.id.to_string()));
+    match written {
+        Written::Message(created) => assert_eq!(created.deliveries, 1),
+        other => panic!("expected a message, got {other:?}"),
+    }
     assert_eq!(
         begin(store, &free, BODY).await,
         Begun::Replay {
-            response: response.unwrap(),
+            response,
             expires_at: Settings::default().deadlines(t(5)).expires_at
         }
     );
     let again = new_message(app.id, "user.created");
-    let fenced = store.apply(write(&again), Some(claim(&free, t(6)))).await;
+    let fenced = apply(&again, None, &free, t(6)).await;
     assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
 
-    let live = scope(&app.id.to_string(), "claim-live");
+    let live = key("claim-live");
     let holder = owner(begin(store, &live, BODY).await);
     let during = new_message(app.id, "user.created");
-    let fenced = store.apply(write(&during), Some(claim(&live, t(6)))).await;
+    let fenced = apply(&during, None, &live, t(6)).await;
     assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
     assert_eq!(takeovers.load(Ordering::SeqCst), 0);
 
     // The default lease is 30 s from t(5): at t(40) the claim is abandoned.
     let late = new_message(app.id, "user.created");
-    let (_, response) = store
-        .apply(write(&late), Some(claim(&live, t(40))))
-        .await
-        .unwrap();
+    let (_, response) = apply(&late, None, &live, t(40)).await.unwrap();
     assert_eq!(takeovers.load(Ordering::SeqCst), 1);
     let stale = create_message(store, &new_message(app.id, "user.created"), &live, &holder).await;
     assert!(matches!(stale, Err(StoreError::Fenced)), "{stale:?}");
@@ -321,6 +346,34 @@ pub async fn a_create_that_claims_its_key_in_its_transaction_commits_or_writes_n
             expires_at: Settings::default().deadlines(t(40)).expires_at
         }
     );
+
+    let bare = create_app(store, "No endpoints").await;
+    let lonely = new_message(bare.id, "user.created");
+    let s = scope(&bare.id.to_string(), &format!("claim-bare-{ready}"));
+    match apply(&lonely, None, &s, t(5)).await.unwrap() {
+        (Written::Message(created), Some(_)) => assert_eq!(created.deliveries, 0),
+        other => panic!("expected a message without deliveries, got {other:?}"),
+    }
+    assert_eq!(
+        message_ids(store, bare.id, &MessageFilter::default()).await,
+        vec![lonely.id]
+    );
+    assert!(matches!(begin(store, &s, BODY).await, Begun::Replay { .. }));
+
+    let missing = new_message(vow_core::AppId::new(), "user.created");
+    let s = scope(
+        &missing.app_id.to_string(),
+        &format!("claim-missing-{ready}"),
+    );
+    assert_not_found(apply(&missing, None, &s, t(5)).await, "application");
+    let nowhere = key("claim-nowhere");
+    let aimed = new_message(app.id, "user.created");
+    let no_endpoint = apply(&aimed, Some(EndpointId::new()), &nowhere, t(5)).await;
+    assert_not_found(no_endpoint, "endpoint");
+    for s in [&s, &nowhere] {
+        assert_eq!(store.idempotency_status(s, t(6)).await.unwrap(), None);
+    }
+
     let ids = message_ids(store, app.id, &MessageFilter::default()).await;
     let mut stored: Vec<String> = ids.iter().map(ToString::to_string).collect();
     stored.sort();
@@ -337,7 +390,7 @@ pub async fn an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_
 ) {
     let app = create_app(store, "App").await;
     let new = |url: &str| NewEndpoint {
-        id: vow_core::EndpointId::new(),
+        id: EndpointId::new(),
         app_id: app.id,
         fields: endpoint_fields(url),
         secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),

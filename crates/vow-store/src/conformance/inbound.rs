@@ -7,7 +7,7 @@ use vow_idempotency::IdempotencyKey;
 
 use super::support::*;
 use crate::idempotency::{
-    Begun, Completion, Fingerprint, Scope, Settings, StoredResponse, Write, Written,
+    Begun, Completion, Fingerprint, Render, Scope, Settings, StoredResponse, Write, Written,
 };
 use crate::inbound::{
     Claim, Destination, InboundEvent, InboundFilter, InboundState, Locator, NewInboundEvent,
@@ -456,7 +456,7 @@ pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn Inb
         fresh: None,
         now: t(5),
         settings: Settings::default(),
-        render: Box::new(|written: &Written| StoredResponse {
+        render: Render::From(Box::new(|written: &Written| StoredResponse {
             status: 201,
             headers: Vec::new(),
             body: Vec::new(),
@@ -464,7 +464,7 @@ pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn Inb
                 Written::Source(source) => Some(source.id.to_string()),
                 _ => None,
             },
-        }),
+        })),
     };
     let new = new_source("GitHub");
     let applied = store

@@ -254,12 +254,15 @@ async fn send_example(
             payload_expires_at: now + Duration::days(state.settings.payload_retention_days),
             now,
         };
+        let response = accepted(new.clone().into_stored(), true);
         let write = Write::CreateMessage {
             new,
             only: Some(endpoint),
         };
-        let render = |created: &CreatedMessage| accepted(created, true);
-        Ok(commit.write(write, render).await?.1)
+        let (_, response) = commit
+            .write_answering::<CreatedMessage>(write, response)
+            .await?;
+        Ok(response)
     })
     .await
 }

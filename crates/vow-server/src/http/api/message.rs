@@ -96,9 +96,10 @@ async fn create_message(
     let new = new_message(&state, &app_id, body).await?;
     let with_content = params.with_content.unwrap_or(true);
     once.run(&state, Some(new.app_id), &raw, move |commit| async move {
+        let response = accepted(new.clone().into_stored(), with_content);
         let write = Write::CreateMessage { new, only: None };
         let (_, response) = commit
-            .write(write, move |created| accepted(created, with_content))
+            .write_answering::<CreatedMessage>(write, response)
             .await?;
         metrics::counter!(crate::metrics::MESSAGES).increment(1);
         Ok(response)
@@ -178,11 +179,12 @@ async fn new_message(state: &AppState, app_id: &str, body: MessageIn) -> ApiResu
     })
 }
 
-/// Renders the 202 answer to a created message: `MessageOut` as JSON. It is also what an
-/// `Idempotency-Key` record stores and replays.
-pub fn accepted(created: &CreatedMessage, with_content: bool) -> StoredResponse {
-    let resource = Some(created.message.id.to_string());
-    match MessageOut::new(created.message.clone(), with_content) {
+/// Renders the 202 answer to a created message (before the write: the message is the request's
+/// values as stored): `MessageOut` as JSON. It is also what an `Idempotency-Key` record stores
+/// and replays.
+pub fn accepted(message: Message, with_content: bool) -> StoredResponse {
+    let resource = Some(message.id.to_string());
+    match MessageOut::new(message, with_content) {
         Ok(out) => idempotency::json(StatusCode::ACCEPTED, &out, resource),
         // Cannot happen: the payload was read as a JSON object.
         Err(e) => {

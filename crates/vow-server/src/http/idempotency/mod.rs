@@ -407,18 +407,33 @@ impl Commit {
         write: Write,
         render: impl FnOnce(&T) -> StoredResponse + Send + 'static,
     ) -> ApiResult<(T, Response)> {
+        let render = Render::From(Box::new(move |written: &Written| match T::view(written) {
+            Some(value) => render(value),
+            None => mismatch(written),
+        }));
+        self.commit(write, render).await
+    }
+
+    /// [`Commit::write`] for a write whose success answers `response`, rendered before it (a
+    /// message create: its row is the request's values). With a key, the store claims the key
+    /// with the response, and renders nothing inside the transaction.
+    pub async fn write_answering<T: Produced>(
+        self,
+        write: Write,
+        response: StoredResponse,
+    ) -> ApiResult<(T, Response)> {
+        self.commit(write, Render::Ready(response)).await
+    }
+
+    async fn commit<T: Produced>(self, write: Write, render: Render) -> ApiResult<(T, Response)> {
         let store = &self.state.store;
         let (written, response) = match self.record {
             None => {
                 let (written, _) = store.apply(write, None).await?;
-                let response = T::view(&written).map(render);
-                (written, response)
+                let response = render.response(&written);
+                (written, Some(response))
             }
             Some(owned) => {
-                let render: Render = Box::new(move |written: &Written| match T::view(written) {
-                    Some(value) => render(value),
-                    None => mismatch(written),
-                });
                 let completion = Completion {
                     scope: owned.scope,
                     token: owned.token,
