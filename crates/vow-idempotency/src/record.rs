@@ -127,7 +127,8 @@ impl Begun {
 }
 
 /// What a claim made inside the host's write transaction did with a scope: SQLite's
-/// `record_completed` (at the end of the write), PostgreSQL's `claim_completed` (at its start).
+/// `record_completed` (at the end of the write), PostgreSQL's `claim_completed` (at its start),
+/// or `resolve_taken` (after a claim folded into the host's first statement found it taken).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Recorded {

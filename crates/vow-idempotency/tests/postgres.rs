@@ -13,7 +13,8 @@ use chrono::{DateTime, Utc};
 use common::*;
 use rand::distributions::Alphanumeric;
 use rand::Rng;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions};
+use sqlx::Arguments;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Barrier;
 use vow_idempotency::postgres::{self, begin, complete, fence, purge, release, Claim};
@@ -97,9 +98,17 @@ async fn host_write(
 }
 
 /// A host write that knows its response before it writes, as vow's message create does: it
-/// claims the key with the response (`claim_completed`), then writes only if it may. What the
-/// claim did.
-async fn prerendered_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime<Utc>) -> Recorded {
+/// claims the key with the response, then writes only if it may. The claim is a statement of
+/// its own (`claim_completed`), or, `folded`, a CTE of the host's first statement
+/// (`Claim::CTE`, here with a read of the host's own; `resolve_taken` when it claimed nothing).
+/// What the claim did.
+async fn prerendered_write(
+    pool: &PgPool,
+    scope: &Scope,
+    id: &str,
+    now: DateTime<Utc>,
+    folded: bool,
+) -> Recorded {
     let (fp, canonical) = request(BODY);
     let token = LeaseToken(format!("token-{id}"));
     let (settings, response) = (settings(), response());
@@ -113,7 +122,28 @@ async fn prerendered_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime
         response: Some(&response),
     };
     let mut tx = pool.begin().await.unwrap();
-    let recorded = postgres::claim_completed(&mut tx, &claim).await.unwrap();
+    let recorded = if folded {
+        let sql = format!(
+            "WITH {} SELECT (SELECT count(*) FROM claim), (SELECT count(*) FROM messages \
+             WHERE id = ${})",
+            Claim::CTE,
+            Claim::PARAMS + 1
+        );
+        let mut args = PgArguments::default();
+        claim.add_to(&mut args).unwrap();
+        args.add(id).unwrap();
+        let (claimed, before): (i64, i64) = sqlx::query_as_with(&sql, args)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        assert_eq!(before, 0, "the host's own read ran in the same statement");
+        match claimed {
+            1 => Recorded::Fresh,
+            _ => postgres::resolve_taken(&mut tx, &claim).await.unwrap(),
+        }
+    } else {
+        postgres::claim_completed(&mut tx, &claim).await.unwrap()
+    };
     if matches!(recorded, Recorded::Fresh | Recorded::TookOver) {
         insert_message(&mut tx, id).await;
         tx.commit().await.unwrap();
@@ -123,9 +153,18 @@ async fn prerendered_write(pool: &PgPool, scope: &Scope, id: &str, now: DateTime
 
 #[tokio::test]
 async fn a_claim_with_its_response_writes_once_and_replays() {
+    claims_with_the_response(false).await;
+}
+
+#[tokio::test]
+async fn a_claim_folded_into_the_hosts_first_statement_writes_once_and_replays() {
+    claims_with_the_response(true).await;
+}
+
+async fn claims_with_the_response(folded: bool) {
     let pool = db(2).await;
     assert_eq!(
-        prerendered_write(&pool, &alice(), "msg_1", t(0)).await,
+        prerendered_write(&pool, &alice(), "msg_1", t(0), folded).await,
         Recorded::Fresh
     );
     assert_eq!(
@@ -136,7 +175,7 @@ async fn a_claim_with_its_response_writes_once_and_replays() {
         }
     );
     assert_eq!(
-        prerendered_write(&pool, &alice(), "msg_2", t(2)).await,
+        prerendered_write(&pool, &alice(), "msg_2", t(2), folded).await,
         Recorded::Held,
         "a completed key is held: the host wrote nothing"
     );
@@ -147,7 +186,7 @@ async fn a_claim_with_its_response_writes_once_and_replays() {
     let bob = scope("bob", Some("app_1"), "k");
     owner(&pool, &bob, t(0)).await;
     assert_eq!(
-        prerendered_write(&pool, &bob, "msg_3", t(60)).await,
+        prerendered_write(&pool, &bob, "msg_3", t(60), folded).await,
         Recorded::TookOver
     );
     assert_eq!(

@@ -970,9 +970,56 @@ async fn deleting_the_application_takes_the_attempts_with_it() {
     assert_eq!(left, 0);
 }
 
+/// A create of `new` with `Idempotency-Key` `key` claimed in its own transaction, its response
+/// rendered before the write (as vow's message route does: the claim is folded into the read of
+/// the endpoints).
+async fn keyed_create(
+    store: &PgStore,
+    new: vow_store::NewMessage,
+    key: &str,
+) -> Result<vow_store::CreatedMessage, StoreError> {
+    use vow_store::idempotency::{
+        Completion, Fingerprint, FreshClaim, Render, Scope, Settings, StoredResponse, Write,
+        Written,
+    };
+    let body = format!(r#"{{"eventType":"{}"}}"#, new.event_type);
+    let (fingerprint, canonical_body) =
+        Fingerprint::with_canonical_body("POST", "/api/v1/app/{app_id}/msg", body.as_bytes());
+    let completion = Completion {
+        scope: Scope {
+            principal: "admin".into(),
+            application: Some(new.app_id.to_string()),
+            method: "POST".into(),
+            route: "/api/v1/app/{app_id}/msg".into(),
+            key: vow_idempotency::IdempotencyKey::parse(key).unwrap(),
+        },
+        token: vow_store::idempotency::LeaseToken::generate(),
+        fresh: Some(FreshClaim {
+            fingerprint,
+            canonical_body,
+            on_takeover: None,
+        }),
+        now: now(),
+        settings: Settings::default(),
+        render: Render::Ready(StoredResponse {
+            status: 202,
+            headers: Vec::new(),
+            body: Vec::new(),
+            resource: Some(new.id.to_string()),
+        }),
+    };
+    let write = Write::CreateMessage { new, only: None };
+    match store.apply(write, Some(completion)).await? {
+        (Written::Message(created), Some(_)) => Ok(created),
+        other => panic!("expected a message and its response, got {other:?}"),
+    }
+}
+
 /// Message creates lock the application before its endpoints, as the application's delete does
-/// (then cascades to them): racing it they wait, never deadlock. Each create either lands before
-/// the delete (and goes with it) or finds no application.
+/// (then cascades to them): racing it they wait, never deadlock, with or without a key (a keyed
+/// create also claims its key in that first statement; here pairs race for each key). Each
+/// create either lands before the delete (and goes with it), finds no application, or, keyed,
+/// lost its key to the other of its pair.
 #[tokio::test]
 async fn message_creates_racing_the_applications_delete_never_deadlock() {
     let (store, url) = fresh_store().await;
@@ -987,23 +1034,32 @@ async fn message_creates_racing_the_applications_delete_never_deadlock() {
             .await;
         }
         let mut creates = Vec::new();
-        for _ in 0..8 {
+        for n in 0..8 {
             let store = store.clone();
             creates.push(tokio::spawn(async move {
-                store
-                    .create_message(message(a.id, "invoice.paid", None))
-                    .await
+                let new = message(a.id, "invoice.paid", None);
+                let created = match n % 2 {
+                    0 => store.create_message(new).await,
+                    _ => keyed_create(&store, new, &format!("race-{}", n % 4)).await,
+                };
+                (n, created)
             }));
         }
         let deleting = store.clone();
         let delete = tokio::spawn(async move { deleting.delete_application(a.id).await });
+        let mut keyed_landed = [0; 4];
         for create in creates {
             match create.await.unwrap() {
-                Ok(created) => assert_eq!(created.deliveries, 3),
-                Err(StoreError::NotFound(what)) => assert_eq!(what, "application"),
-                Err(other) => panic!("a create racing the delete failed: {other:?}"),
+                (n, Ok(created)) => {
+                    assert_eq!(created.deliveries, 3);
+                    keyed_landed[n % 4] += n % 2;
+                }
+                (_, Err(StoreError::NotFound(what))) => assert_eq!(what, "application"),
+                (n, Err(StoreError::Fenced)) if n % 2 == 1 => {}
+                (n, Err(other)) => panic!("create {n} racing the delete failed: {other:?}"),
             }
         }
+        assert!(keyed_landed.iter().all(|&n| n <= 1), "{keyed_landed:?}");
         delete.await.unwrap().unwrap();
         let mut conn = crate::support::raw(&url).await;
         let left: i64 = sqlx::query_scalar(
