@@ -6,14 +6,11 @@
 mod common;
 
 use std::collections::HashSet;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use common::*;
-use rand::distributions::Alphanumeric;
-use rand::Rng;
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgArguments;
 use sqlx::Arguments;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Barrier;
@@ -22,32 +19,7 @@ use vow_idempotency::{Begun, Error, LeaseToken, Recorded, Scope};
 
 /// A pool on a new schema holding the records table and a business table.
 async fn db(size: u32) -> PgPool {
-    let server = std::env::var("VOW_TEST_DATABASE_URL")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let name: String = rand::thread_rng()
-        .sample_iter(&Alphanumeric)
-        .take(16)
-        .map(|c| char::from(c).to_ascii_lowercase())
-        .collect();
-    let name = format!("vow_test_{name}");
-    let options = PgConnectOptions::from_str(&server).expect("VOW_TEST_DATABASE_URL is a URL");
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(options.clone())
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL is not reachable: {e}"));
-    sqlx::query(&format!("CREATE SCHEMA \"{name}\""))
-        .execute(&admin)
-        .await
-        .unwrap();
-    admin.close().await;
-    let pool = PgPoolOptions::new()
-        .max_connections(size)
-        .connect_with(options.options([("search_path", name.as_str())]))
-        .await
-        .unwrap();
+    let pool = vow_pg_testing::pool(size).await;
     sqlx::raw_sql(postgres::SCHEMA)
         .execute(&pool)
         .await

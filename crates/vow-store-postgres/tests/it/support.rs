@@ -3,11 +3,12 @@
 use chrono::{DateTime, SubsecRound, Utc};
 use sqlx::{Connection, PgConnection};
 use vow_core::{AppId, EndpointId, MessageId};
+pub use vow_pg_testing::server_url;
 use vow_store::{
     Application, ApplicationFields, Endpoint, EndpointFields, NewApplication, NewEndpoint,
     NewMessage, Store,
 };
-use vow_store_postgres::testing::{fresh_store, DEFAULT_SERVER_URL};
+use vow_store_postgres::testing::fresh_store;
 use vow_store_postgres::PgStore;
 
 /// Now, at the precision PostgreSQL keeps (microseconds), so round trips compare equal.
@@ -18,14 +19,6 @@ pub fn now() -> DateTime<Utc> {
 /// A fresh migrated store.
 pub async fn store() -> PgStore {
     fresh_store().await.0
-}
-
-/// The server the tests use.
-pub fn server_url() -> String {
-    std::env::var("VOW_TEST_DATABASE_URL")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| DEFAULT_SERVER_URL.to_string())
 }
 
 /// A raw connection to `url`, for what the store API cannot do (lock a table, kill a backend).

@@ -1,17 +1,13 @@
 //! [`TestApp`]: jobs-api served on port 0 over a fresh database, on a clock the test moves, with
 //! the requests and row counts the behaviours need.
 
-use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use jobs_api::db::Db;
 use jobs_api::App;
-use rand::distributions::Alphanumeric;
-use rand::Rng;
 use reqwest::{RequestBuilder, Response};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tempfile::TempDir;
 use vow_idempotency::fingerprint::canonical_body;
 use vow_idempotency::{postgres, sqlite};
@@ -43,32 +39,7 @@ impl TestApp {
 
     /// On a new schema of the PostgreSQL server named by `VOW_TEST_DATABASE_URL`.
     pub async fn postgres() -> Self {
-        let server = std::env::var("VOW_TEST_DATABASE_URL")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name: String = rand::thread_rng()
-            .sample_iter(&Alphanumeric)
-            .take(16)
-            .map(|c| char::from(c).to_ascii_lowercase())
-            .collect();
-        let name = format!("vow_test_{name}");
-        let options = PgConnectOptions::from_str(&server).expect("VOW_TEST_DATABASE_URL is a URL");
-        let admin = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(options.clone())
-            .await
-            .unwrap_or_else(|e| panic!("PostgreSQL is not reachable: {e}"));
-        sqlx::query(&format!("CREATE SCHEMA \"{name}\""))
-            .execute(&admin)
-            .await
-            .unwrap();
-        admin.close().await;
-        let pool = PgPoolOptions::new()
-            .max_connections(20)
-            .connect_with(options.options([("search_path", name.as_str())]))
-            .await
-            .unwrap();
+        let pool = vow_pg_testing::pool(20).await;
         Self::spawn(Db::postgres_pool(pool).await.unwrap(), None).await
     }
 
