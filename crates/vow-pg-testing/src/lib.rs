@@ -38,6 +38,18 @@ pub struct Schema {
     pub url: String,
 }
 
+impl Schema {
+    /// Fails the test: could not `what` (e.g. "migrate") this schema, because of `cause` and
+    /// its sources.
+    pub fn fail(&self, what: &str, cause: &dyn Error) -> ! {
+        panic!(
+            "could not {what} test schema {}: {}",
+            self.name,
+            chain(cause)
+        )
+    }
+}
+
 /// Creates a new schema on [`server_url`]. Panics, with the cause, when the server cannot be
 /// reached or refuses.
 pub async fn fresh_schema() -> Schema {
@@ -51,13 +63,7 @@ pub async fn pool(size: u32) -> PgPool {
         .max_connections(size)
         .connect(&schema.url)
         .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "could not connect to test schema {}: {}",
-                schema.name,
-                chain(&e)
-            )
-        })
+        .unwrap_or_else(|e| schema.fail("connect to", &e))
 }
 
 /// [`fresh_schema`] on the server at `server`.
@@ -115,7 +121,7 @@ fn redacted(url: &Url) -> String {
 }
 
 /// An error and its causes, `: `-separated.
-pub fn chain(err: &dyn Error) -> String {
+fn chain(err: &dyn Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

@@ -6,7 +6,7 @@
 //! it. Tests never share rows and may run in parallel; when PostgreSQL cannot be reached, the
 //! test fails, it never skips silently.
 
-use vow_pg_testing::{chain, fresh_schema};
+use vow_pg_testing::fresh_schema;
 
 use crate::PgStore;
 
@@ -19,19 +19,10 @@ pub async fn fresh_store() -> (PgStore, String) {
     let schema = fresh_schema().await;
     let store = PgStore::connect(&schema.url, TEST_POOL_SIZE)
         .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "could not connect to test schema {}: {}",
-                schema.name,
-                chain(&e)
-            )
-        });
-    store.migrate().await.unwrap_or_else(|e| {
-        panic!(
-            "could not migrate test schema {}: {}",
-            schema.name,
-            chain(&e)
-        )
-    });
+        .unwrap_or_else(|e| schema.fail("connect to", &e));
+    store
+        .migrate()
+        .await
+        .unwrap_or_else(|e| schema.fail("migrate", &e));
     (store, schema.url)
 }
