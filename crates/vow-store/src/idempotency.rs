@@ -152,14 +152,6 @@ impl Render {
             Self::From(render) => render(written),
         }
     }
-
-    /// The response, when it was rendered before the write.
-    pub fn ready(&self) -> Option<&StoredResponse> {
-        match self {
-            Self::Ready(response) => Some(response),
-            Self::From(_) => None,
-        }
-    }
 }
 
 /// What completes an idempotency record in the transaction of the write it protects: the record
