@@ -91,21 +91,21 @@ pub(crate) async fn apply(
                 };
                 // The hot path: the claim carries the response, rendered before the write, and
                 // is folded into the read that comes first.
-                let render = match (&write, render) {
+                let (write, render) = match (write, render) {
                     (Write::CreateMessage { new, only }, Render::Ready(response)) => {
                         let claim = records::Claim {
                             response: Some(&response),
                             ..claim
                         };
                         let (recorded, created) =
-                            message::create_claiming(&mut tx, new, *only, &claim).await?;
+                            message::create_claiming(&mut tx, new, only, &claim).await?;
                         if recorded == Recorded::TookOver {
                             f.took_over();
                         }
                         tx.commit().await.map_err(db_error)?;
                         return Ok((Written::Message(created), Some(response)));
                     }
-                    (_, render) => render,
+                    other => other,
                 };
                 // Claim first, so a concurrent request with the key waits for this outcome.
                 match records::claim_completed(&mut tx, &claim)

@@ -102,11 +102,11 @@ pub(crate) async fn create_in(
 /// other record is `Fenced`, with nothing written.
 pub(crate) async fn create_claiming(
     tx: &mut PgConnection,
-    new: &NewMessage,
+    new: NewMessage,
     only: Option<EndpointId>,
     claim: &records::Claim<'_>,
 ) -> StoreResult<(Recorded, CreatedMessage)> {
-    let (fan_out, claimed) = fan_out(tx, new, only, Some(claim)).await?;
+    let (fan_out, claimed) = fan_out(tx, &new, only, Some(claim)).await?;
     let recorded = match claimed {
         true => Recorded::Fresh,
         false => records::resolve_taken(tx, claim)
@@ -116,9 +116,9 @@ pub(crate) async fn create_claiming(
     if !matches!(recorded, Recorded::Fresh | Recorded::TookOver) {
         return Err(StoreError::Fenced);
     }
-    insert(tx, new, &fan_out).await?;
+    insert(tx, &new, &fan_out).await?;
     let created = CreatedMessage {
-        message: new.clone().into_stored(),
+        message: new.into_stored(),
         deliveries: fan_out.ids.len(),
     };
     Ok((recorded, created))
