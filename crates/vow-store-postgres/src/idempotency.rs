@@ -92,7 +92,10 @@ pub(crate) async fn apply(
                 // The hot path: the claim carries the response, rendered before the write, and
                 // is folded into the read that comes first.
                 let (write, render) = match (write, render) {
-                    (Write::CreateMessage { new, only }, Render::Ready(response)) => {
+                    (Write::CreateMessage { new, only, app }, Render::Ready(response)) => {
+                        if let Some(app) = app {
+                            application::create(&mut tx, app).await?;
+                        }
                         let claim = records::Claim {
                             response: Some(&response),
                             ..claim
@@ -152,7 +155,10 @@ async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> 
         }
         Write::CreateEndpoint(new) => Written::Endpoint(endpoint::create(conn, new).await?),
         Write::CreateSource(new) => Written::Source(sources::create(conn, new).await?),
-        Write::CreateMessage { new, only } => {
+        Write::CreateMessage { new, only, app } => {
+            if let Some(app) = app {
+                application::create(conn, app).await?;
+            }
             Written::Message(message::create_in(conn, new, only).await?)
         }
         Write::RotateEndpointSecret {

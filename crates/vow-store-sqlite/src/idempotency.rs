@@ -102,7 +102,12 @@ fn perform(conn: &Connection, write: Write) -> Result<Written> {
         Write::UpdateEventType(updated) => Written::EventType(event_types::update(conn, updated)?),
         Write::CreateEndpoint(new) => Written::Endpoint(endpoints::create(conn, new)?),
         Write::CreateSource(new) => Written::Source(sources::create(conn, new)?),
-        Write::CreateMessage { new, only } => Written::Message(messages::create(conn, new, only)?),
+        Write::CreateMessage { new, only, app } => {
+            if let Some(app) = app {
+                apps::create(conn, app)?;
+            }
+            Written::Message(messages::create(conn, new, only)?)
+        }
         Write::RotateEndpointSecret {
             app,
             endpoint,

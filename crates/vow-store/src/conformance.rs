@@ -130,6 +130,7 @@ macro_rules! conformance_suite {
             purging_turns_an_expired_record_into_a_tombstone_then_frees_the_key,
             a_fenced_or_failed_idempotent_create_writes_nothing,
             a_create_that_claims_its_key_in_its_transaction_commits_or_writes_nothing,
+            a_message_create_that_creates_its_application_writes_both_or_neither,
             an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_one_writes_nothing,
             a_keys_status_follows_its_record_and_the_oldest_claim_is_reported,
             a_claims_lease_lasts_as_long_as_its_settings_say,

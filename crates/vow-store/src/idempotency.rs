@@ -43,6 +43,10 @@ pub enum Write {
         new: NewMessage,
         /// The one endpoint to deliver to, whatever its filters (send-example).
         only: Option<EndpointId>,
+        /// The application to create first, in the same transaction (a uid that names none
+        /// yet, created from `MessageIn.application`); `new.app_id` is its id. A uid taken
+        /// meanwhile is a [`crate::StoreError::Conflict`], and nothing is written.
+        app: Option<NewApplication>,
     },
     /// [`crate::Store::rotate_endpoint_secret`].
     RotateEndpointSecret {

@@ -601,7 +601,14 @@ async fn owner_writes(
         }),
     };
     app.store
-        .apply(Write::CreateMessage { new, only: None }, Some(completion))
+        .apply(
+            Write::CreateMessage {
+                new,
+                only: None,
+                app: None,
+            },
+            Some(completion),
+        )
         .await
 }
 

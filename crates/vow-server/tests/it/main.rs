@@ -7,6 +7,7 @@ mod helpers;
 
 mod child;
 
+mod app_on_the_fly;
 mod applications;
 mod attempted;
 mod auth_and_errors;

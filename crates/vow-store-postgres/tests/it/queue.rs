@@ -1008,7 +1008,11 @@ async fn keyed_create(
             resource: Some(new.id.to_string()),
         }),
     };
-    let write = Write::CreateMessage { new, only: None };
+    let write = Write::CreateMessage {
+        new,
+        only: None,
+        app: None,
+    };
     match store.apply(write, Some(completion)).await? {
         (Written::Message(created), Some(_)) => Ok(created),
         other => panic!("expected a message and its response, got {other:?}"),

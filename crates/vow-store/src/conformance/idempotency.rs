@@ -115,6 +115,7 @@ async fn create_message(
     let write = Write::CreateMessage {
         new: new.clone(),
         only: None,
+        app: None,
     };
     match store.apply(write, Some(completion(scope, token))).await? {
         (Written::Message(created), Some(response)) => Ok((created, response)),
@@ -301,6 +302,7 @@ async fn claims_in_the_write(store: &dyn Store, ready: bool) {
         let write = Write::CreateMessage {
             new: new.clone(),
             only,
+            app: None,
         };
         store.apply(write, Some(claim(s, new, now)))
     };
@@ -577,6 +579,7 @@ pub async fn a_completed_record_expires_and_its_tombstone_ends_as_its_settings_s
     let write = Write::CreateMessage {
         new: new_message(app.id, "user.created"),
         only: None,
+        app: None,
     };
     let (_, response) = store.apply(write, Some(fresh)).await.unwrap();
     let (expires, ends) = (t(5 + HOUR), t(5 + HOUR + 2 * DAY));
@@ -656,4 +659,117 @@ pub async fn without_a_tombstone_a_key_is_free_as_soon_as_its_record_expires(sto
         None
     );
     owner(begin_at(store, &s, BODY, t(5 + HOUR), &none).await);
+}
+
+/// A message create may create its application first (a uid that names none yet): both commit
+/// in the one transaction, or neither does. A fenced claim, a missing endpoint or a taken uid
+/// leave no application behind, with either render kind, keyed or not.
+pub async fn a_message_create_that_creates_its_application_writes_both_or_neither(
+    store: &dyn Store,
+) {
+    for ready in [false, true] {
+        creates_its_application(store, ready).await;
+    }
+}
+
+async fn creates_its_application(store: &dyn Store, ready: bool) {
+    let uid = |name: &str| format!("{name}-{ready}");
+    let new_app = |name: &str| crate::NewApplication {
+        id: vow_core::AppId::new(),
+        fields: crate::ApplicationFields {
+            uid: Some(uid(name)),
+            ..app_fields(name)
+        },
+        now: t(4),
+    };
+    let keyed = |app: &crate::NewApplication, key: &str| {
+        let s = scope(&app.id.to_string(), key);
+        let (fingerprint, canonical_body) = request(BODY);
+        let base = completion(&s, &LeaseToken::generate());
+        let render = match ready {
+            true => Render::Ready(accepted("msg")),
+            false => base.render,
+        };
+        let fresh = Some(FreshClaim {
+            fingerprint,
+            canonical_body,
+            on_takeover: None,
+        });
+        Completion {
+            fresh,
+            render,
+            ..base
+        }
+    };
+    let write = |app: &crate::NewApplication, only: Option<EndpointId>| Write::CreateMessage {
+        new: new_message(app.id, "user.created"),
+        only,
+        app: Some(app.clone()),
+    };
+    let exists = |name: &str| {
+        let key = crate::AppKey::Uid(uid(name));
+        async move { store.get_application(&key).await.unwrap() }
+    };
+
+    let created = new_app("created");
+    let (written, response) = store
+        .apply(write(&created, None), Some(keyed(&created, "k1")))
+        .await
+        .unwrap();
+    assert!(matches!(written, Written::Message(_)) && response.is_some());
+    let app = exists("created")
+        .await
+        .expect("the application was created");
+    assert_eq!((app.id, app.fields.name.as_str()), (created.id, "created"));
+    assert_eq!(
+        message_ids(store, app.id, &MessageFilter::default())
+            .await
+            .len(),
+        1
+    );
+
+    let plain = new_app("plain");
+    store.apply(write(&plain, None), None).await.unwrap();
+    assert!(exists("plain").await.is_some(), "without a key as well");
+
+    let nowhere = new_app("nowhere");
+    let refused = store
+        .apply(
+            write(&nowhere, Some(EndpointId::new())),
+            Some(keyed(&nowhere, "k2")),
+        )
+        .await;
+    assert_not_found(refused, "endpoint");
+    assert!(exists("nowhere").await.is_none(), "a refused write");
+
+    let held = new_app("held");
+    let s = scope(&held.id.to_string(), "k3");
+    owner(begin(store, &s, BODY).await);
+    let fenced = store
+        .apply(write(&held, None), Some(keyed(&held, "k3")))
+        .await;
+    assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
+    assert!(exists("held").await.is_none(), "a fenced write");
+
+    let twin = crate::NewApplication {
+        id: vow_core::AppId::new(),
+        ..created.clone()
+    };
+    let taken = store
+        .apply(write(&twin, None), Some(keyed(&twin, "k4")))
+        .await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    assert_eq!(
+        message_ids(store, twin.id, &MessageFilter::default()).await,
+        vec![],
+        "nothing under the twin's id"
+    );
+    assert_eq!(
+        store
+            .idempotency_status(&scope(&twin.id.to_string(), "k4"), t(6))
+            .await
+            .unwrap(),
+        None,
+        "and the key stays free"
+    );
 }

@@ -258,6 +258,7 @@ async fn send_example(
         let write = Write::CreateMessage {
             new,
             only: Some(endpoint),
+            app: None,
         };
         let (_, response) = commit
             .write_answering::<CreatedMessage>(write, response)

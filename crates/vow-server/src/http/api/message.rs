@@ -93,22 +93,71 @@ async fn create_message(
     ValidQuery(params): ValidQuery<ContentParams>,
     ValidJsonBytes(body, raw): ValidJsonBytes<MessageIn>,
 ) -> ApiResult<Response> {
-    let new = new_message(&state, &app_id, body).await?;
     let with_content = params.with_content.unwrap_or(true);
-    once.run(&state, Some(new.app_id), &raw, move |commit| async move {
+    let (new, app) = new_message(&state, &app_id, body).await?;
+    let retry = app.is_some().then(|| (once.clone(), new.clone()));
+    match create(&state, once, new, app, &raw, with_content).await {
+        // Another request created the application between the lookup and this write, which
+        // wrote nothing: the message goes to theirs, as if the uid had resolved at once.
+        Err(e) if is_application_race(&e) => {
+            let (once, mut new) = retry.ok_or(e)?;
+            new.app_id = application::resolve(&state, &app_id).await?;
+            create(&state, once, new, None, &raw, with_content).await
+        }
+        outcome => outcome,
+    }
+}
+
+/// Writes `new` (creating `app` first, in the same transaction) at most once per key.
+async fn create(
+    state: &AppState,
+    once: Once,
+    new: NewMessage,
+    app: Option<NewApplication>,
+    raw: &[u8],
+    with_content: bool,
+) -> ApiResult<Response> {
+    let creates_app = app.is_some();
+    once.run(state, Some(new.app_id), raw, move |commit| async move {
         let response = accepted(new.clone().into_stored(), with_content);
-        let write = Write::CreateMessage { new, only: None };
-        let (_, response) = commit
+        let write = Write::CreateMessage {
+            new,
+            only: None,
+            app,
+        };
+        let (_, response) = match commit
             .write_answering::<CreatedMessage>(write, response)
-            .await?;
+            .await
+        {
+            // A new application has no messages, so its uid is the only rule a conflict can be:
+            // not this request's outcome (nothing was written), so never stored for its key.
+            Err(ApiError::Conflict(_)) if creates_app => {
+                return Err(ApiError::Internal(Box::new(ApplicationRace)))
+            }
+            outcome => outcome?,
+        };
         metrics::counter!(crate::metrics::MESSAGES).increment(1);
         Ok(response)
     })
     .await
 }
 
-/// Validates `body` and resolves the application in the path into the message to create.
-async fn new_message(state: &AppState, app_id: &str, body: MessageIn) -> ApiResult<NewMessage> {
+/// The application a message create was to create was created by another request first.
+#[derive(Debug, thiserror::Error)]
+#[error("the application was created by another request meanwhile")]
+struct ApplicationRace;
+
+fn is_application_race(e: &ApiError) -> bool {
+    matches!(e, ApiError::Internal(cause) if cause.is::<ApplicationRace>())
+}
+
+/// Validates `body` and resolves the application in the path into the message to create, with
+/// the application to create in the same write when a uid names none yet and `body` describes it.
+async fn new_message(
+    state: &AppState,
+    app_id: &str,
+    body: MessageIn,
+) -> ApiResult<(NewMessage, Option<NewApplication>)> {
     let key = app_key(app_id)?;
     let mut p = Problems::default();
     let event_type = p.check(
@@ -155,17 +204,25 @@ async fn new_message(state: &AppState, app_id: &str, body: MessageIn) -> ApiResu
     p.finish()?;
 
     // An `app_` id needs no lookup: the create itself answers 404 when there is no such
-    // application (it checks in the same transaction). A uid is resolved, and may create the
-    // application from `MessageIn.application`.
-    let app_id = match key {
-        AppKey::Id(id) => id,
-        AppKey::Uid(_) => match state.store.get_application(&key).await? {
-            Some(app) => app.id,
-            None => create_app_for(state, key, new_app).await?.id,
+    // application (it checks in the same transaction). A uid is resolved; one that names no
+    // application yet is created from `MessageIn.application` by the message's own write, so a
+    // refused or failed create leaves none behind.
+    let now = state.now();
+    let (app_id, new_app) = match key {
+        AppKey::Id(id) => (id, None),
+        AppKey::Uid(ref uid) => match state.store.get_application(&key).await? {
+            Some(app) => (app.id, None),
+            None => {
+                let Some(mut fields) = new_app else {
+                    return Err(ApiError::not_found("Application"));
+                };
+                fields.uid = Some(uid.clone());
+                let id = vow_core::AppId::new();
+                (id, Some(NewApplication { id, fields, now }))
+            }
         },
     };
-    let now = state.now();
-    Ok(NewMessage {
+    let new = NewMessage {
         id: MessageId::new(),
         app_id,
         event_id: event_id.map(vow_core::Uid::into_string),
@@ -176,7 +233,8 @@ async fn new_message(state: &AppState, app_id: &str, body: MessageIn) -> ApiResu
         payload: body.payload.get().to_string(),
         payload_expires_at: now + Duration::days(retention),
         now,
-    })
+    };
+    Ok((new, new_app))
 }
 
 /// Renders the 202 answer to a created message (before the write: the message is the request's
@@ -191,29 +249,6 @@ pub fn accepted(message: Message, with_content: bool) -> StoredResponse {
             tracing::error!(error = %e, "could not render a created message");
             idempotency::json(StatusCode::INTERNAL_SERVER_ERROR, &(), resource)
         }
-    }
-}
-
-/// Creates the application named by the path from `MessageIn.application`, or 404 without one.
-async fn create_app_for(
-    state: &AppState,
-    key: AppKey,
-    fields: Option<vow_store::ApplicationFields>,
-) -> ApiResult<vow_store::Application> {
-    let (AppKey::Uid(uid), Some(mut fields)) = (key.clone(), fields) else {
-        return Err(ApiError::not_found("Application"));
-    };
-    fields.uid = Some(uid);
-    let new = NewApplication {
-        id: vow_core::AppId::new(),
-        fields,
-        now: state.now(),
-    };
-    match state.store.create_application(new).await {
-        Ok(app) => Ok(app),
-        // Another request created it first: use theirs.
-        Err(vow_store::StoreError::Conflict(_)) => application::find(state, &key).await,
-        Err(e) => Err(e.into()),
     }
 }
 

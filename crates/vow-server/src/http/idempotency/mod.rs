@@ -62,7 +62,7 @@ const WAIT_POLL: Duration = Duration::from_millis(50);
 
 /// The `Idempotency-Key` side of a request to a create route, read from its head: the route,
 /// the key, `Prefer: wait`, and the target its fingerprint covers.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Once {
     route: &'static Route,
     key: Option<IdempotencyKey>,
