@@ -313,7 +313,12 @@ async fn finish(
             .event;
         let now = state.now();
         let retryable = answer.outcome == Outcome::Retryable;
-        let next = next_try(&state.settings.retry_schedule, event.attempts, retryable, now);
+        let next = next_try(
+            &state.settings.retry_schedule,
+            event.attempts,
+            retryable,
+            now,
+        );
         let recorded = WorkOutcome {
             event: id,
             lease: LeaseToken(answer.lease),

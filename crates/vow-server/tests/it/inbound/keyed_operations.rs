@@ -126,7 +126,10 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
     assert_eq!(status, 200, "{batch}");
     assert_eq!(ids(&batch), [a.to_string(), b.to_string()]);
     for id in [a, b] {
-        assert_eq!(event(&app, source, id).await.state, InboundState::Processing);
+        assert_eq!(
+            event(&app, source, id).await.state,
+            InboundState::Processing
+        );
     }
     assert_eq!(
         event(&app, source, c).await.state,
@@ -138,7 +141,11 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
     let (status, key) = app
         .get("/api/v1/idempotency-key/claim-1?route=source.event.claim")
         .await;
-    assert_eq!((status, key["state"].as_str()), (200, Some("completed")), "{key}");
+    assert_eq!(
+        (status, key["state"].as_str()),
+        (200, Some("completed")),
+        "{key}"
+    );
     let lease_until = time(&batch["data"][0]["leaseUntil"]);
     assert!(time(&key["expiresAt"]) <= lease_until, "{key} {batch}");
     assert_eq!(key["tombstoneUntil"], key["expiresAt"], "{key}");
@@ -148,7 +155,11 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
     assert_reused(&app, &path, "claim-1", Some(&other)).await;
     assert_eq!(event(&app, source, c).await.state, InboundState::Received);
     let rest = claim(&app, source, json!({"limit": 10})).await;
-    assert_eq!(ids(&rest), [c.to_string()], "what the batch left is claimable");
+    assert_eq!(
+        ids(&rest),
+        [c.to_string()],
+        "what the batch left is claimable"
+    );
 
     // Once the leases have ended, the key is free: a new claim runs instead of a replay of
     // leases that ended (the batch is settled as uncertain on the way).
@@ -177,11 +188,19 @@ async fn a_keyed_complete_or_fail_records_one_outcome(app: TestApp) {
 
     let body = json!({"lease": lease(0)});
     let (status, out) = twice(&app, &one(a, "complete"), "done-a", Some(&body)).await;
-    assert_eq!((status, out["state"].as_str()), (200, Some("completed")), "{out}");
+    assert_eq!(
+        (status, out["state"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
     let done = stored(&app, source, a).await;
     assert_eq!(done.event.state, InboundState::Completed);
     assert_eq!(done.event.attempts, 1);
-    assert_eq!(done.event.updated_at, time(&out["updatedAt"]), "recorded once");
+    assert_eq!(
+        done.event.updated_at,
+        time(&out["updatedAt"]),
+        "recorded once"
+    );
     assert_eq!(
         done.forwards.iter().map(|f| f.outcome).collect::<Vec<_>>(),
         [Outcome::Completed]
@@ -189,22 +208,37 @@ async fn a_keyed_complete_or_fail_records_one_outcome(app: TestApp) {
 
     let body = json!({"lease": lease(1), "outcome": "retryable", "error": "db down"});
     let (status, out) = twice(&app, &one(b, "fail"), "fail-b", Some(&body)).await;
-    assert_eq!((status, out["state"].as_str()), (200, Some("retryable")), "{out}");
+    assert_eq!(
+        (status, out["state"].as_str()),
+        (200, Some("retryable")),
+        "{out}"
+    );
     let other = json!({"lease": lease(1), "outcome": "rejected", "error": "bad"});
     assert_reused(&app, &one(b, "fail"), "fail-b", Some(&other)).await;
     let failed = stored(&app, source, b).await;
     assert_eq!(failed.event.state, InboundState::Retryable, "not rejected");
     assert_eq!(failed.event.last_error.as_deref(), Some("db down"));
-    assert_eq!(failed.event.next_attempt_at, Some(time(&out["nextAttemptAt"])));
     assert_eq!(
-        failed.forwards.iter().map(|f| f.outcome).collect::<Vec<_>>(),
+        failed.event.next_attempt_at,
+        Some(time(&out["nextAttemptAt"]))
+    );
+    assert_eq!(
+        failed
+            .forwards
+            .iter()
+            .map(|f| f.outcome)
+            .collect::<Vec<_>>(),
         [Outcome::Retryable]
     );
 
     // A lease no longer held is a 409, stored and replayed like a success.
     let body = json!({"lease": lease(0)});
     let (status, out) = twice(&app, &one(a, "complete"), "late-a", Some(&body)).await;
-    assert_eq!((status, out["code"].as_str()), (409, Some("conflict")), "{out}");
+    assert_eq!(
+        (status, out["code"].as_str()),
+        (409, Some("conflict")),
+        "{out}"
+    );
 }
 
 async fn a_keyed_resolve_of_an_uncertain_event_resolves_it_once(app: TestApp) {
@@ -220,17 +254,33 @@ async fn a_keyed_resolve_of_an_uncertain_event_resolves_it_once(app: TestApp) {
     let other = json!({"outcome": "completed"});
     let retry = json!({"outcome": "retry"});
     let (status, out) = twice(&app, &path, "resolve-a", Some(&retry)).await;
-    assert_eq!((status, out["state"].as_str()), (200, Some("retryable")), "{out}");
+    assert_eq!(
+        (status, out["state"].as_str()),
+        (200, Some("retryable")),
+        "{out}"
+    );
     assert_reused(&app, &path, "resolve-a", Some(&other)).await;
     let resolved = stored(&app, source, a).await;
-    assert_eq!(resolved.event.state, InboundState::Retryable, "not completed");
+    assert_eq!(
+        resolved.event.state,
+        InboundState::Retryable,
+        "not completed"
+    );
     assert_eq!(resolved.event.attempts, 0, "fresh attempts, once");
     assert_eq!(
-        resolved.forwards.iter().map(|f| f.outcome).collect::<Vec<_>>(),
+        resolved
+            .forwards
+            .iter()
+            .map(|f| f.outcome)
+            .collect::<Vec<_>>(),
         [Outcome::Retryable]
     );
     let again = claim(&app, source, json!({})).await;
-    assert_eq!(ids(&again), [a.to_string()], "requeued once: claimable again");
+    assert_eq!(
+        ids(&again),
+        [a.to_string()],
+        "requeued once: claimable again"
+    );
 }
 
 async fn a_keyed_replay_forwards_a_rejected_event_once_more(app: TestApp) {
@@ -256,7 +306,11 @@ async fn a_keyed_replay_forwards_a_rejected_event_once_more(app: TestApp) {
 
     let replay = |id: InboundEventId| format!("/api/v1/source/{source}/event/{id}/replay");
     let (status, out) = twice(&app, &replay(a), "replay-a", None).await;
-    assert_eq!((status, out["state"].as_str()), (200, Some("retryable")), "{out}");
+    assert_eq!(
+        (status, out["state"].as_str()),
+        (200, Some("retryable")),
+        "{out}"
+    );
     // The key names event a's replay: event b's under it is another request.
     assert_reused(&app, &replay(b), "replay-a", None).await;
     assert_eq!(event(&app, source, b).await.state, InboundState::Rejected);
@@ -280,10 +334,15 @@ async fn a_keyed_release_or_discard_decides_a_quarantined_event_once(app: TestAp
         assert_eq!(status, 202, "{out}");
         held.push(InboundEventId::parse(out["id"].as_str().unwrap()).unwrap());
     }
-    let decide = |id: InboundEventId, verb: &str| format!("/api/v1/source/{source}/event/{id}/{verb}");
+    let decide =
+        |id: InboundEventId, verb: &str| format!("/api/v1/source/{source}/event/{id}/{verb}");
 
     let (status, out) = twice(&app, &decide(held[0], "release"), "release-0", None).await;
-    assert_eq!((status, out["state"].as_str()), (200, Some("received")), "{out}");
+    assert_eq!(
+        (status, out["state"].as_str()),
+        (200, Some("received")),
+        "{out}"
+    );
     assert_reused(&app, &decide(held[1], "release"), "release-0", None).await;
     assert_eq!(
         event(&app, source, held[1]).await.state,
@@ -291,7 +350,11 @@ async fn a_keyed_release_or_discard_decides_a_quarantined_event_once(app: TestAp
         "the refused reuse released nothing"
     );
     let (status, out) = twice(&app, &decide(held[1], "discard"), "discard-1", None).await;
-    assert_eq!((status, out["state"].as_str()), (200, Some("discarded")), "{out}");
+    assert_eq!(
+        (status, out["state"].as_str()),
+        (200, Some("discarded")),
+        "{out}"
+    );
 
     let states: Vec<InboundState> = stored_events(&app, source, None)
         .await
