@@ -6,14 +6,15 @@
 //! claim (the injected clock moves past the leases).
 
 use chrono::{DateTime, Utc};
-use reqwest::{Method, Response};
 use serde_json::{json, Value};
 use vow_core::{InboundEventId, SourceId};
 use vow_store::inbound::processing::Outcome;
-use vow_store::inbound::{InboundEvent, InboundState, StoredInbound};
+use vow_store::inbound::{InboundEvent, InboundState};
 
+use super::processing::{received, stored};
 use super::support::*;
 use crate::helpers::{delivery_config, into_parts, TestApp};
+use crate::idempotent_routes::{keyed, replayed, twice};
 use crate::receiver::Receiver;
 
 on_both_stores!(
@@ -24,66 +25,14 @@ on_both_stores!(
     a_keyed_release_or_discard_decides_a_quarantined_event_once,
 );
 
-/// POSTs `body` (or nothing) to `path` with `Idempotency-Key: key`.
-async fn keyed(app: &TestApp, path: &str, key: &str, body: Option<&Value>) -> Response {
-    let mut req = app
-        .request(Method::POST, path)
-        .header("idempotency-key", key);
-    if let Some(body) = body {
-        req = req.json(body);
-    }
-    req.send().await.unwrap()
-}
-
-fn replayed(r: &Response) -> bool {
-    r.headers()
-        .get("idempotent-replayed")
-        .is_some_and(|v| v == "true")
-}
-
-/// The same keyed request twice: the first runs, the second replays its status and bytes.
-/// The first answer's status and body.
-async fn twice(app: &TestApp, path: &str, key: &str, body: Option<&Value>) -> (u16, Value) {
-    let first = keyed(app, path, key, body).await;
-    assert!(!replayed(&first), "{path}: the first request runs");
-    assert!(
-        first.headers().contains_key("idempotency-expires"),
-        "{path}"
-    );
-    let status = first.status().as_u16();
-    let first_body = first.bytes().await.unwrap();
-    let second = keyed(app, path, key, body).await;
-    assert!(replayed(&second), "{path}: the second request is a replay");
-    assert_eq!(second.status().as_u16(), status, "{path}");
-    assert_eq!(second.bytes().await.unwrap(), first_body, "{path}");
-    (status, serde_json::from_slice(&first_body).unwrap())
-}
-
 /// The keyed request is refused as a reuse of the key.
-async fn assert_reused(app: &TestApp, path: &str, key: &str, body: Option<&Value>) {
+async fn assert_reused(app: &TestApp, path: &str, key: &str, body: Option<Value>) {
     let (status, problem) = into_parts(keyed(app, path, key, body).await).await;
     assert_eq!(status, 422, "{path}: {problem}");
     assert_eq!(
         problem["type"], "urn:vow:problem:idempotency-key-reused",
         "{path}"
     );
-}
-
-/// A GitHub delivery to `source`, stored as received; its id.
-async fn received(app: &TestApp, source: SourceId, delivery: &str) -> InboundEventId {
-    let body = format!("{{\"delivery\":\"{delivery}\"}}");
-    let (status, out) = github_delivery(app, source, Some(delivery), body.as_bytes()).await;
-    assert_eq!(
-        (status, out["outcome"].as_str()),
-        (200, Some("received")),
-        "{out}"
-    );
-    InboundEventId::parse(out["id"].as_str().unwrap()).unwrap()
-}
-
-async fn stored(app: &TestApp, source: SourceId, id: InboundEventId) -> StoredInbound {
-    let found = app.inbound.get_inbound_event(source, id).await.unwrap();
-    found.expect("the event is stored")
 }
 
 async fn event(app: &TestApp, source: SourceId, id: InboundEventId) -> InboundEvent {
@@ -115,14 +64,14 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
 ) {
     let source = github_source(&app).await;
     let [a, b, c] = [
-        received(&app, source, "d-a").await,
-        received(&app, source, "d-b").await,
-        received(&app, source, "d-c").await,
+        received(&app, source, "d-a", b"{}").await,
+        received(&app, source, "d-b", b"{}").await,
+        received(&app, source, "d-c", b"{}").await,
     ];
     let path = format!("/api/v1/source/{source}/event/claim");
     let body = json!({"limit": 2, "leaseSeconds": 30});
 
-    let (status, batch) = twice(&app, &path, "claim-1", Some(&body)).await;
+    let (status, batch) = twice(&app, &path, "claim-1", Some(body.clone())).await;
     assert_eq!(status, 200, "{batch}");
     assert_eq!(ids(&batch), [a.to_string(), b.to_string()]);
     for id in [a, b] {
@@ -152,7 +101,7 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
 
     // Another claim under the key is a reuse, and leases nothing.
     let other = json!({"limit": 3, "leaseSeconds": 30});
-    assert_reused(&app, &path, "claim-1", Some(&other)).await;
+    assert_reused(&app, &path, "claim-1", Some(other.clone())).await;
     assert_eq!(event(&app, source, c).await.state, InboundState::Received);
     let rest = claim(&app, source, json!({"limit": 10})).await;
     assert_eq!(
@@ -164,8 +113,8 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
     // Once the leases have ended, the key is free: a new claim runs instead of a replay of
     // leases that ended (the batch is settled as uncertain on the way).
     app.clock.advance(chrono::Duration::seconds(31));
-    let d = received(&app, source, "d-d").await;
-    let again = keyed(&app, &path, "claim-1", Some(&body)).await;
+    let d = received(&app, source, "d-d", b"{}").await;
+    let again = keyed(&app, &path, "claim-1", Some(body.clone())).await;
     assert!(!replayed(&again), "a new claim, not a replay");
     let (status, fresh) = into_parts(again).await;
     assert_eq!(status, 200, "{fresh}");
@@ -179,15 +128,15 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
 async fn a_keyed_complete_or_fail_records_one_outcome(app: TestApp) {
     let source = github_source(&app).await;
     let [a, b] = [
-        received(&app, source, "d-a").await,
-        received(&app, source, "d-b").await,
+        received(&app, source, "d-a", b"{}").await,
+        received(&app, source, "d-b", b"{}").await,
     ];
     let batch = claim(&app, source, json!({"limit": 2, "leaseSeconds": 60})).await;
     let lease = |i: usize| batch["data"][i]["lease"].as_str().unwrap().to_owned();
     let one = |id: InboundEventId, verb: &str| format!("/api/v1/source/{source}/event/{id}/{verb}");
 
     let body = json!({"lease": lease(0)});
-    let (status, out) = twice(&app, &one(a, "complete"), "done-a", Some(&body)).await;
+    let (status, out) = twice(&app, &one(a, "complete"), "done-a", Some(body.clone())).await;
     assert_eq!(
         (status, out["state"].as_str()),
         (200, Some("completed")),
@@ -207,14 +156,14 @@ async fn a_keyed_complete_or_fail_records_one_outcome(app: TestApp) {
     );
 
     let body = json!({"lease": lease(1), "outcome": "retryable", "error": "db down"});
-    let (status, out) = twice(&app, &one(b, "fail"), "fail-b", Some(&body)).await;
+    let (status, out) = twice(&app, &one(b, "fail"), "fail-b", Some(body.clone())).await;
     assert_eq!(
         (status, out["state"].as_str()),
         (200, Some("retryable")),
         "{out}"
     );
     let other = json!({"lease": lease(1), "outcome": "rejected", "error": "bad"});
-    assert_reused(&app, &one(b, "fail"), "fail-b", Some(&other)).await;
+    assert_reused(&app, &one(b, "fail"), "fail-b", Some(other.clone())).await;
     let failed = stored(&app, source, b).await;
     assert_eq!(failed.event.state, InboundState::Retryable, "not rejected");
     assert_eq!(failed.event.last_error.as_deref(), Some("db down"));
@@ -233,7 +182,7 @@ async fn a_keyed_complete_or_fail_records_one_outcome(app: TestApp) {
 
     // A lease no longer held is a 409, stored and replayed like a success.
     let body = json!({"lease": lease(0)});
-    let (status, out) = twice(&app, &one(a, "complete"), "late-a", Some(&body)).await;
+    let (status, out) = twice(&app, &one(a, "complete"), "late-a", Some(body.clone())).await;
     assert_eq!(
         (status, out["code"].as_str()),
         (409, Some("conflict")),
@@ -243,7 +192,7 @@ async fn a_keyed_complete_or_fail_records_one_outcome(app: TestApp) {
 
 async fn a_keyed_resolve_of_an_uncertain_event_resolves_it_once(app: TestApp) {
     let source = github_source(&app).await;
-    let a = received(&app, source, "d-a").await;
+    let a = received(&app, source, "d-a", b"{}").await;
     claim(&app, source, json!({"limit": 1, "leaseSeconds": 5})).await;
     // The consumer never answers: its lease ends, and the next claim settles the event.
     app.clock.advance(chrono::Duration::seconds(6));
@@ -253,13 +202,13 @@ async fn a_keyed_resolve_of_an_uncertain_event_resolves_it_once(app: TestApp) {
     let path = format!("/api/v1/source/{source}/event/{a}/resolve");
     let other = json!({"outcome": "completed"});
     let retry = json!({"outcome": "retry"});
-    let (status, out) = twice(&app, &path, "resolve-a", Some(&retry)).await;
+    let (status, out) = twice(&app, &path, "resolve-a", Some(retry.clone())).await;
     assert_eq!(
         (status, out["state"].as_str()),
         (200, Some("retryable")),
         "{out}"
     );
-    assert_reused(&app, &path, "resolve-a", Some(&other)).await;
+    assert_reused(&app, &path, "resolve-a", Some(other.clone())).await;
     let resolved = stored(&app, source, a).await;
     assert_eq!(
         resolved.event.state,
@@ -295,8 +244,8 @@ async fn a_keyed_replay_forwards_a_rejected_event_once_more(app: TestApp) {
     assert_eq!(status, 201, "{out}");
     let source = SourceId::parse(out["id"].as_str().unwrap()).unwrap();
     let [a, b] = [
-        received(&app, source, "d-a").await,
-        received(&app, source, "d-b").await,
+        received(&app, source, "d-a", b"{}").await,
+        received(&app, source, "d-b", b"{}").await,
     ];
     assert_eq!(app.forward_at(&config, Utc::now()).await, 2);
     assert_eq!(destination.received().len(), 2);
@@ -326,14 +275,8 @@ async fn a_keyed_replay_forwards_a_rejected_event_once_more(app: TestApp) {
 }
 
 async fn a_keyed_release_or_discard_decides_a_quarantined_event_once(app: TestApp) {
-    let source = stripe_source(&app).await;
-    stripe_delivery(&app, source, now(), br#"{"id":"evt_1","v":1}"#).await;
-    let mut held = Vec::new();
-    for body in [&br#"{"id":"evt_1","v":2}"#[..], br#"{"id":"evt_1","v":3}"#] {
-        let (status, out) = stripe_delivery(&app, source, now(), body).await;
-        assert_eq!(status, 202, "{out}");
-        held.push(InboundEventId::parse(out["id"].as_str().unwrap()).unwrap());
-    }
+    let (source, held) = two_quarantined(&app).await;
+    let held: Vec<InboundEventId> = held.iter().map(|id| id.parse().unwrap()).collect();
     let decide =
         |id: InboundEventId, verb: &str| format!("/api/v1/source/{source}/event/{id}/{verb}");
 
