@@ -14,7 +14,7 @@ use vow_store::idempotency::{
 use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
-use crate::inbound::sources;
+use crate::inbound::{events, sources, work};
 use crate::queue::operator;
 use crate::{application, endpoint, event_type, message, secret};
 
@@ -185,6 +185,29 @@ async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> 
         } => Written::Replayed(
             operator::replay(conn, app, endpoint, &filter, now, spacing, false).await?,
         ),
+        Write::ClaimInboundWork(request) => {
+            Written::InboundClaimed(work::claim(conn, &request).await?)
+        }
+        Write::RecordInboundWork(outcome) => {
+            Written::InboundEvent(work::record(conn, outcome).await?.into_event()?)
+        }
+        Write::ResolveUncertain {
+            source,
+            event,
+            resolution,
+            now,
+        } => Written::InboundEvent(
+            work::resolve_uncertain(conn, source, event, resolution, now).await?,
+        ),
+        Write::ReplayInbound { source, event, now } => {
+            Written::InboundEvent(work::replay(conn, source, event, now).await?)
+        }
+        Write::ResolveQuarantined {
+            source,
+            event,
+            to,
+            now,
+        } => Written::InboundEvent(events::resolve(conn, source, event, to, now).await?),
         other => {
             return Err(StoreError::Backend(
                 format!("no PostgreSQL write for {other:?}").into(),

@@ -13,7 +13,7 @@ use vow_store::idempotency::{
 use vow_store::StoreError;
 
 use crate::error::{from_sqlite, Error, Result};
-use crate::inbound::sources;
+use crate::inbound::{events, sources, work};
 use crate::queue::operator;
 use crate::{apps, endpoints, event_types, messages};
 
@@ -132,6 +132,27 @@ fn perform(conn: &Connection, write: Write) -> Result<Written> {
         } => Written::Replayed(operator::replay(
             conn, app, endpoint, &filter, now, spacing, false,
         )?),
+        Write::ClaimInboundWork(request) => Written::InboundClaimed(work::claim(conn, &request)?),
+        Write::RecordInboundWork(outcome) => {
+            Written::InboundEvent(work::record(conn, outcome)?.into_event()?)
+        }
+        Write::ResolveUncertain {
+            source,
+            event,
+            resolution,
+            now,
+        } => Written::InboundEvent(work::resolve_uncertain(
+            conn, source, event, resolution, now,
+        )?),
+        Write::ReplayInbound { source, event, now } => {
+            Written::InboundEvent(work::replay(conn, source, event, now)?)
+        }
+        Write::ResolveQuarantined {
+            source,
+            event,
+            to,
+            now,
+        } => Written::InboundEvent(events::resolve(conn, source, event, to, now)?),
         other => {
             return Err(Error::Store(StoreError::Backend(
                 format!("no SQLite write for {other:?}").into(),

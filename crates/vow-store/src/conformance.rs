@@ -24,6 +24,8 @@
 //!   fencing, and lifetimes (lease, replay, tombstone) that follow the settings given.
 //! - `inbound`: sources and the atomic claim of inbound events (duplicates, quarantine),
 //!   rejections, retention ([`crate::InboundStore`]).
+//! - `inbound_keyed`: the inbound operations as keyed API writes (`Store::apply`): a claim
+//!   commits with its record or leases nothing; a lost lease leaves no record.
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
@@ -38,6 +40,7 @@ mod event_types;
 mod fanout;
 mod idempotency;
 mod inbound;
+mod inbound_keyed;
 mod inbound_work;
 mod messages;
 mod queue;
@@ -50,6 +53,7 @@ pub use event_types::*;
 pub use fanout::*;
 pub use idempotency::*;
 pub use inbound::*;
+pub use inbound_keyed::*;
 pub use inbound_work::*;
 pub use messages::*;
 pub use queue::*;
@@ -192,6 +196,7 @@ macro_rules! conformance_suite {
             a_pull_consumer_claims_completes_and_fails_under_its_lease,
             older_versions_of_an_entity_are_superseded_and_one_runs_at_a_time,
             renewing_an_inbound_lease_keeps_it_held,
+            a_keyed_pull_claim_commits_with_its_record_or_leases_nothing,
         );
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
@@ -221,6 +226,7 @@ mod tests {
             include_str!("conformance/fanout.rs"),
             include_str!("conformance/idempotency.rs"),
             include_str!("conformance/inbound.rs"),
+            include_str!("conformance/inbound_keyed.rs"),
             include_str!("conformance/inbound_work.rs"),
             include_str!("conformance/messages.rs"),
             include_str!("conformance/settings.rs"),

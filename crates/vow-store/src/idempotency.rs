@@ -7,7 +7,9 @@
 //! caller's to say, on every call that writes a deadline: stores keep no settings of their own,
 //! so the server's configuration is the one place they come from.
 //!
-//! Every API create that honours the header is one [`Write`]: one store method
+//! Every API write that honours the header (the creates, and the inbound operations: a pull
+//! consumer's claim, complete and fail, an operator's resolve, replay, release and discard) is
+//! one [`Write`]: one store method
 //! ([`crate::Store::apply`]) runs any of them in one transaction, with or without a record to
 //! complete, so each backend owns that transaction once instead of once per route.
 
@@ -16,9 +18,10 @@ pub use vow_idempotency::{
 };
 
 use chrono::{DateTime, Utc};
-use vow_core::{AppId, EndpointId, MessageId};
+use vow_core::{AppId, EndpointId, InboundEventId, MessageId, SourceId};
 
-use crate::inbound::{NewSource, Source};
+use crate::inbound::processing::{Resolution, WorkClaim, WorkOutcome, WorkRequest};
+use crate::inbound::{InboundEvent, InboundState, NewSource, Source};
 use crate::queue::ReplayFilter;
 use crate::{Application, CreatedMessage, Delivery, Endpoint, EventType, NewApplication};
 use crate::{NewEndpoint, NewMessage};
@@ -85,6 +88,44 @@ pub enum Write {
     },
     /// [`crate::InboundStore::create_source`].
     CreateSource(NewSource),
+    /// [`crate::InboundStore::claim_inbound_work`] (a pull consumer's claim).
+    ClaimInboundWork(WorkRequest),
+    /// [`crate::InboundStore::record_inbound_work`] (a pull consumer's complete or fail),
+    /// producing [`Written::InboundEvent`]; a lost lease is the error
+    /// [`crate::inbound::processing::lease_lost`]
+    /// ([`crate::inbound::processing::WorkRecorded::into_event`]).
+    RecordInboundWork(WorkOutcome),
+    /// [`crate::InboundStore::resolve_uncertain`].
+    ResolveUncertain {
+        /// The source.
+        source: SourceId,
+        /// The event.
+        event: InboundEventId,
+        /// The operator's decision.
+        resolution: Resolution,
+        /// When.
+        now: DateTime<Utc>,
+    },
+    /// [`crate::InboundStore::replay_inbound`].
+    ReplayInbound {
+        /// The source.
+        source: SourceId,
+        /// The event.
+        event: InboundEventId,
+        /// When.
+        now: DateTime<Utc>,
+    },
+    /// [`crate::InboundStore::resolve_quarantined`] (release or discard).
+    ResolveQuarantined {
+        /// The source.
+        source: SourceId,
+        /// The event.
+        event: InboundEventId,
+        /// `Received` (release) or `Discarded`.
+        to: InboundState,
+        /// When.
+        now: DateTime<Utc>,
+    },
 }
 
 impl std::fmt::Debug for Write {
@@ -99,6 +140,11 @@ impl std::fmt::Debug for Write {
             Self::Resend { .. } => "Resend",
             Self::Replay { .. } => "Replay",
             Self::CreateSource(_) => "CreateSource",
+            Self::ClaimInboundWork(_) => "ClaimInboundWork",
+            Self::RecordInboundWork(_) => "RecordInboundWork",
+            Self::ResolveUncertain { .. } => "ResolveUncertain",
+            Self::ReplayInbound { .. } => "ReplayInbound",
+            Self::ResolveQuarantined { .. } => "ResolveQuarantined",
         })
     }
 }
@@ -123,6 +169,11 @@ pub enum Written {
     Replayed(u64),
     /// The source created.
     Source(Source),
+    /// What a pull claim leased (and settled on the way).
+    InboundClaimed(WorkClaim),
+    /// The inbound event after a pull consumer's outcome or an operator's decision (resolve,
+    /// replay, release, discard).
+    InboundEvent(InboundEvent),
 }
 
 impl Written {

@@ -12,7 +12,7 @@ use vow_store::{DeliveryStatus, Order, Seek};
 use crate::helpers::{into_parts, TestApp};
 
 /// POSTs `body` (or nothing) to `path` with `Idempotency-Key: key`.
-async fn keyed(app: &TestApp, path: &str, key: &str, body: Option<Value>) -> Response {
+pub(crate) async fn keyed(app: &TestApp, path: &str, key: &str, body: Option<Value>) -> Response {
     let mut req = app
         .request(Method::POST, path)
         .header("idempotency-key", key);
@@ -22,7 +22,7 @@ async fn keyed(app: &TestApp, path: &str, key: &str, body: Option<Value>) -> Res
     req.send().await.unwrap()
 }
 
-fn replayed(r: &Response) -> bool {
+pub(crate) fn replayed(r: &Response) -> bool {
     r.headers()
         .get("idempotent-replayed")
         .is_some_and(|v| v == "true")
@@ -30,7 +30,12 @@ fn replayed(r: &Response) -> bool {
 
 /// Sends the same keyed request twice: the first runs, the second replays it byte for byte.
 /// Returns the first answer's status and body.
-async fn twice(app: &TestApp, path: &str, key: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn twice(
+    app: &TestApp,
+    path: &str,
+    key: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let first = keyed(app, path, key, body.clone()).await;
     assert!(!replayed(&first), "{path}: the first request runs");
     assert!(

@@ -300,8 +300,10 @@ pub(crate) async fn list(
         .collect()
 }
 
+/// [`vow_store::InboundStore::resolve_quarantined`] on `conn` (one statement when it applies;
+/// the caller's transaction, if any, holds it with the rest).
 pub(crate) async fn resolve(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     source: SourceId,
     id: InboundEventId,
     to: InboundState,
@@ -319,14 +321,14 @@ pub(crate) async fn resolve(
         .bind(id.to_string())
         .bind(to.as_str())
         .bind(now);
-    if let Some(event) = one_event(query, pool).await? {
+    if let Some(event) = one_event(query, &mut *conn).await? {
         return Ok(event);
     }
     let exists: Option<i32> =
         sqlx::query_scalar("SELECT 1 FROM inbound_events WHERE source_id = $1 AND id = $2")
             .bind(source.to_string())
             .bind(id.to_string())
-            .fetch_optional(pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(db_error)?;
     Err(match exists {

@@ -1,5 +1,7 @@
 //! [`InboundStore`] on PostgreSQL: a claim is one transaction (see `events`), and so is each
-//! processing write (see `work`); several processes may share the tables.
+//! processing write (see `work`: its functions run in the transaction they are given, here a
+//! fresh one, in `crate::idempotency::apply` the keyed API write's); several processes may
+//! share the tables.
 //!
 //! # Layout
 //! - `sources`: the `sources` table.
@@ -25,7 +27,19 @@ use vow_store::inbound::{
 };
 use vow_store::{InboundStore, Seek, StoreResult};
 
+use crate::error::db_error;
 use crate::PgStore;
+
+/// `$body` with `$tx` bound to a fresh transaction of `$store`'s pool, committed when `$body`
+/// returns a value (an error returns before the commit, so the transaction rolls back).
+macro_rules! in_transaction {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut $tx = $store.pool.begin().await.map_err(db_error)?;
+        let out = $body;
+        $tx.commit().await.map_err(db_error)?;
+        Ok(out)
+    }};
+}
 
 #[async_trait]
 impl InboundStore for PgStore {
@@ -86,7 +100,7 @@ impl InboundStore for PgStore {
         to: InboundState,
         now: DateTime<Utc>,
     ) -> StoreResult<InboundEvent> {
-        events::resolve(&self.pool, source, id, to, now).await
+        events::resolve(&mut *self.conn().await?, source, id, to, now).await
     }
 
     async fn record_rejection(&self, rejection: NewRejection) -> StoreResult<()> {
@@ -102,11 +116,11 @@ impl InboundStore for PgStore {
     }
 
     async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
-        work::claim(&self.pool, request).await
+        in_transaction!(self, |tx| work::claim(&mut tx, request).await?)
     }
 
     async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
-        work::record(&self.pool, outcome).await
+        in_transaction!(self, |tx| work::record(&mut tx, outcome).await?)
     }
 
     async fn renew_inbound_leases(
@@ -128,7 +142,9 @@ impl InboundStore for PgStore {
         resolution: Resolution,
         now: DateTime<Utc>,
     ) -> StoreResult<InboundEvent> {
-        work::resolve_uncertain(&self.pool, source, id, resolution, now).await
+        in_transaction!(self, |tx| {
+            work::resolve_uncertain(&mut tx, source, id, resolution, now).await?
+        })
     }
 
     async fn replay_inbound(
@@ -137,6 +153,6 @@ impl InboundStore for PgStore {
         id: InboundEventId,
         now: DateTime<Utc>,
     ) -> StoreResult<InboundEvent> {
-        work::replay(&self.pool, source, id, now).await
+        in_transaction!(self, |tx| work::replay(&mut tx, source, id, now).await?)
     }
 }

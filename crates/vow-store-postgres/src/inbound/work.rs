@@ -1,6 +1,7 @@
 //! Processing inbound events ([`vow_store::inbound::processing`]): claims under leases,
 //! recording outcomes, renewing leases, and operators' decisions. Several processes may claim
-//! at once; every write is one transaction (READ COMMITTED).
+//! at once; every write is one transaction (READ COMMITTED): the caller's, so that a keyed API
+//! write completes its idempotency record in it (`crate::idempotency::apply`).
 //!
 //! A claim is ONE transaction:
 //! 1. settle: lock up to [`SETTLE_BATCH`] `processing` events whose lease ran out
@@ -149,16 +150,15 @@ fn in_order<R>(ids: &[String], rows: Vec<R>, id: impl Fn(&R) -> &String) -> Stor
 
 // ---- claim ------------------------------------------------------------------------------------
 
-/// [`vow_store::InboundStore::claim_inbound_work`] as ONE transaction (see the module docs).
-pub(crate) async fn claim(pool: &PgPool, req: &WorkRequest) -> StoreResult<WorkClaim> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
-    let expired = settle(&mut tx, req).await?;
+/// [`vow_store::InboundStore::claim_inbound_work`] inside the caller's ONE transaction (see the
+/// module docs).
+pub(crate) async fn claim(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<WorkClaim> {
+    let expired = settle(conn, req).await?;
     let (claimed, superseded) = if req.limit == 0 {
         (Vec::new(), Vec::new())
     } else {
-        take(&mut tx, req).await?
+        take(conn, req).await?
     };
-    tx.commit().await.map_err(db_error)?;
     Ok(WorkClaim {
         claimed,
         superseded,
@@ -495,18 +495,21 @@ async fn lease(
 
 // ---- record and renew -------------------------------------------------------------------------
 
-/// [`vow_store::InboundStore::record_inbound_work`] as one transaction: the event is locked
-/// while its lease is checked, its forwards written, and its state set to their aggregate.
-pub(crate) async fn record(pool: &PgPool, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
+/// [`vow_store::InboundStore::record_inbound_work`] inside the caller's transaction: the event
+/// is locked while its lease is checked, its forwards written, and its state set to their
+/// aggregate.
+pub(crate) async fn record(
+    conn: &mut PgConnection,
+    outcome: WorkOutcome,
+) -> StoreResult<WorkRecorded> {
     let id = outcome.event.to_string();
-    let mut tx = pool.begin().await.map_err(db_error)?;
     let held: Option<i32> = sqlx::query_scalar(
         "SELECT 1 FROM inbound_events
          WHERE id = $1 AND state = 'processing' AND lease_token = $2 FOR UPDATE",
     )
     .bind(&id)
     .bind(&outcome.lease.0)
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut *conn)
     .await
     .map_err(db_error)?;
     if held.is_none() {
@@ -518,7 +521,7 @@ pub(crate) async fn record(pool: &PgPool, outcome: WorkOutcome) -> StoreResult<W
         Outcome::Retryable if exhausted => Outcome::DeadLettered,
         o => o,
     };
-    let mut outcomes = known(&mut tx, std::slice::from_ref(&id))
+    let mut outcomes = known(conn, std::slice::from_ref(&id))
         .await?
         .remove(&id)
         .unwrap_or_default();
@@ -534,7 +537,7 @@ pub(crate) async fn record(pool: &PgPool, outcome: WorkOutcome) -> StoreResult<W
         writes.push(&id, destination.clone(), o, r.status, r.error.clone());
         outcomes.insert(destination, o);
     }
-    writes.upsert(&mut tx, outcome.now).await?;
+    writes.upsert(conn, outcome.now).await?;
     if exhausted && outcomes.values().any(|&o| o == Outcome::Retryable) {
         // Retryable outcomes of destinations not reported this time: never due again either.
         sqlx::query(
@@ -543,7 +546,7 @@ pub(crate) async fn record(pool: &PgPool, outcome: WorkOutcome) -> StoreResult<W
         )
         .bind(&id)
         .bind(outcome.now)
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await
         .map_err(db_error)?;
     }
@@ -560,8 +563,7 @@ pub(crate) async fn record(pool: &PgPool, outcome: WorkOutcome) -> StoreResult<W
         .find_map(|r| r.error.clone());
     let mut ends = Ends::default();
     ends.push(id, state, due, last_error);
-    let event = ends.write(&mut tx, outcome.now).await?.pop();
-    tx.commit().await.map_err(db_error)?;
+    let event = ends.write(conn, outcome.now).await?.pop();
     event
         .map(|e| WorkRecorded::Stored(Box::new(e)))
         .ok_or_else(|| corrupt("a recorded inbound event vanished"))
@@ -657,16 +659,15 @@ async fn set_state(
 
 /// [`vow_store::InboundStore::resolve_uncertain`]: the uncertain forwards become completed or
 /// retryable, and the event the aggregate of its forwards (a retry due at once, with fresh
-/// attempts). One transaction; nothing changes on an error.
+/// attempts). Inside the caller's transaction; nothing changes on an error.
 pub(crate) async fn resolve_uncertain(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     source: SourceId,
     id: InboundEventId,
     resolution: Resolution,
     now: DateTime<Utc>,
 ) -> StoreResult<InboundEvent> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
-    if lock_state(&mut tx, source, id).await? != InboundState::Uncertain {
+    if lock_state(conn, source, id).await? != InboundState::Uncertain {
         return Err(wrong_state("uncertain"));
     }
     let to = match resolution {
@@ -681,30 +682,27 @@ pub(crate) async fn resolve_uncertain(
     .bind(&id)
     .bind(to.as_str())
     .bind(now)
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await
     .map_err(db_error)?;
-    let outcomes = known(&mut tx, std::slice::from_ref(&id))
+    let outcomes = known(conn, std::slice::from_ref(&id))
         .await?
         .remove(&id)
         .unwrap_or_default();
     let state = aggregate(outcomes.into_values());
-    let event = set_state(&mut tx, &id, state, resolution == Resolution::Retry, now).await?;
-    tx.commit().await.map_err(db_error)?;
-    Ok(event)
+    set_state(conn, &id, state, resolution == Resolution::Retry, now).await
 }
 
 /// [`vow_store::InboundStore::replay_inbound`]: the dead-lettered and rejected forwards are
-/// forgotten and the event is retryable, due at `now`, with fresh attempts. One transaction;
-/// nothing changes on an error.
+/// forgotten and the event is retryable, due at `now`, with fresh attempts. Inside the caller's
+/// transaction; nothing changes on an error.
 pub(crate) async fn replay(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     source: SourceId,
     id: InboundEventId,
     now: DateTime<Utc>,
 ) -> StoreResult<InboundEvent> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
-    let state = lock_state(&mut tx, source, id).await?;
+    let state = lock_state(conn, source, id).await?;
     if !matches!(state, InboundState::DeadLettered | InboundState::Rejected) {
         return Err(wrong_state("dead-lettered or rejected"));
     }
@@ -714,10 +712,8 @@ pub(crate) async fn replay(
          WHERE event_id = $1 AND outcome IN ('dead_lettered', 'rejected')",
     )
     .bind(&id)
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await
     .map_err(db_error)?;
-    let event = set_state(&mut tx, &id, InboundState::Retryable, true, now).await?;
-    tx.commit().await.map_err(db_error)?;
-    Ok(event)
+    set_state(conn, &id, InboundState::Retryable, true, now).await
 }

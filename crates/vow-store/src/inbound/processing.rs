@@ -226,6 +226,25 @@ pub enum WorkRecorded {
     LeaseLost,
 }
 
+impl WorkRecorded {
+    /// The event as it now stands; a lost lease as [`lease_lost`] (what the API's write of a
+    /// pull consumer's outcome answers, so that a keyed one rolls back and stores the refusal).
+    pub fn into_event(self) -> crate::StoreResult<InboundEvent> {
+        match self {
+            Self::Stored(event) => Ok(*event),
+            Self::LeaseLost => Err(lease_lost()),
+        }
+    }
+}
+
+/// The error of a pull consumer's outcome recorded under a lease no longer held (every backend
+/// says the same).
+pub fn lease_lost() -> crate::StoreError {
+    crate::StoreError::Conflict(
+        "this lease is no longer held: the event was settled or claimed again".into(),
+    )
+}
+
 /// One destination's recorded outcome for an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Forward {

@@ -4,16 +4,20 @@
 //!
 //! A quarantined event (a reused event id with another payload) waits for an operator:
 //! `release` makes it `received` (it will be processed like any other), `discard` makes it
-//! `discarded`. Either happens once (409 afterwards). Processing and pull mode are in
+//! `discarded`. Either happens once (409 afterwards); with an `Idempotency-Key`, the same
+//! request again replays the first answer. Processing and pull mode are in
 //! [`super::source_work`].
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
+use vow_store::idempotency::{StoredResponse, Write};
 use vow_store::inbound::processing::Forward;
 use vow_store::inbound::{
     InboundContent, InboundEvent, InboundFilter, InboundState, Rejection, StoredInbound,
@@ -25,6 +29,7 @@ use super::source::{find, source_key};
 use super::{id_error, ListParams, ListResponse};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::ValidQuery;
+use crate::http::idempotency::{self, Once};
 use crate::http::AppState;
 
 /// Routes of a source's events and rejections.
@@ -180,6 +185,13 @@ struct EventQuery {
     state: Option<String>,
 }
 
+/// `event` as the 200 that a pull consumer's outcome or an operator's decision answers, to
+/// store and send.
+pub fn event_answer(event: &InboundEvent) -> StoredResponse {
+    let out = InboundEventOut::from(event.clone());
+    idempotency::json(StatusCode::OK, &out, Some(event.id.to_string()))
+}
+
 /// `{event_id}`: an inbound event id, else 422.
 pub fn event_key(raw: &str) -> ApiResult<InboundEventId> {
     InboundEventId::parse(raw).map_err(|e| id_error(&["path", "event_id"], e))
@@ -224,37 +236,47 @@ async fn get_source_event(
     Ok(Json(stored.into()))
 }
 
-/// Decides a quarantined event's fate.
+/// Decides a quarantined event's fate, at most once per `Idempotency-Key`.
 async fn resolve(
     state: &AppState,
-    source_id: &str,
-    event_id: &str,
+    once: Once,
+    (source_id, event_id): (String, String),
     to: InboundState,
-) -> ApiResult<Json<InboundEventOut>> {
-    let (source, event) = (source_key(source_id)?, event_key(event_id)?);
-    let resolved = state
-        .inbound
-        .resolve_quarantined(source, event, to, state.now())
-        .await?;
-    tracing::info!(source = %source, event = %event, to = to.as_str(), "quarantined inbound event resolved");
-    if to == InboundState::Received {
-        state.inbound_wake.notify_one();
-    }
-    Ok(Json(resolved.into()))
+) -> ApiResult<Response> {
+    let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
+    let wake = state.inbound_wake.clone();
+    once.run(state, None, &[], move |commit| async move {
+        let now = commit.state().now();
+        let write = Write::ResolveQuarantined {
+            source,
+            event,
+            to,
+            now,
+        };
+        let (_, response) = commit.write(write, event_answer).await?;
+        tracing::info!(source = %source, event = %event, to = to.as_str(), "quarantined inbound event resolved");
+        if to == InboundState::Received {
+            wake.notify_one();
+        }
+        Ok(response)
+    })
+    .await
 }
 
 async fn release_source_event(
     State(state): State<AppState>,
-    Path((source_id, event_id)): Path<(String, String)>,
-) -> ApiResult<Json<InboundEventOut>> {
-    resolve(&state, &source_id, &event_id, InboundState::Received).await
+    Path(ids): Path<(String, String)>,
+    once: Once,
+) -> ApiResult<Response> {
+    resolve(&state, once, ids, InboundState::Received).await
 }
 
 async fn discard_source_event(
     State(state): State<AppState>,
-    Path((source_id, event_id)): Path<(String, String)>,
-) -> ApiResult<Json<InboundEventOut>> {
-    resolve(&state, &source_id, &event_id, InboundState::Discarded).await
+    Path(ids): Path<(String, String)>,
+    once: Once,
+) -> ApiResult<Response> {
+    resolve(&state, once, ids, InboundState::Discarded).await
 }
 
 async fn list_source_rejections(

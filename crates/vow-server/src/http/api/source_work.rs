@@ -14,22 +14,34 @@
 //! retry schedule's delay, and dead-lettered once it is spent; a lease that runs out makes
 //! the event `uncertain`. The same ordering by version applies as for forwarded events. A lost
 //! lease is 409: the event was settled or claimed by someone else.
+//!
+//! Every route here honours `Idempotency-Key` (ADR 6): the outcome and its response commit in
+//! one store transaction, and the same request again replays it. A keyed claim is replayed
+//! (the same events and lease tokens) only while its leases hold: its record lives
+//! `leaseSeconds` at most and leaves no tombstone, so the same key after that runs a new claim
+//! instead of answering with leases that ended.
+
+use std::time::Duration;
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::post;
-use axum::{Json, Router};
-use chrono::{DateTime, SubsecRound, Utc};
+use axum::Router;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use vow_store::idempotency::Write;
 use vow_store::inbound::processing::{
-    ClaimedEvent, Consumer, DestinationResult, LeaseToken, Outcome, Resolution, WorkOutcome,
-    WorkRecorded, WorkRequest,
+    ClaimedEvent, Consumer, DestinationResult, LeaseToken, Outcome, Resolution, WorkClaim,
+    WorkOutcome, WorkRequest,
 };
 
 use super::source::{find, source_key};
-use super::source_event::{event_key, InboundEventOut};
+use super::source_event::{event_answer, event_key, InboundEventOut};
 use crate::error::{ApiError, ApiResult};
 use crate::forwarding::next_try;
-use crate::http::extract::ValidJson;
+use crate::http::extract::ValidJsonBytes;
+use crate::http::idempotency::{self, Once};
 use crate::http::AppState;
 
 /// The longest a pull consumer may lease an event, in seconds.
@@ -62,8 +74,9 @@ struct ResolveIn {
 async fn resolve_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
-    ValidJson(body): ValidJson<ResolveIn>,
-) -> ApiResult<Json<InboundEventOut>> {
+    once: Once,
+    ValidJsonBytes(body, raw): ValidJsonBytes<ResolveIn>,
+) -> ApiResult<Response> {
     let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
     let resolution = match body.outcome.as_str() {
         "completed" => Resolution::Completed,
@@ -77,29 +90,41 @@ async fn resolve_source_event(
             ));
         }
     };
-    let resolved = state
-        .inbound
-        .resolve_uncertain(source, event, resolution, state.now())
-        .await?;
-    tracing::info!(%source, %event, outcome = %body.outcome, "uncertain inbound event resolved");
-    if resolution == Resolution::Retry {
-        state.inbound_wake.notify_one();
-    }
-    Ok(Json(resolved.into()))
+    let wake = state.inbound_wake.clone();
+    once.run(&state, None, &raw, move |commit| async move {
+        let now = commit.state().now();
+        let write = Write::ResolveUncertain {
+            source,
+            event,
+            resolution,
+            now,
+        };
+        let (_, response) = commit.write(write, event_answer).await?;
+        tracing::info!(%source, %event, outcome = %body.outcome, "uncertain inbound event resolved");
+        if resolution == Resolution::Retry {
+            wake.notify_one();
+        }
+        Ok(response)
+    })
+    .await
 }
 
 async fn replay_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
-) -> ApiResult<Json<InboundEventOut>> {
+    once: Once,
+) -> ApiResult<Response> {
     let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
-    let replayed = state
-        .inbound
-        .replay_inbound(source, event, state.now())
-        .await?;
-    tracing::info!(%source, %event, "inbound event replayed");
-    state.inbound_wake.notify_one();
-    Ok(Json(replayed.into()))
+    let wake = state.inbound_wake.clone();
+    once.run(&state, None, &[], move |commit| async move {
+        let now = commit.state().now();
+        let write = Write::ReplayInbound { source, event, now };
+        let (_, response) = commit.write(write, event_answer).await?;
+        tracing::info!(%source, %event, "inbound event replayed");
+        wake.notify_one();
+        Ok(response)
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize)]
@@ -134,12 +159,36 @@ struct ClaimedOut {
     data: Vec<ClaimedEventOut>,
 }
 
+impl From<&WorkClaim> for ClaimedOut {
+    fn from(work: &WorkClaim) -> Self {
+        let data = work
+            .claimed
+            .iter()
+            .cloned()
+            .map(
+                |ClaimedEvent {
+                     event,
+                     content,
+                     lease,
+                     lease_until,
+                     ..
+                 }| ClaimedEventOut {
+                    event: InboundEventOut::from(event).with_content(content),
+                    lease: lease.0,
+                    lease_until,
+                },
+            )
+            .collect();
+        Self { data }
+    }
+}
+
 async fn claim_source_events(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
-    ValidJson(body): ValidJson<ClaimIn>,
-) -> ApiResult<Json<ClaimedOut>> {
-    let source = find(&state, &source_id).await?;
+    once: Once,
+    ValidJsonBytes(body, raw): ValidJsonBytes<ClaimIn>,
+) -> ApiResult<Response> {
     if !(1..=MAX_CLAIM).contains(&body.limit) {
         let msg = format!("must be between 1 and {MAX_CLAIM}");
         return Err(ApiError::invalid(
@@ -156,37 +205,31 @@ async fn claim_source_events(
             "value_error.lease",
         ));
     }
-    if !source.fields.destinations.is_empty() {
-        return Err(ApiError::Conflict(
-            "this source forwards to destinations, so vow's workers process its events; pull mode is for sources without destinations".into(),
-        ));
-    }
-    let request = WorkRequest {
-        now: state.now().trunc_subsecs(6),
-        lease: chrono::Duration::seconds(body.lease_seconds.into()),
-        limit: body.limit,
-        consumer: Consumer::Pull(source.id),
-        max_attempts: state.settings.retry_schedule.max_attempts(),
-    };
-    let work = state.inbound.claim_inbound_work(&request).await?;
-    let data = work
-        .claimed
-        .into_iter()
-        .map(
-            |ClaimedEvent {
-                 event,
-                 content,
-                 lease,
-                 lease_until,
-                 ..
-             }| ClaimedEventOut {
-                event: InboundEventOut::from(event).with_content(content),
-                lease: lease.0,
-                lease_until,
-            },
-        )
-        .collect();
-    Ok(Json(ClaimedOut { data }))
+    let (limit, lease_seconds) = (body.limit, body.lease_seconds);
+    // A replay of the claim must not outlive its leases (see the module docs).
+    let once = once.replayed_within(Duration::from_secs(lease_seconds.into()));
+    once.run(&state, None, &raw, move |commit| async move {
+        let state = commit.state();
+        let source = find(state, &source_id).await?;
+        if !source.fields.destinations.is_empty() {
+            return Err(ApiError::Conflict(
+                "this source forwards to destinations, so vow's workers process its events; pull mode is for sources without destinations".into(),
+            ));
+        }
+        let request = WorkRequest {
+            now: state.now(),
+            lease: chrono::Duration::seconds(lease_seconds.into()),
+            limit,
+            consumer: Consumer::Pull(source.id),
+            max_attempts: state.settings.retry_schedule.max_attempts(),
+        };
+        let render = |work: &WorkClaim| {
+            idempotency::json(StatusCode::OK, &ClaimedOut::from(work), None)
+        };
+        let write = Write::ClaimInboundWork(request);
+        Ok(commit.write(write, render).await?.1)
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize)]
@@ -207,24 +250,23 @@ struct FailIn {
 async fn complete_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
-    ValidJson(body): ValidJson<CompleteIn>,
-) -> ApiResult<Json<InboundEventOut>> {
-    finish(
-        &state,
-        &source_id,
-        &event_id,
-        body.lease,
-        Outcome::Completed,
-        None,
-    )
-    .await
+    once: Once,
+    ValidJsonBytes(body, raw): ValidJsonBytes<CompleteIn>,
+) -> ApiResult<Response> {
+    let answer = Answer {
+        lease: body.lease,
+        outcome: Outcome::Completed,
+        error: None,
+    };
+    finish(&state, once, (&source_id, &event_id), &raw, answer).await
 }
 
 async fn fail_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
-    ValidJson(body): ValidJson<FailIn>,
-) -> ApiResult<Json<InboundEventOut>> {
+    once: Once,
+    ValidJsonBytes(body, raw): ValidJsonBytes<FailIn>,
+) -> ApiResult<Response> {
     let outcome = match Outcome::parse(&body.outcome) {
         Some(o @ (Outcome::Retryable | Outcome::Rejected | Outcome::Uncertain)) => o,
         _ => {
@@ -236,45 +278,61 @@ async fn fail_source_event(
             ));
         }
     };
-    let error = body
-        .error
-        .map(|e| e.chars().take(MAX_ERROR_CHARS).collect());
-    finish(&state, &source_id, &event_id, body.lease, outcome, error).await
+    let answer = Answer {
+        lease: body.lease,
+        outcome,
+        error: body
+            .error
+            .map(|e| e.chars().take(MAX_ERROR_CHARS).collect()),
+    };
+    finish(&state, once, (&source_id, &event_id), &raw, answer).await
 }
 
-/// Records a pull consumer's outcome for one event under its lease.
-async fn finish(
-    state: &AppState,
-    source_id: &str,
-    event_id: &str,
+/// A pull consumer's answer for one event it leased.
+struct Answer {
     lease: String,
     outcome: Outcome,
     error: Option<String>,
-) -> ApiResult<Json<InboundEventOut>> {
+}
+
+/// Records a pull consumer's outcome for one event under its lease, at most once per
+/// `Idempotency-Key` (a lease no longer held is 409, stored like the success).
+async fn finish(
+    state: &AppState,
+    once: Once,
+    (source_id, event_id): (&str, &str),
+    raw: &[u8],
+    answer: Answer,
+) -> ApiResult<Response> {
     let (source, id) = (source_key(source_id)?, event_key(event_id)?);
-    let stored = state.inbound.get_inbound_event(source, id).await?;
-    let event = stored
-        .ok_or_else(|| ApiError::not_found("Inbound event"))?
-        .event;
-    let now = state.now().trunc_subsecs(6);
-    let schedule = &state.settings.retry_schedule;
-    let next = next_try(schedule, event.attempts, outcome == Outcome::Retryable, now);
-    let recorded = WorkOutcome {
-        event: id,
-        lease: LeaseToken(lease),
-        results: vec![DestinationResult {
-            destination: None,
-            outcome,
-            status: None,
-            error,
-        }],
-        next,
-        now,
-    };
-    match state.inbound.record_inbound_work(recorded).await? {
-        WorkRecorded::Stored(event) => Ok(Json((*event).into())),
-        WorkRecorded::LeaseLost => Err(ApiError::Conflict(
-            "this lease is no longer held: the event was settled or claimed again".into(),
-        )),
-    }
+    once.run(state, None, raw, move |commit| async move {
+        let state = commit.state();
+        let stored = state.inbound.get_inbound_event(source, id).await?;
+        let event = stored
+            .ok_or_else(|| ApiError::not_found("Inbound event"))?
+            .event;
+        let now = state.now();
+        let retryable = answer.outcome == Outcome::Retryable;
+        let next = next_try(
+            &state.settings.retry_schedule,
+            event.attempts,
+            retryable,
+            now,
+        );
+        let recorded = WorkOutcome {
+            event: id,
+            lease: LeaseToken(answer.lease),
+            results: vec![DestinationResult {
+                destination: None,
+                outcome: answer.outcome,
+                status: None,
+                error: answer.error,
+            }],
+            next,
+            now,
+        };
+        let write = Write::RecordInboundWork(recorded);
+        Ok(commit.write(write, event_answer).await?.1)
+    })
+    .await
 }

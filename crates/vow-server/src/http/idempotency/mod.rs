@@ -1,6 +1,7 @@
-//! `Idempotency-Key` on every create route of the API (ADR 6; problems in `docs/problems.md`).
+//! `Idempotency-Key` on every `POST` of the API that changes state (ADR 6; problems in
+//! `docs/problems.md`; the routes in [`route`]).
 //!
-//! A create handler takes [`Once`] as an extractor (before its body: an invalid key, or a
+//! A handler takes [`Once`] as an extractor (before its body: an invalid key, or a
 //! missing one where `VOW_REQUIRE_IDEMPOTENCY_KEY` names the route, is a 400 problem before
 //! anything else is read), validates its body, resolves the application in the path (the
 //! record's scope, so its uid and id share keys), and hands the rest of its work to
@@ -20,7 +21,9 @@
 //!   `Retry-After`, or with `Prefer: wait=N` a wait of up to N s for the outcome; expired: 422;
 //!   the record store unavailable: 503, failing closed.
 //!
-//! Every keyed answer carries `Idempotency-Expires`. The keyed operation runs in a task of its
+//! Every keyed answer carries `Idempotency-Expires`. An answer that stops being true before the
+//! configured retention ends (a pull claim's leases) is replayed only as long as it holds
+//! ([`Once::replayed_within`]); then the key is free again. The keyed operation runs in a task of its
 //! own, so a client that hangs up cannot cancel it half-way: its retry finds the outcome.
 //!
 //! # Layout
@@ -43,10 +46,11 @@ use chrono::{DateTime, Utc};
 use vow_core::AppId;
 use vow_idempotency::{IdempotencyKey, Problem};
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, StoredResponse, Write,
-    Written,
+    Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings,
+    StoredResponse, Write, Written,
 };
-use vow_store::inbound::Source;
+use vow_store::inbound::processing::WorkClaim;
+use vow_store::inbound::{InboundEvent, Source};
 use vow_store::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError};
 
 use crate::error::{ApiError, ApiResult};
@@ -60,7 +64,7 @@ const PRINCIPAL: &str = "admin";
 /// How often a waiting request looks at the record again.
 const WAIT_POLL: Duration = Duration::from_millis(50);
 
-/// The `Idempotency-Key` side of a request to a create route, read from its head: the route,
+/// The `Idempotency-Key` side of a request to a keyed route, read from its head: the route,
 /// the key, `Prefer: wait`, and the target its fingerprint covers.
 #[derive(Debug, Clone)]
 pub struct Once {
@@ -68,6 +72,7 @@ pub struct Once {
     key: Option<IdempotencyKey>,
     wait: Option<Duration>,
     target: String,
+    window: Option<Duration>,
 }
 
 impl FromRequestParts<AppState> for Once {
@@ -97,11 +102,33 @@ impl FromRequestParts<AppState> for Once {
             key,
             wait: respond::prefer_wait(&parts.headers),
             target: route.target(params.iter()),
+            window: None,
         })
     }
 }
 
 impl Once {
+    /// Replays the outcome for at most `window` (and less when the configured retention is
+    /// shorter), then frees the key with no tombstone, so a retry after it runs afresh: for an
+    /// answer that stops being true, such as a pull claim whose leases end after `window`. The
+    /// record is timed from before the operation runs, so it never outlives what it answers.
+    pub fn replayed_within(self, window: Duration) -> Self {
+        Self {
+            window: Some(window),
+            ..self
+        }
+    }
+
+    /// How long this request's record lives: the configuration's, bounded by the window.
+    fn settings(&self, state: &AppState) -> Settings {
+        let mut settings = state.settings.idempotency;
+        if let Some(window) = self.window {
+            settings.ttl = settings.ttl.min(window);
+            settings.tombstone = Duration::ZERO;
+        }
+        settings
+    }
+
     /// Runs `op` at most once per key (see the module docs). `app` is the application the
     /// route's path names, resolved; `raw` the body as sent.
     pub async fn run<F, Fut>(
@@ -115,6 +142,7 @@ impl Once {
         F: FnOnce(Commit) -> Fut + Send + 'static,
         Fut: Future<Output = ApiResult<Response>> + Send + 'static,
     {
+        let settings = self.settings(state);
         let Some(key) = self.key else {
             return op(Commit::plain(state.clone())).await;
         };
@@ -131,6 +159,7 @@ impl Once {
             body,
             scope,
             wait: self.wait,
+            settings,
         };
         let state = state.clone();
         tokio::spawn(async move { request.run(&state, op).await })
@@ -145,6 +174,8 @@ struct Keyed {
     fingerprint: Fingerprint,
     body: String,
     wait: Option<Duration>,
+    /// How long its record lives ([`Once::settings`]).
+    settings: Settings,
 }
 
 impl Keyed {
@@ -176,6 +207,7 @@ impl Keyed {
                     on_takeover: Some(on_takeover),
                 }),
                 now,
+                settings: self.settings,
                 progress: progress.clone(),
             }),
         };
@@ -185,7 +217,7 @@ impl Keyed {
             // Fault injection for the crash tests: committed, and never answered.
             std::future::pending::<()>().await;
         }
-        let expires_at = state.settings.idempotency.deadlines(now).expires_at;
+        let expires_at = self.settings.deadlines(now).expires_at;
         match (progress, outcome) {
             (Progress::Completed, outcome) => outcome.map(|out| respond::expiring(out, expires_at)),
             // The key has a record: answer as it says.
@@ -299,7 +331,7 @@ impl Keyed {
                     &self.fingerprint,
                     &self.body,
                     at,
-                    &state.settings.idempotency,
+                    &self.settings,
                 )
                 .await?;
             let left = until.saturating_duration_since(tokio::time::Instant::now());
@@ -330,7 +362,7 @@ impl Keyed {
             Err(e) => return Ok(self.unavailable(&e)),
         };
         let (response, out) = respond::to_stored(out).await?;
-        let settings = &state.settings.idempotency;
+        let settings = &self.settings;
         match state
             .store
             .complete_idempotent(&self.scope, &token, response, now, settings)
@@ -376,6 +408,7 @@ struct Owned {
     token: LeaseToken,
     fresh: Option<FreshClaim>,
     now: DateTime<Utc>,
+    settings: Settings,
     progress: Arc<Mutex<Progress>>,
 }
 
@@ -439,7 +472,7 @@ impl Commit {
                     token: owned.token,
                     fresh: owned.fresh,
                     now: owned.now,
-                    settings: self.state.settings.idempotency,
+                    settings: owned.settings,
                     render,
                 };
                 let applied = store.apply(write, Some(completion)).await;
@@ -501,6 +534,8 @@ produced!(
     Delivery => Resent,
     u64 => Replayed,
     Source => Source,
+    WorkClaim => InboundClaimed,
+    InboundEvent => InboundEvent,
 );
 
 impl Produced for () {

@@ -1,7 +1,11 @@
-//! The create routes that honour `Idempotency-Key`, by name (as `VOW_REQUIRE_IDEMPOTENCY_KEY`
-//! and the key-status endpoint name them) and by template (what records are scoped to).
+//! The routes that honour `Idempotency-Key`, by name (as `VOW_REQUIRE_IDEMPOTENCY_KEY` and the
+//! key-status endpoint name them) and by template (what records are scoped to): every `POST` of
+//! the API that changes state (the creates, and the inbound operations of pull consumers and
+//! operators). `PUT`, `PATCH` and `DELETE` are idempotent by nature (the same request again
+//! leaves the same state), so they take no key, as the IETF draft allows; neither do the public
+//! ingest routes (`/in/...`), which deduplicate by the provider's event id.
 
-/// A create route that honours `Idempotency-Key`.
+/// A route that honours `Idempotency-Key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
     /// Its name, e.g. `message.create`.
@@ -51,6 +55,34 @@ pub const ROUTES: &[Route] = &[
     Route {
         name: "source.create",
         template: "/api/v1/source",
+    },
+    Route {
+        name: "source.event.claim",
+        template: "/api/v1/source/{source_id}/event/claim",
+    },
+    Route {
+        name: "source.event.complete",
+        template: "/api/v1/source/{source_id}/event/{event_id}/complete",
+    },
+    Route {
+        name: "source.event.fail",
+        template: "/api/v1/source/{source_id}/event/{event_id}/fail",
+    },
+    Route {
+        name: "source.event.resolve",
+        template: "/api/v1/source/{source_id}/event/{event_id}/resolve",
+    },
+    Route {
+        name: "source.event.replay",
+        template: "/api/v1/source/{source_id}/event/{event_id}/replay",
+    },
+    Route {
+        name: "source.event.release",
+        template: "/api/v1/source/{source_id}/event/{event_id}/release",
+    },
+    Route {
+        name: "source.event.discard",
+        template: "/api/v1/source/{source_id}/event/{event_id}/discard",
     },
 ];
 

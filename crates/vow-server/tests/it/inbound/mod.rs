@@ -9,8 +9,10 @@
 //! - `ingest`: verification and the claim.
 //! - `processing`: forwarding to destinations, outcomes, uncertainty, pull mode, ordering.
 //! - `quarantine`: reused ids, operators' decisions, the operational event, retention.
+//! - `keyed_operations`: `Idempotency-Key` on pull consumers' and operators' operations.
 
 mod ingest;
+mod keyed_operations;
 mod processing;
 mod quarantine;
 mod sources;

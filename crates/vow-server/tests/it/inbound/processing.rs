@@ -58,7 +58,12 @@ async fn forwarding_source(
 }
 
 /// Delivers a GitHub event and returns the stored event's id.
-async fn received(app: &TestApp, source: SourceId, delivery: &str, body: &[u8]) -> InboundEventId {
+pub(super) async fn received(
+    app: &TestApp,
+    source: SourceId,
+    delivery: &str,
+    body: &[u8],
+) -> InboundEventId {
     let (status, out) = github_delivery(app, source, Some(delivery), body).await;
     assert_eq!(
         (status, out["outcome"].as_str()),
@@ -68,7 +73,7 @@ async fn received(app: &TestApp, source: SourceId, delivery: &str, body: &[u8]) 
     InboundEventId::parse(out["id"].as_str().unwrap()).unwrap()
 }
 
-async fn stored(app: &TestApp, source: SourceId, id: InboundEventId) -> StoredInbound {
+pub(super) async fn stored(app: &TestApp, source: SourceId, id: InboundEventId) -> StoredInbound {
     app.inbound
         .get_inbound_event(source, id)
         .await

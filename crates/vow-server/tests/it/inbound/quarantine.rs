@@ -69,14 +69,7 @@ async fn a_changed_payload_under_the_same_id_is_quarantined_with_a_202(app: Test
 }
 
 async fn a_quarantined_event_is_released_or_discarded_through_the_api(app: TestApp) {
-    let source = stripe_source(&app).await;
-    stripe_delivery(&app, source, now(), br#"{"id":"evt_1","v":1}"#).await;
-    let mut held = Vec::new();
-    for body in [&br#"{"id":"evt_1","v":2}"#[..], br#"{"id":"evt_1","v":3}"#] {
-        let (status, out) = stripe_delivery(&app, source, now(), body).await;
-        assert_eq!(status, 202, "{out}");
-        held.push(out["id"].as_str().unwrap().to_owned());
-    }
+    let (source, held) = two_quarantined(&app).await;
     let events = format!("/api/v1/source/{source}/event");
     let (status, listed) = app.get(&format!("{events}?state=quarantined")).await;
     assert_eq!(status, 200, "{listed}");

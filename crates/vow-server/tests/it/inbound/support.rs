@@ -158,6 +158,20 @@ pub(super) async fn stripe_delivery(
     deliver(app, &format!("/in/{source}"), &headers, body).await
 }
 
+/// A Stripe source with `evt_1` received and two other payloads under that id quarantined;
+/// the source and the quarantined events' ids, oldest first.
+pub(super) async fn two_quarantined(app: &TestApp) -> (SourceId, Vec<String>) {
+    let source = stripe_source(app).await;
+    stripe_delivery(app, source, now(), br#"{"id":"evt_1","v":1}"#).await;
+    let mut held = Vec::new();
+    for body in [&br#"{"id":"evt_1","v":2}"#[..], br#"{"id":"evt_1","v":3}"#] {
+        let (status, out) = stripe_delivery(app, source, now(), body).await;
+        assert_eq!(status, 202, "{out}");
+        held.push(out["id"].as_str().unwrap().to_owned());
+    }
+    (source, held)
+}
+
 pub(super) async fn stored_events(
     app: &TestApp,
     source: SourceId,
