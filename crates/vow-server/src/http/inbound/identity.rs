@@ -162,21 +162,43 @@ pub fn handshake(scheme: &Scheme, body: &[u8]) -> Option<Value> {
     }
 }
 
+/// Headers that carry a credential by name: HTTP authentication, cookies, API keys and the
+/// access tokens some providers send (GitLab's shared secret is `x-gitlab-token`).
+const CREDENTIAL_NAMES: [&str; 13] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "api-key",
+    "apikey",
+    "x-auth-token",
+    "x-access-token",
+    "x-api-token",
+    "x-gitlab-token",
+    "x-csrf-token",
+    "x-amz-security-token",
+];
+
+/// Words that make any header name a signature or a secret: every provider's signature
+/// header (`stripe-signature`, `x-hub-signature-256`, `x-twilio-signature`,
+/// `x-signature-ed25519`, `webhook-signature`, …) or HMAC header (`x-shopify-hmac-sha256`),
+/// and names that say secret, password or API key. A name with `token` in it is not a
+/// credential by that alone: `i-twilio-idempotency-token` is Twilio's event id.
+const CREDENTIAL_WORDS: [&str; 7] = [
+    "signature",
+    "hmac",
+    "secret",
+    "password",
+    "api-key",
+    "apikey",
+    "api_key",
+];
+
 /// Whether header `name` (lowercase) may carry a credential or a signature, and so is never
-/// stored: `authorization`, cookies, and any name that speaks of a signature, an HMAC, a token,
-/// a secret, a password or an API key.
+/// stored: one of [`CREDENTIAL_NAMES`], or a name containing one of [`CREDENTIAL_WORDS`].
 fn is_credential(name: &str) -> bool {
-    const WORDS: [&str; 7] = [
-        "signature",
-        "hmac",
-        "token",
-        "secret",
-        "password",
-        "api-key",
-        "apikey",
-    ];
-    matches!(name, "authorization" | "proxy-authorization" | "cookie")
-        || WORDS.iter().any(|word| name.contains(word))
+    CREDENTIAL_NAMES.contains(&name) || CREDENTIAL_WORDS.iter().any(|word| name.contains(word))
 }
 
 /// The headers worth storing with an event: all but credentials and signatures (and
@@ -333,5 +355,28 @@ mod tests {
         let kept = kept_headers(&headers, Some("x-my-mac"));
         let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["content-type", "x-github-event"]);
+    }
+
+    #[test]
+    fn ids_are_kept_though_their_name_says_token() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("i-twilio-idempotency-token", "idem-1"),
+            ("x-twilio-signature", "c2ln"),
+            ("cookie", "session=1"),
+            ("set-cookie", "a=b"),
+            ("proxy-authorization", "Basic x"),
+            ("x-api-key", "k"),
+            ("x-signature-ed25519", "ab"),
+            ("webhook-signature", "v1,ab"),
+            ("x-auth-token", "t"),
+            ("x-webhook-secret", "s"),
+            ("x-request-id", "r-1"),
+        ] {
+            headers.insert(name, value.parse().unwrap());
+        }
+        let kept = kept_headers(&headers, None);
+        let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["i-twilio-idempotency-token", "x-request-id"]);
     }
 }

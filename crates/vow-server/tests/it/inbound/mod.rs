@@ -7,9 +7,11 @@
 //! - `support`: signing, sending, reading back.
 //! - `sources`: the source API.
 //! - `ingest`: verification and the claim.
+//! - `headers`: which provider headers are stored and forwarded.
 //! - `processing`: forwarding to destinations, outcomes, uncertainty, pull mode, ordering.
 //! - `quarantine`: reused ids, operators' decisions, the operational event, retention.
 
+mod headers;
 mod ingest;
 mod processing;
 mod quarantine;
