@@ -43,6 +43,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0008_idempotency_state_check",
         include_str!("../migrations/0008_idempotency_state_check.sql"),
     ),
+    (
+        "0009_inbound_rejection_log",
+        include_str!("../migrations/0009_inbound_rejection_log.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

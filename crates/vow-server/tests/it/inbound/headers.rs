@@ -54,10 +54,19 @@ async fn a_twilio_event_keeps_its_idempotency_token_and_loses_its_credentials(ap
         .await
         .unwrap();
     let (status, out) = into_parts(response).await;
-    assert_eq!((status, out["outcome"].as_str()), (200, Some("received")), "{out}");
+    assert_eq!(
+        (status, out["outcome"].as_str()),
+        (200, Some("received")),
+        "{out}"
+    );
     let id = InboundEventId::parse(out["id"].as_str().unwrap()).unwrap();
 
-    let stored = app.inbound.get_inbound_event(source, id).await.unwrap().unwrap();
+    let stored = app
+        .inbound
+        .get_inbound_event(source, id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.event.event_id.as_deref(), Some("idem-1"));
     let content = stored.content.expect("content is kept");
     let names: Vec<&str> = content.headers.iter().map(|(n, _)| n.as_str()).collect();
@@ -68,7 +77,10 @@ async fn a_twilio_event_keeps_its_idempotency_token_and_loses_its_credentials(ap
         "the id is stored: {names:?}"
     );
     for stripped in ["x-twilio-signature", "authorization", "cookie", "x-api-key"] {
-        assert!(!names.contains(&stripped), "{stripped} is stored: {names:?}");
+        assert!(
+            !names.contains(&stripped),
+            "{stripped} is stored: {names:?}"
+        );
     }
 
     assert_eq!(app.forward_at(&config, Utc::now()).await, 1);

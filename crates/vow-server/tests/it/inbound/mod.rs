@@ -9,11 +9,15 @@
 //! - `ingest`: verification and the claim.
 //! - `headers`: which provider headers are stored and forwarded.
 //! - `processing`: forwarding to destinations, outcomes, uncertainty, pull mode, ordering.
+//! - `rejection_log`: the bounded rejection log and its exact counts.
+//! - `versions`: ordering by what versions mean.
 //! - `quarantine`: reused ids, operators' decisions, the operational event, retention.
 
 mod headers;
 mod ingest;
 mod processing;
 mod quarantine;
+mod rejection_log;
 mod sources;
 pub(crate) mod support;
+mod versions;
