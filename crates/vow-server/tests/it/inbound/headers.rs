@@ -61,12 +61,7 @@ async fn a_twilio_event_keeps_its_idempotency_token_and_loses_its_credentials(ap
     );
     let id = InboundEventId::parse(out["id"].as_str().unwrap()).unwrap();
 
-    let stored = app
-        .inbound
-        .get_inbound_event(source, id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stored_event(&app, source, id).await;
     assert_eq!(stored.event.event_id.as_deref(), Some("idem-1"));
     let content = stored.content.expect("content is kept");
     let names: Vec<&str> = content.headers.iter().map(|(n, _)| n.as_str()).collect();

@@ -44,12 +44,7 @@ async fn deliver_and_forward(
     let id = InboundEventId::parse(out["id"].as_str().unwrap()).unwrap();
     app.forward_at(&delivery_config("1m", &[]), Utc::now())
         .await;
-    let stored = app
-        .inbound
-        .get_inbound_event(source, id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stored_event(app, source, id).await;
     (id, stored.event.state)
 }
 
