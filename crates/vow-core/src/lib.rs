@@ -10,6 +10,7 @@
 //! - [`patch`]: the three states of a field in a PATCH body (absent, null, value).
 //! - [`style`]: how an endpoint wants deliveries signed.
 //! - [`retry`]: the delivery outcome policy: retry schedule, attempt classification, auto-disable.
+//! - [`version`]: what an inbound event's version means, so an entity's events are ordered by it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod name;
 pub mod patch;
 pub mod retry;
 pub mod style;
+pub mod version;
 
 pub use id::{
     AppId, AttemptId, DeliveryId, DestinationId, EndpointId, IdError, InboundEventId, MessageId,

@@ -55,6 +55,8 @@ pub struct Config {
     pub response_retention_days: u16,
     /// Raw inbound payload (and rejection record) retention, days.
     pub inbound_retention_days: u16,
+    /// Rejection rows kept per source (the newest; counts by reason stay exact).
+    pub inbound_rejections_kept: u32,
     /// Routes on which a request without `Idempotency-Key` is refused (comma-separated names;
     /// empty = none).
     pub require_idempotency_key: String,
@@ -230,6 +232,9 @@ impl Config {
         }
         if !(1..=3650).contains(&self.inbound_retention_days) {
             return invalid("inbound_retention_days", "must be between 1 and 3650");
+        }
+        if !(1..=100_000).contains(&self.inbound_rejections_kept) {
+            return invalid("inbound_rejections_kept", "must be between 1 and 100000");
         }
         if !(100..=120_000).contains(&self.delivery_timeout_ms) {
             return invalid("delivery_timeout_ms", "must be between 100 and 120000");

@@ -184,6 +184,7 @@ impl Server {
                 .map_err(|name| anyhow::anyhow!("require_idempotency_key names {name:?}"))?,
             retry_schedule: config.schedule()?,
             idempotency: config.idempotency(),
+            rejections_kept: config.inbound_rejections_kept,
         };
         let state = AppState {
             store: stores.store.clone(),

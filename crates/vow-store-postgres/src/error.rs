@@ -66,6 +66,8 @@ fn missing_parent(constraint: Option<&str>) -> Option<&'static str> {
         Some(
             "inbound_events_source_fkey"
             | "inbound_rejections_source_fkey"
+            | "inbound_rejection_counts_source_fkey"
+            | "inbound_rejection_ring_source_fkey"
             | "inbound_entities_source_fkey",
         ) => Some("source"),
         Some("inbound_forwards_event_fkey") => Some("inbound event"),

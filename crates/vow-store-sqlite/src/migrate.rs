@@ -43,6 +43,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0008_idempotency_state_check",
         include_str!("../migrations/0008_idempotency_state_check.sql"),
     ),
+    (
+        "0009_inbound_rejection_log",
+        include_str!("../migrations/0009_inbound_rejection_log.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.
@@ -101,6 +105,66 @@ mod tests {
         for statement in vow_idempotency::sqlite::SCHEMA.split(';').map(str::trim) {
             assert!(sql.contains(statement), "missing: {statement}");
         }
+    }
+
+    #[test]
+    fn the_rejection_log_migration_keeps_the_newest_thousand_in_ring_order_and_counts_all() {
+        let conn = Connection::open_in_memory().unwrap();
+        let (name, sql) = MIGRATIONS[8];
+        assert_eq!(name, "0009_inbound_rejection_log");
+        for (_, earlier) in &MIGRATIONS[..8] {
+            conn.execute_batch(earlier).unwrap();
+        }
+        for source in ["src_a", "src_b"] {
+            conn.execute(
+                "INSERT INTO sources (id, token, description, scheme, secrets, tolerance_secs,
+                     destinations, created_at, updated_at)
+                 VALUES (?1, ?1, '', 'github', '[]', 300, '[]', 0, 0)",
+                [source],
+            )
+            .unwrap();
+        }
+        let rows = (0..1002)
+            .map(|i| ("src_a", i))
+            .chain((0..2).map(|i| ("src_b", i)));
+        for (source, i) in rows {
+            conn.execute(
+                "INSERT INTO inbound_rejections (id, source_id, reason, status, body_size, received_at)
+                 VALUES (?1 || printf('%04d', ?2), ?1, 'signature_mismatch', 401, 0, ?2)",
+                rusqlite::params![source, i],
+            )
+            .unwrap();
+        }
+        conn.execute_batch(sql).unwrap();
+        let slots = |source: &str| -> (i64, i64, i64, String, String) {
+            conn.query_row(
+                "SELECT count(*), min(slot), max(slot),
+                        (SELECT id FROM inbound_rejections WHERE source_id = ?1 AND slot = 0),
+                        max(id)
+                 FROM inbound_rejections WHERE source_id = ?1",
+                [source],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .unwrap()
+        };
+        let oldest_kept = ("src_a0002".to_owned(), "src_a1001".to_owned());
+        assert_eq!(slots("src_a"), (1000, 0, 999, oldest_kept.0, oldest_kept.1));
+        assert_eq!(slots("src_b").0, 2);
+        let tallies = |source: &str| -> (i64, i64) {
+            conn.query_row(
+                "SELECT (SELECT recorded FROM inbound_rejection_ring WHERE source_id = ?1),
+                        (SELECT count FROM inbound_rejection_counts WHERE source_id = ?1)",
+                [source],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            tallies("src_a"),
+            (1000, 1002),
+            "the ring is full; the count is exact"
+        );
+        assert_eq!(tallies("src_b"), (2, 2));
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //!   rejections, retention ([`crate::InboundStore`]).
 //! - `inbound_keyed`: the inbound operations as keyed API writes (`Store::apply`): a claim
 //!   commits with its record or leases nothing; a lost lease leaves no record.
+//! - `inbound_rejections`: the bounded rejection log: the newest rows, exact counts by reason.
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
@@ -41,6 +42,7 @@ mod fanout;
 mod idempotency;
 mod inbound;
 mod inbound_keyed;
+mod inbound_rejections;
 mod inbound_work;
 mod messages;
 mod queue;
@@ -54,6 +56,7 @@ pub use fanout::*;
 pub use idempotency::*;
 pub use inbound::*;
 pub use inbound_keyed::*;
+pub use inbound_rejections::*;
 pub use inbound_work::*;
 pub use messages::*;
 pub use queue::*;
@@ -187,6 +190,8 @@ macro_rules! conformance_suite {
             a_quarantined_event_is_released_or_discarded_once,
             rejections_are_recorded_and_listed_per_source,
             purging_removes_old_content_but_keeps_the_claims,
+            the_rejection_log_keeps_the_newest_rows_and_exact_counts,
+            concurrent_rejections_are_each_counted_and_the_log_stays_bounded,
             an_idempotent_source_create_commits_with_its_record,
             // inbound: processing
             push_and_pull_claims_take_their_own_sources_events_under_a_lease,
@@ -227,6 +232,7 @@ mod tests {
             include_str!("conformance/idempotency.rs"),
             include_str!("conformance/inbound.rs"),
             include_str!("conformance/inbound_keyed.rs"),
+            include_str!("conformance/inbound_rejections.rs"),
             include_str!("conformance/inbound_work.rs"),
             include_str!("conformance/messages.rs"),
             include_str!("conformance/settings.rs"),

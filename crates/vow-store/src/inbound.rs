@@ -395,6 +395,20 @@ pub struct NewRejection {
 /// A recorded rejection.
 pub type Rejection = NewRejection;
 
+/// How many refusals of one reason a source has had, exactly (the log keeps only the newest
+/// rows; see [`InboundStore::record_rejection`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectionCount {
+    /// The reason code.
+    pub reason: String,
+    /// How many refusals had it.
+    pub count: u64,
+    /// The first one's time.
+    pub first_at: DateTime<Utc>,
+    /// The last one's time.
+    pub last_at: DateTime<Utc>,
+}
+
 /// Filters for listing a source's events.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InboundFilter {
@@ -464,14 +478,22 @@ pub trait InboundStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<InboundEvent>;
 
-    /// Records a refused request. `NotFound("source")` when the source is gone.
-    async fn record_rejection(&self, rejection: NewRejection) -> StoreResult<()>;
+    /// Records a refused request in the source's bounded log: the newest `keep` rejections
+    /// are kept (a ring of `keep` slots per source, the oldest overwritten in place; slots
+    /// beyond a lowered `keep` are dropped), and the source's count for the reason goes up by
+    /// one, exactly. A fixed number of row writes whatever the log holds. `NotFound("source")`
+    /// when the source is gone. `keep` is at least 1.
+    async fn record_rejection(&self, rejection: NewRejection, keep: u32) -> StoreResult<()>;
+
+    /// A source's exact rejection counts, one per reason, by reason.
+    async fn rejection_counts(&self, source: SourceId) -> StoreResult<Vec<RejectionCount>>;
 
     /// A source's rejections, newest first unless `seek` says otherwise.
     async fn list_rejections(&self, source: SourceId, seek: &Seek) -> StoreResult<Vec<Rejection>>;
 
     /// Retention: removes the content (payload and headers) of events received before
-    /// `before`, and deletes rejections recorded before it, at most `batch` rows of each.
+    /// `before`, and deletes rejections recorded before it, at most `batch` rows of each (the
+    /// counts stay).
     /// Rows changed. The events themselves stay, so their ids still deduplicate.
     async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64>;
 

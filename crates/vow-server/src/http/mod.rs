@@ -88,6 +88,8 @@ pub struct ApiSettings {
     pub retry_schedule: vow_core::RetrySchedule,
     /// How long `Idempotency-Key` records live (lease, replay, tombstone).
     pub idempotency: vow_store::idempotency::Settings,
+    /// Rejection rows kept per source.
+    pub rejections_kept: u32,
 }
 
 impl ApiSettings {

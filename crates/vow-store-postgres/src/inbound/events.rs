@@ -11,7 +11,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use vow_core::{InboundEventId, SourceId};
 use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
-    NewRejection, Rejection, StoredInbound,
+    NewRejection, Rejection, RejectionCount, StoredInbound,
 };
 use vow_store::{Seek, StoreError, StoreResult};
 
@@ -365,20 +365,76 @@ impl RejectionRow {
     }
 }
 
-pub(crate) async fn record_rejection(pool: &PgPool, r: NewRejection) -> StoreResult<()> {
-    sqlx::query(&format!(
-        "INSERT INTO inbound_rejections ({REJECTION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
-    ))
-    .bind(r.id.to_string())
+/// Records `r` in slot `n % keep` of its source's ring, `n` counting the source's rejections
+/// (the ring row's lock orders one source's rejections), overwriting the oldest row in place,
+/// drops slots beyond `keep`, and counts the reason: one statement, a fixed number of row
+/// writes whatever the log holds.
+pub(crate) async fn record_rejection(pool: &PgPool, r: NewRejection, keep: u32) -> StoreResult<()> {
+    sqlx::query(
+        "WITH ring AS (
+             INSERT INTO inbound_rejection_ring AS g (source_id, recorded) VALUES ($1, 1)
+             ON CONFLICT (source_id) DO UPDATE SET recorded = g.recorded + 1
+             RETURNING recorded
+         ), counted AS (
+             INSERT INTO inbound_rejection_counts AS c (source_id, reason, count, first_at, last_at)
+             VALUES ($1, $3, 1, $6, $6)
+             ON CONFLICT (source_id, reason) DO UPDATE SET count = c.count + 1,
+                 first_at = LEAST(c.first_at, excluded.first_at),
+                 last_at = GREATEST(c.last_at, excluded.last_at)
+         ), trimmed AS (
+             DELETE FROM inbound_rejections WHERE source_id = $1 AND slot >= $7
+         )
+         INSERT INTO inbound_rejections (id, source_id, reason, status, body_size, received_at, slot)
+         SELECT $2, $1, $3, $4, $5, $6, (recorded - 1) % $7 FROM ring
+         ON CONFLICT (source_id, slot) DO UPDATE SET id = excluded.id, reason = excluded.reason,
+             status = excluded.status, body_size = excluded.body_size,
+             received_at = excluded.received_at",
+    )
     .bind(r.source_id.to_string())
+    .bind(r.id.to_string())
     .bind(r.reason)
     .bind(i32::from(r.status))
     .bind(convert::bigint_param(r.body_size))
     .bind(r.now)
+    .bind(i64::from(keep.max(1)))
     .execute(pool)
     .await
     .map_err(db_error)?;
     Ok(())
+}
+
+/// One `inbound_rejection_counts` row.
+#[derive(sqlx::FromRow)]
+struct CountRow {
+    reason: String,
+    count: i64,
+    first_at: DateTime<Utc>,
+    last_at: DateTime<Utc>,
+}
+
+pub(crate) async fn rejection_counts(
+    pool: &PgPool,
+    source: SourceId,
+) -> StoreResult<Vec<RejectionCount>> {
+    let rows: Vec<CountRow> = sqlx::query_as(
+        "SELECT reason, count, first_at, last_at FROM inbound_rejection_counts
+         WHERE source_id = $1 ORDER BY reason",
+    )
+    .bind(source.to_string())
+    .fetch_all(pool)
+    .await
+    .map_err(db_error)?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(RejectionCount {
+                reason: row.reason,
+                count: u64::try_from(row.count)
+                    .map_err(|_| corrupt("inbound_rejection_counts.count is negative"))?,
+                first_at: row.first_at,
+                last_at: row.last_at,
+            })
+        })
+        .collect()
 }
 
 pub(crate) async fn list_rejections(

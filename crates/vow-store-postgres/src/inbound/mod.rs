@@ -23,7 +23,7 @@ use vow_store::inbound::processing::{
 };
 use vow_store::inbound::{
     Claim, InboundEvent, InboundFilter, InboundState, NewInboundEvent, NewRejection, NewSource,
-    Rejection, Source, SourceFields, StoredInbound,
+    Rejection, RejectionCount, Source, SourceFields, StoredInbound,
 };
 use vow_store::{InboundStore, Seek, StoreResult};
 
@@ -103,8 +103,12 @@ impl InboundStore for PgStore {
         events::resolve(&mut *self.conn().await?, source, id, to, now).await
     }
 
-    async fn record_rejection(&self, rejection: NewRejection) -> StoreResult<()> {
-        events::record_rejection(&self.pool, rejection).await
+    async fn record_rejection(&self, rejection: NewRejection, keep: u32) -> StoreResult<()> {
+        events::record_rejection(&self.pool, rejection, keep).await
+    }
+
+    async fn rejection_counts(&self, source: SourceId) -> StoreResult<Vec<RejectionCount>> {
+        events::rejection_counts(&self.pool, source).await
     }
 
     async fn list_rejections(&self, source: SourceId, seek: &Seek) -> StoreResult<Vec<Rejection>> {

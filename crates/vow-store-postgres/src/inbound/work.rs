@@ -27,8 +27,8 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
 use vow_core::{InboundEventId, SourceId};
 use vow_store::inbound::processing::{
-    aggregate, is_newer, superseded_note, wrong_state, ClaimedEvent, Consumer, LeaseToken, NextTry,
-    Outcome, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, supersedes, wrong_state, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome,
+    Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
 use vow_store::inbound::{Destination, InboundEvent, InboundState};
 use vow_store::{StoreError, StoreResult};
@@ -405,8 +405,8 @@ async fn decide(
             *decision = Decision::Take;
             break;
         }
-        if !is_newer(version, &mark) {
-            *decision = Decision::Supersede(superseded_note(version, &mark));
+        if let Some(note) = supersedes(version, &mark) {
+            *decision = Decision::Supersede(note);
             continue;
         }
         sqlx::query(

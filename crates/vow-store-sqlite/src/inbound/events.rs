@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{InboundEventId, SourceId};
 use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
-    NewRejection, Rejection, StoredInbound,
+    NewRejection, Rejection, RejectionCount, StoredInbound,
 };
 use vow_store::{Seek, StoreError};
 
@@ -294,20 +294,62 @@ fn rejection_from_row(row: &Row<'_>) -> rusqlite::Result<Rejection> {
     })
 }
 
-pub(crate) fn record_rejection(conn: &Connection, r: NewRejection) -> Result<()> {
+/// Records `r` in slot `n % keep` of its source's ring, `n` counting the source's rejections
+/// (an upsert overwriting the oldest row in place), drops slots beyond `keep`, and counts the
+/// reason: four indexed statements whatever the log holds.
+pub(crate) fn record_rejection(conn: &Connection, r: NewRejection, keep: u32) -> Result<()> {
     sources::require(conn, r.source_id)?;
+    let source = r.source_id.to_string();
+    let recorded: i64 = conn
+        .prepare_cached(
+            "INSERT INTO inbound_rejection_ring (source_id, recorded) VALUES (?1, 1)
+             ON CONFLICT (source_id) DO UPDATE SET recorded = recorded + 1
+             RETURNING recorded",
+        )?
+        .query_row([&source], |row| row.get(0))?;
+    let keep = i64::from(keep.max(1));
     conn.prepare_cached(&format!(
-        "INSERT INTO inbound_rejections ({REJECTION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+        "INSERT INTO inbound_rejections ({REJECTION_COLUMNS}, slot)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (source_id, slot) DO UPDATE SET id = excluded.id, reason = excluded.reason,
+             status = excluded.status, body_size = excluded.body_size,
+             received_at = excluded.received_at"
     ))?
     .execute(params![
         r.id.to_string(),
-        r.source_id.to_string(),
+        source,
         r.reason,
         r.status,
         r.body_size,
         micros(r.now),
+        (recorded - 1) % keep,
     ])?;
+    conn.prepare_cached("DELETE FROM inbound_rejections WHERE source_id = ?1 AND slot >= ?2")?
+        .execute(params![source, keep])?;
+    conn.prepare_cached(
+        "INSERT INTO inbound_rejection_counts (source_id, reason, count, first_at, last_at)
+         VALUES (?1, ?2, 1, ?3, ?3)
+         ON CONFLICT (source_id, reason) DO UPDATE SET count = count + 1,
+             first_at = min(first_at, excluded.first_at), last_at = max(last_at, excluded.last_at)",
+    )?
+    .execute(params![source, r.reason, micros(r.now)])?;
     Ok(())
+}
+
+pub(crate) fn rejection_counts(conn: &Connection, source: SourceId) -> Result<Vec<RejectionCount>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT reason, count, first_at, last_at FROM inbound_rejection_counts
+         WHERE source_id = ?1 ORDER BY reason",
+    )?;
+    let rows = stmt.query_map([source.to_string()], |row| {
+        Ok(RejectionCount {
+            reason: row.get(0)?,
+            count: row.get(1)?,
+            first_at: time(row, 2)?,
+            last_at: time(row, 3)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 pub(crate) fn list_rejections(

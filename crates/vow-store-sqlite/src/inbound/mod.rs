@@ -19,7 +19,7 @@ use vow_store::inbound::processing::{
 };
 use vow_store::inbound::{
     Claim, InboundEvent, InboundFilter, InboundState, NewInboundEvent, NewRejection, NewSource,
-    Rejection, Source, SourceFields, StoredInbound,
+    Rejection, RejectionCount, Source, SourceFields, StoredInbound,
 };
 use vow_store::{InboundStore, Seek, StoreResult};
 
@@ -93,8 +93,13 @@ impl InboundStore for SqliteStore {
             .await
     }
 
-    async fn record_rejection(&self, rejection: NewRejection) -> StoreResult<()> {
-        self.write(move |c| events::record_rejection(c, rejection))
+    async fn record_rejection(&self, rejection: NewRejection, keep: u32) -> StoreResult<()> {
+        self.write(move |c| events::record_rejection(c, rejection, keep))
+            .await
+    }
+
+    async fn rejection_counts(&self, source: SourceId) -> StoreResult<Vec<RejectionCount>> {
+        self.read(move |c| events::rejection_counts(c, source))
             .await
     }
 

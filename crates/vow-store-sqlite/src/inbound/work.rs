@@ -10,8 +10,8 @@ use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{DestinationId, InboundEventId, SourceId};
 use vow_store::inbound::processing::{
-    aggregate, is_newer, superseded_note, wrong_state, ClaimedEvent, Consumer, Forward, LeaseToken,
-    NextTry, Outcome, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, supersedes, wrong_state, ClaimedEvent, Consumer, Forward, LeaseToken, NextTry,
+    Outcome, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
 use vow_store::StoreError;
@@ -336,8 +336,10 @@ pub(crate) fn claim(conn: &Connection, request: &WorkRequest) -> Result<WorkClai
                 continue;
             }
             if let Some((marked, by)) = mark(conn, event.source_id, &entity)? {
-                if by != event.id.to_string() && !is_newer(&version, &marked) {
-                    let note = superseded_note(&version, &marked);
+                let note = (by != event.id.to_string())
+                    .then(|| supersedes(&version, &marked))
+                    .flatten();
+                if let Some(note) = note {
                     work.superseded
                         .push(supersede(conn, event.id, &note, request.now)?);
                     entities_taken.remove(&entity);

@@ -152,7 +152,10 @@ pub async fn a_source_round_trips_updates_and_deletes_with_its_events(store: &dy
         .claim_inbound(delivery(new.id, Some("evt-1"), b"{}"))
         .await
         .unwrap();
-    store.record_rejection(rejection(new.id, 0)).await.unwrap();
+    store
+        .record_rejection(rejection(new.id, 0), KEEP)
+        .await
+        .unwrap();
     store.delete_source(new.id).await.unwrap();
     assert_eq!(store.get_source(new.id).await.unwrap(), None);
     assert_eq!(events(store, new.id, None).await, 0);
@@ -358,6 +361,9 @@ pub async fn a_quarantined_event_is_released_or_discarded_once(store: &dyn Inbou
     assert_eq!(only(InboundState::Quarantined).await, 0);
 }
 
+/// Room in the rejection log for everything these cases record.
+const KEEP: u32 = 1000;
+
 fn rejection(source: SourceId, secs: i64) -> NewRejection {
     NewRejection {
         id: RejectionId::new(),
@@ -380,11 +386,13 @@ pub async fn rejections_are_recorded_and_listed_per_source(store: &dyn InboundBa
         ..rejection(source.id, 2)
     };
     for r in [&first, &second, &rejection(other.id, 3)] {
-        store.record_rejection(r.clone()).await.unwrap();
+        store.record_rejection(r.clone(), KEEP).await.unwrap();
     }
     let listed = store.list_rejections(source.id, &all(10)).await.unwrap();
     assert_eq!(listed, vec![second, first]);
-    let missing = store.record_rejection(rejection(SourceId::new(), 4)).await;
+    let missing = store
+        .record_rejection(rejection(SourceId::new(), 4), KEEP)
+        .await;
     assert_not_found(missing, "source");
 }
 
@@ -400,13 +408,13 @@ pub async fn purging_removes_old_content_but_keeps_the_claims(store: &dyn Inboun
         };
         old.push(claim_new(store, new).await.id);
         store
-            .record_rejection(rejection(source.id, i))
+            .record_rejection(rejection(source.id, i), KEEP)
             .await
             .unwrap();
     }
     let recent = claim_new(store, delivery(source.id, Some("new"), b"new")).await;
     store
-        .record_rejection(rejection(source.id, 10))
+        .record_rejection(rejection(source.id, 10), KEEP)
         .await
         .unwrap();
 

@@ -20,11 +20,12 @@
 //!
 //! **Ordering.** An event with a version and an entity (the source's pointers) is claimed only
 //! when no other event of its entity is being processed, and only when its version is newer
-//! than the last one claimed for that entity ([`is_newer`]); else it becomes `superseded`. The
+//! than the last one claimed for that entity ([`supersedes`]); else it becomes `superseded`. The
 //! mark stays after the entity's deletion (a versioned tombstone), so an older update arriving
 //! late is superseded too.
 
 use chrono::{DateTime, Utc};
+use vow_core::version::Version;
 use vow_core::{DestinationId, InboundEventId, SourceId};
 
 use super::{Destination, InboundContent, InboundEvent, InboundState};
@@ -169,12 +170,30 @@ pub fn aggregate(outcomes: impl IntoIterator<Item = Outcome>) -> InboundState {
         .map_or(InboundState::Completed, Outcome::state)
 }
 
-/// Whether `version` is newer than `mark`: numerically when both are integers, else by their
-/// text (which orders RFC 3339 timestamps of one format chronologically).
-pub fn is_newer(version: &str, mark: &str) -> bool {
-    match (version.trim().parse::<i128>(), mark.trim().parse::<i128>()) {
-        (Ok(v), Ok(m)) => v > m,
-        _ => version > mark,
+/// Why an event at `version` must be superseded given its entity's `mark` (the version last
+/// claimed), or `None` when it is newer and may be claimed. Versions compare by what they mean
+/// ([`vow_core::version`]: numbers exactly, RFC 3339 times as instants); a version that cannot
+/// be ordered against the mark (not a number or a time, or of the other kind) is superseded
+/// too, with a note saying so: ordering is never guessed.
+pub fn supersedes(version: &str, mark: &str) -> Option<String> {
+    let (parsed, marked) = match (Version::parse(version), Version::parse(mark)) {
+        (Ok(parsed), Ok(marked)) => (parsed, marked),
+        (Err(e), _) | (_, Err(e)) => {
+            return Some(format!(
+                "version {version} cannot be ordered against version {mark}, already processed for its entity: {e}"
+            ))
+        }
+    };
+    match parsed.partial_cmp(&marked) {
+        Some(std::cmp::Ordering::Greater) => None,
+        Some(_) => Some(format!(
+            "version {version} is not newer than version {mark}, already processed for its entity"
+        )),
+        None => Some(format!(
+            "version {version} (a {}) cannot be ordered against version {mark} (a {}), already processed for its entity",
+            parsed.kind(),
+            marked.kind()
+        )),
     }
 }
 
@@ -278,11 +297,6 @@ pub fn wrong_state(wanted: &str) -> crate::StoreError {
     crate::StoreError::Conflict(format!("this inbound event is not {wanted}"))
 }
 
-/// The text kept on a superseded event.
-pub fn superseded_note(version: &str, mark: &str) -> String {
-    format!("version {version} is not newer than version {mark}, already processed for its entity")
-}
-
 /// The text kept on a forward whose lease ran out.
 pub const LEASE_EXPIRED: &str =
     "the worker's lease ran out before it recorded an outcome (it may have been delivered)";
@@ -312,12 +326,31 @@ mod tests {
     }
 
     #[test]
-    fn versions_compare_as_numbers_or_as_text() {
-        assert!(is_newer("10", "9"));
-        assert!(!is_newer("9", "10"));
-        assert!(!is_newer("7", "7"));
-        assert!(is_newer("2024-05-02T00:00:00Z", "2024-05-01T23:59:59Z"));
-        assert!(!is_newer("2024-05-01T00:00:00Z", "2024-05-01T00:00:00Z"));
+    fn versions_compare_by_what_they_mean() {
+        assert_eq!(supersedes("10", "9"), None);
+        assert!(supersedes("9", "10").unwrap().contains("not newer"));
+        assert!(supersedes("7", "7.0").unwrap().contains("not newer"));
+        assert_eq!(
+            supersedes("2024-05-02T00:00:00Z", "2024-05-01T23:59:59Z"),
+            None
+        );
+        assert_eq!(
+            supersedes("2026-01-01T09:00:00Z", "2026-01-01T10:00:00+02:00"),
+            None,
+            "09:00Z is after 08:00Z"
+        );
+        assert!(supersedes("2026-01-01T10:00:00+02:00", "2026-01-01T09:00:00Z").is_some());
+        assert_eq!(
+            supersedes("2026-01-01T00:00:00.5Z", "2026-01-01T00:00:00Z"),
+            None
+        );
+        let mixed = supersedes("2026-01-01T00:00:00Z", "5").unwrap();
+        assert!(mixed.contains("cannot be ordered"), "{mixed}");
+        let text = supersedes("v2", "v1").unwrap();
+        assert!(
+            text.contains("neither a number nor an RFC 3339 time"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod health;
 pub mod message;
 pub mod source;
 pub mod source_event;
+pub mod source_rejection;
 pub mod source_work;
 
 use axum::Router;
@@ -36,6 +37,7 @@ pub fn routes() -> Router<AppState> {
         .merge(message::routes())
         .merge(source::routes())
         .merge(source_event::routes())
+        .merge(source_rejection::routes())
         .merge(source_work::routes())
 }
 

@@ -3,9 +3,13 @@
 //! pointers, the provider handshakes answered instead of stored, and which headers are kept.
 //! Pure functions of the request, so each rule is unit-tested here.
 
+use std::collections::HashMap;
+
 use axum::http::HeaderMap;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use vow_core::version::Version;
 use vow_signature::provider::{Headers, Scheme, Verified};
 use vow_store::inbound::{Locator, SourceFields};
 
@@ -85,6 +89,34 @@ struct Body<'a> {
 }
 
 impl Body<'_> {
+    /// The exact text of the value at `pointer`: a string's content, a number's digits as
+    /// written (no rounding through `f64`), or the JSON of anything else; `None` when absent
+    /// or `null`. Read from the raw bytes, descending one level at a time.
+    fn exact(&self, pointer: &str) -> Option<String> {
+        let mut value: &RawValue = serde_json::from_slice(self.raw).ok()?;
+        if !pointer.is_empty() {
+            for token in pointer.strip_prefix('/')?.split('/') {
+                let token = token.replace("~1", "/").replace("~0", "~");
+                value = match value.get().as_bytes().first()? {
+                    b'{' => serde_json::from_str::<HashMap<String, &RawValue>>(value.get())
+                        .ok()?
+                        .remove(&token)?,
+                    b'[' => {
+                        let index: usize = token.parse().ok()?;
+                        let items: Vec<&RawValue> = serde_json::from_str(value.get()).ok()?;
+                        *items.get(index)?
+                    }
+                    _ => return None,
+                };
+            }
+        }
+        match value.get() {
+            "null" => None,
+            text if text.starts_with('"') => serde_json::from_str(text).ok(),
+            text => Some(text.to_owned()),
+        }
+    }
+
     fn pointer(&self, pointer: &str) -> Option<String> {
         let json = self
             .json
@@ -126,14 +158,32 @@ pub fn identify<H: Headers + ?Sized>(
         None => defaults.iter().find_map(&find),
     };
     let pointer = |p: &Option<String>| p.as_deref().and_then(|p| body.pointer(p));
+    let exact = |p: &Option<String>| p.as_deref().and_then(|p| body.exact(p));
     Identity {
         account: first(fields.account.as_ref(), default_account(scheme))
             .map(bounded)
             .unwrap_or_default(),
         event_id: first(fields.event_id.as_ref(), default_event_id(scheme)).map(bounded),
-        version: pointer(&fields.version_pointer),
+        version: exact(&fields.version_pointer),
         entity: pointer(&fields.entity_pointer).map(bounded),
     }
+}
+
+/// Why vow cannot order this delivery among its entity's events, if it cannot: the source
+/// orders by version (both pointers set), the delivery has an entity and a version, and the
+/// version is neither a number nor an RFC 3339 time ([`vow_core::version`]). Such a delivery
+/// is refused (422 `version_unorderable`, recorded) rather than stored unordered.
+pub fn unorderable_version(fields: &SourceFields, who: &Identity) -> Option<String> {
+    let (Some(pointer), Some(_)) = (&fields.version_pointer, &fields.entity_pointer) else {
+        return None;
+    };
+    let (Some(version), Some(_)) = (&who.version, &who.entity) else {
+        return None;
+    };
+    let e = Version::parse(version).err()?;
+    Some(format!(
+        "the version at {pointer} ({e}): vow orders an entity's events by number or by time only"
+    ))
 }
 
 /// `value`, or `sha256:<hex>` of it when it is too long to index.
@@ -162,21 +212,43 @@ pub fn handshake(scheme: &Scheme, body: &[u8]) -> Option<Value> {
     }
 }
 
+/// Headers that carry a credential by name: HTTP authentication, cookies, API keys and the
+/// access tokens some providers send (GitLab's shared secret is `x-gitlab-token`).
+const CREDENTIAL_NAMES: [&str; 13] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "api-key",
+    "apikey",
+    "x-auth-token",
+    "x-access-token",
+    "x-api-token",
+    "x-gitlab-token",
+    "x-csrf-token",
+    "x-amz-security-token",
+];
+
+/// Words that make any header name a signature or a secret: every provider's signature
+/// header (`stripe-signature`, `x-hub-signature-256`, `x-twilio-signature`,
+/// `x-signature-ed25519`, `webhook-signature`, …) or HMAC header (`x-shopify-hmac-sha256`),
+/// and names that say secret, password or API key. A name with `token` in it is not a
+/// credential by that alone: `i-twilio-idempotency-token` is Twilio's event id.
+const CREDENTIAL_WORDS: [&str; 7] = [
+    "signature",
+    "hmac",
+    "secret",
+    "password",
+    "api-key",
+    "apikey",
+    "api_key",
+];
+
 /// Whether header `name` (lowercase) may carry a credential or a signature, and so is never
-/// stored: `authorization`, cookies, and any name that speaks of a signature, an HMAC, a token,
-/// a secret, a password or an API key.
+/// stored: one of [`CREDENTIAL_NAMES`], or a name containing one of [`CREDENTIAL_WORDS`].
 fn is_credential(name: &str) -> bool {
-    const WORDS: [&str; 7] = [
-        "signature",
-        "hmac",
-        "token",
-        "secret",
-        "password",
-        "api-key",
-        "apikey",
-    ];
-    matches!(name, "authorization" | "proxy-authorization" | "cookie")
-        || WORDS.iter().any(|word| name.contains(word))
+    CREDENTIAL_NAMES.contains(&name) || CREDENTIAL_WORDS.iter().any(|word| name.contains(word))
 }
 
 /// The headers worth storing with an event: all but credentials and signatures (and
@@ -286,6 +358,52 @@ mod tests {
     }
 
     #[test]
+    fn a_version_is_read_exactly_and_refused_when_it_cannot_be_ordered() {
+        let f = fields(None, None);
+        let body = r#"{"data":{"version":18446744073709551617,"object":{"id":"cus_1"}}}"#;
+        let exact = who(&Scheme::Stripe, &f, &[], body);
+        assert_eq!(exact.version.as_deref(), Some("18446744073709551617"));
+        assert_eq!(unorderable_version(&f, &exact), None);
+        let at = |version: &str| {
+            let body = format!(r#"{{"data":{{"version":{version},"object":{{"id":"c"}}}}}}"#);
+            who(&Scheme::Stripe, &f, &[], &body)
+        };
+        assert_eq!(
+            at(r#""2026-01-01T00:00:00.5Z""#).version.as_deref(),
+            Some("2026-01-01T00:00:00.5Z")
+        );
+        assert_eq!(at("1.50").version.as_deref(), Some("1.50"));
+        assert_eq!(at("null").version, None);
+        let refused = unorderable_version(&f, &at(r#""v3""#)).unwrap();
+        assert!(
+            refused.contains("/data/version") && refused.contains("\"v3\""),
+            "{refused}"
+        );
+        assert!(unorderable_version(&f, &at("true")).is_some());
+        assert!(unorderable_version(&f, &at(r#"{"a":1}"#)).is_some());
+        let unordered = SourceFields {
+            entity_pointer: None,
+            ..f.clone()
+        };
+        assert_eq!(
+            unorderable_version(&unordered, &at(r#""v3""#)),
+            None,
+            "no ordering, no refusal"
+        );
+        let escaped = SourceFields {
+            version_pointer: Some("/a~1b/0".into()),
+            ..f
+        };
+        let found = who(
+            &Scheme::Stripe,
+            &escaped,
+            &[],
+            r#"{"a/b":[7],"data":{"object":{"id":"c"}}}"#,
+        );
+        assert_eq!(found.version.as_deref(), Some("7"));
+    }
+
+    #[test]
     fn an_overlong_id_is_replaced_by_its_digest() {
         let long = "x".repeat(MAX_ID_BYTES + 1);
         let f = fields(Some(Locator::Header("x-id".into())), None);
@@ -333,5 +451,28 @@ mod tests {
         let kept = kept_headers(&headers, Some("x-my-mac"));
         let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["content-type", "x-github-event"]);
+    }
+
+    #[test]
+    fn ids_are_kept_though_their_name_says_token() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("i-twilio-idempotency-token", "idem-1"),
+            ("x-twilio-signature", "c2ln"),
+            ("cookie", "session=1"),
+            ("set-cookie", "a=b"),
+            ("proxy-authorization", "Basic x"),
+            ("x-api-key", "k"),
+            ("x-signature-ed25519", "ab"),
+            ("webhook-signature", "v1,ab"),
+            ("x-auth-token", "t"),
+            ("x-webhook-secret", "s"),
+            ("x-request-id", "r-1"),
+        ] {
+            headers.insert(name, value.parse().unwrap());
+        }
+        let kept = kept_headers(&headers, None);
+        let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["i-twilio-idempotency-token", "x-request-id"]);
     }
 }

@@ -5,13 +5,16 @@
 //! limit is 413; then the signature is verified on the exact raw bytes, before anything parses
 //! them, with every current secret of the source (`vow_signature::provider::verify`): missing
 //! or malformed → 400, wrong or stale (either direction) → 401, a source that cannot work →
-//! 500. A verified provider handshake (Slack's `url_verification`, Discord's PING) is answered
+//! 500. A delivery of a source that orders by version whose version is neither a number nor an
+//! RFC 3339 time is 422 `version_unorderable` (vow will not guess an order). A verified provider handshake (Slack's `url_verification`, Discord's PING) is answered
 //! and not stored. Everything else is claimed in ONE store transaction
 //! ([`vow_store::InboundStore::claim_inbound`]) and answered only once that has committed:
 //! 200 for a new event or a duplicate (same id, same payload), 202 for a quarantined one (same
 //! id, another payload; `source.event.quarantined` goes to the operational webhook). Every
 //! refusal of a known source is recorded (reason, status, body size; never a secret, a
-//! signature or the body) and every refusal is counted (`vow_inbound_rejections_total`).
+//! signature or the body) in the source's bounded log (its newest `inbound_rejections_kept`
+//! rows, with exact counts by reason), and every refusal is counted
+//! (`vow_inbound_rejections_total`).
 //!
 //! # Layout
 //! - [`scheme`]: a source's stored scheme as a `vow_signature` scheme.
@@ -116,6 +119,11 @@ async fn ingest(state: AppState, found: StoreResult<Option<Source>>, request: Re
         return (StatusCode::OK, Json(reply)).into_response();
     }
     let who = identity::identify(&source.fields, &scheme, &verified, &lookup, &body);
+    if let Some(detail) = identity::unorderable_version(&source.fields, &who) {
+        let status = StatusCode::UNPROCESSABLE_ENTITY;
+        let refused = Refused::new(status, "version_unorderable", detail);
+        return refused.record(&state, &source, body.len() as u64).await;
+    }
     let extra = match &scheme {
         Scheme::Hmac(config) => Some(config.signature_header()),
         _ => None,
@@ -213,7 +221,8 @@ impl Refused {
             body_size,
             now: state.now(),
         };
-        if let Err(e) = state.inbound.record_rejection(rejection).await {
+        let keep = state.settings.rejections_kept;
+        if let Err(e) = state.inbound.record_rejection(rejection, keep).await {
             tracing::warn!(error = %e, source = %source.id, "could not record an inbound rejection");
         }
         refusal(self.status, self.reason, &self.detail)

@@ -7,13 +7,19 @@
 //! - `support`: signing, sending, reading back.
 //! - `sources`: the source API.
 //! - `ingest`: verification and the claim.
+//! - `headers`: which provider headers are stored and forwarded.
 //! - `processing`: forwarding to destinations, outcomes, uncertainty, pull mode, ordering.
+//! - `rejection_log`: the bounded rejection log and its exact counts.
+//! - `versions`: ordering by what versions mean.
 //! - `quarantine`: reused ids, operators' decisions, the operational event, retention.
 //! - `keyed_operations`: `Idempotency-Key` on pull consumers' and operators' operations.
 
+mod headers;
 mod ingest;
 mod keyed_operations;
 mod processing;
 mod quarantine;
+mod rejection_log;
 mod sources;
 pub(crate) mod support;
+mod versions;

@@ -7,7 +7,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use vow_core::SourceId;
-use vow_store::inbound::{InboundEvent, InboundFilter, InboundState, Rejection};
+use vow_store::inbound::{InboundEvent, InboundFilter, InboundState, Rejection, StoredInbound};
 use vow_store::{Order, Seek};
 
 use crate::helpers::{into_parts, TestApp};
@@ -183,6 +183,16 @@ pub(super) async fn stored_events(
         .list_inbound_events(source, &filter, &seek)
         .await
         .unwrap()
+}
+
+/// Event `id` of `source` with its content and outcomes; it must exist.
+pub(super) async fn stored_event(
+    app: &TestApp,
+    source: SourceId,
+    id: vow_core::InboundEventId,
+) -> StoredInbound {
+    let stored = app.inbound.get_inbound_event(source, id).await.unwrap();
+    stored.expect("the event is stored")
 }
 
 pub(super) async fn rejections(app: &TestApp, source: SourceId) -> Vec<Rejection> {

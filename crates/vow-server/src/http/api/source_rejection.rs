@@ -1,0 +1,68 @@
+//! A source's exact rejection counts: `GET /api/v1/source/{source_id}/rejection/counts`.
+//!
+//! The rejection log (`GET …/rejection`, in [`super::source_event`]) keeps only a source's newest
+//! `inbound_rejections_kept` rows, because anyone who knows a source id can send it refusals.
+//! The counts by reason are exact whatever the log holds: one row per reason, updated in place,
+//! with when the reason was first and last seen.
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use vow_store::inbound::RejectionCount;
+
+use super::source::find;
+use crate::error::ApiResult;
+use crate::http::AppState;
+
+/// The counts route.
+pub fn routes() -> Router<AppState> {
+    Router::new().route(
+        "/api/v1/source/{source_id}/rejection/counts",
+        get(get_rejection_counts),
+    )
+}
+
+/// `RejectionCountsOut`: every reason the source was refused for, by reason, and their total.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectionCountsOut {
+    total: u64,
+    kept: u32,
+    data: Vec<RejectionCountOut>,
+}
+
+/// `RejectionCountOut`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectionCountOut {
+    reason: String,
+    count: u64,
+    first_at: DateTime<Utc>,
+    last_at: DateTime<Utc>,
+}
+
+impl From<RejectionCount> for RejectionCountOut {
+    fn from(c: RejectionCount) -> Self {
+        Self {
+            reason: c.reason,
+            count: c.count,
+            first_at: c.first_at,
+            last_at: c.last_at,
+        }
+    }
+}
+
+async fn get_rejection_counts(
+    State(state): State<AppState>,
+    Path(source_id): Path<String>,
+) -> ApiResult<Json<RejectionCountsOut>> {
+    let source = find(&state, &source_id).await?;
+    let counts = state.inbound.rejection_counts(source.id).await?;
+    Ok(Json(RejectionCountsOut {
+        total: counts.iter().map(|c| c.count).sum(),
+        kept: state.settings.rejections_kept,
+        data: counts.into_iter().map(RejectionCountOut::from).collect(),
+    }))
+}
