@@ -123,10 +123,12 @@ pub async fn begin(
         if !free {
             // Another transaction holds the scope: its outcome is not committed. A committed
             // answer that no transaction can change still stands; anything else is in flight.
-            return Ok(match row.map(|r| decide(&r, fingerprint, canonical_body, now)) {
-                Some(Decision::Answer(begun)) => begun,
-                _ => record::contended(),
-            });
+            return Ok(
+                match row.map(|r| decide(&r, fingerprint, canonical_body, now)) {
+                    Some(Decision::Answer(begun)) => begun,
+                    _ => record::contended(),
+                },
+            );
         }
         let Some(row) = row else {
             continue; // released between our insert and read

@@ -218,11 +218,22 @@ async fn a_claim_in_an_open_transaction_is_in_flight_for_others_who_do_not_wait(
     let begun = tokio::time::timeout(hang, start(&pool, &scope, BODY, t(1)))
         .await
         .expect("begin does not wait for the first transaction");
-    assert_eq!(begun, Begun::InProgress { retry_after_secs: 1 });
+    assert_eq!(
+        begun,
+        Begun::InProgress {
+            retry_after_secs: 1
+        }
+    );
     let reused = tokio::time::timeout(hang, start(&pool, &scope, OTHER, t(1)))
         .await
         .expect("begin does not wait for the first transaction");
-    assert_eq!(reused, Begun::InProgress { retry_after_secs: 1 }, "nothing committed to compare");
+    assert_eq!(
+        reused,
+        Begun::InProgress {
+            retry_after_secs: 1
+        },
+        "nothing committed to compare"
+    );
 
     first.commit().await.unwrap();
     assert_eq!(
