@@ -208,7 +208,7 @@ impl Keyed {
             tracing::info!(key = %key.hash(), "took over an expired idempotency claim");
         });
         let fresh = FreshClaim {
-            fingerprint: self.fingerprint.clone(),
+            fingerprint: self.fingerprint,
             canonical_body: self.body.clone(),
             on_takeover: Some(on_takeover),
         };
