@@ -88,6 +88,24 @@ async fn assert_in_progress(r: Response) {
     assert_eq!(body["type"], IN_PROGRESS, "{body}");
 }
 
+/// A retry of `key` without waiting replays the message `id`.
+async fn the_retry_replays(app: &TestApp, app_id: &str, key: &'static str, body: Value, id: &str) {
+    let again = post(
+        app.client.clone(),
+        app.base.clone(),
+        app_id.to_owned(),
+        key,
+        body,
+        None,
+    )
+    .await;
+    assert_eq!(
+        header(&again, "idempotent-replayed").as_deref(),
+        Some("true")
+    );
+    assert_eq!(again.json::<Value>().await.unwrap()["id"], id);
+}
+
 /// The ids of an application's stored messages.
 async fn stored(store: &dyn Store, app_id: &str) -> Vec<String> {
     let seek = Seek::for_iterator(None, Order::Descending, 1000);
@@ -240,20 +258,7 @@ async fn a_duplicate_of_a_request_in_flight_is_answered_while_the_write_lock_is_
         assert_eq!(header(&r, "idempotent-replayed").as_deref(), Some("true"));
         assert_eq!(r.json::<Value>().await.unwrap()["id"], id.as_str());
     }
-    let again = post(
-        app.client.clone(),
-        app.base.clone(),
-        app_id.clone(),
-        "held-1",
-        body,
-        None,
-    )
-    .await;
-    assert_eq!(
-        header(&again, "idempotent-replayed").as_deref(),
-        Some("true")
-    );
-    assert_eq!(again.json::<Value>().await.unwrap()["id"], id.as_str());
+    the_retry_replays(&app, &app_id, "held-1", body, &id).await;
     assert_eq!(stored(app.store.as_ref(), &app_id).await, vec![id.clone()]);
     assert_eq!(app.deliveries_of(&app_id, &id).await.len(), 1);
 }
@@ -320,20 +325,7 @@ async fn a_wait_that_outlasts_the_holders_lease_takes_over_and_runs(app: TestApp
     let payload: Value = serde_json::from_str(created.payload.as_deref().unwrap()).unwrap();
     assert_eq!(payload, body["payload"], "the waiter's body");
     assert_eq!(app.deliveries_of(&app_id, &id).await.len(), 1);
-    let again = post(
-        app.client.clone(),
-        app.base.clone(),
-        app_id.clone(),
-        "late-1",
-        body,
-        None,
-    )
-    .await;
-    assert_eq!(
-        header(&again, "idempotent-replayed").as_deref(),
-        Some("true")
-    );
-    assert_eq!(again.json::<Value>().await.unwrap()["id"], id.as_str());
+    the_retry_replays(&app, &app_id, "late-1", body, &id).await;
 }
 
 on_both_stores!(a_wait_that_outlasts_the_holders_lease_takes_over_and_runs);
