@@ -3,12 +3,24 @@
 //! `sqlx::Transaction` (`&mut *tx`). The host runs [`SCHEMA`] in its migrations.
 //!
 //! [`begin`] runs on a connection outside any transaction (each statement commits), so the claim
-//! is visible at once; a concurrent insert of the same scope waits for it and then reads it.
+//! is visible at once.
+//!
+//! # A scope in flight
+//! Every statement that inserts or takes over a record first takes the scope's transaction
+//! lock without waiting (`pg_try_advisory_xact_lock` of a 64-bit hash of the schema and the
+//! scope, in a CTE of the same statement: [`Claim::CTE`]; [`begin`]'s own one-statement
+//! transactions take it shared, so they do not see each other as in flight). A claim made inside the host's write transaction holds
+//! it until that transaction ends, so another request (on any node sharing the database) that
+//! cannot take it knows the scope is in flight at once, instead of waiting on the uncommitted
+//! row: its claim claims nothing ([`Recorded::Held`]) and [`begin`] answers
+//! [`Begun::InProgress`] (or the committed record's final answer, when it has one). A hash
+//! collision between two scopes makes one of them look in flight while the other is: a 409 and
+//! a retry, never a second execution (the unique key still decides ownership).
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
-use sqlx::Arguments;
+use sqlx::{Arguments, Row};
 use sqlx::{PgConnection, Postgres};
 
 use crate::columns::{self, Columns};
@@ -50,6 +62,30 @@ CREATE INDEX IF NOT EXISTS idempotency_records_in_progress
     ON idempotency_records (lease_until) WHERE state = 'in_progress';
 ";
 
+/// The scope's transaction lock as a CTE over `$1`..`$5`, `lock AS (SELECT <taken> AS free)`:
+/// `free` is whether this transaction holds the scope's advisory lock now (re-entrant within one
+/// transaction), taken with `$try` (`pg_try_advisory_xact_lock`, exclusive, for a claim inside
+/// a write transaction; `…_shared` for [`begin`]'s own short statements, which conflict only with
+/// such a write, not with each other). It never waits. The hash covers the schema, so two vow
+/// installations in one database do not see each other's keys. A statement gates its insert or
+/// takeover on `free`.
+macro_rules! scope_lock {
+    ($try:literal) => {
+        concat!(
+            "lock AS (SELECT ",
+            $try,
+            "(hashtextextended(concat_ws(E'\\x1f', current_schema(), \
+             $1::text, $2::text, $3::text, $4::text, $5::text), 0)) AS free)"
+        )
+    };
+    (write) => {
+        scope_lock!("pg_try_advisory_xact_lock")
+    };
+    (begin) => {
+        scope_lock!("pg_try_advisory_xact_lock_shared")
+    };
+}
+
 /// `$1`..`$5`: the scope.
 const WHERE_SCOPE: &str =
     "principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5";
@@ -78,33 +114,40 @@ pub async fn begin(
                 .bind(d.expires_at)
                 .bind(d.tombstone_until)
         };
-        if claim(
-            conn,
-            scope,
-            fingerprint,
-            canonical_body,
-            &token,
-            now,
-            settings,
-        )
-        .await?
-        {
+        let attempt = insert_in_progress(conn, scope, fingerprint, canonical_body, &token, &d);
+        let (free, claimed) = attempt.await?;
+        if claimed {
             return Ok(Begun::Owner(token));
         }
-        let Some(row) = read(conn, scope).await? else {
+        let row = read(conn, scope).await?;
+        if !free {
+            // Another transaction holds the scope: its outcome is not committed. A committed
+            // answer that no transaction can change still stands; anything else is in flight.
+            return Ok(
+                match row.map(|r| decide(&r, fingerprint, canonical_body, now)) {
+                    Some(Decision::Answer(begun)) => begun,
+                    _ => record::contended(),
+                },
+            );
+        }
+        let Some(row) = row else {
             continue; // released between our insert and read
         };
         match decide(&row, fingerprint, canonical_body, now) {
             Decision::Answer(begun) => return Ok(begun),
             Decision::TakeOver => {
-                const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'in_progress', \
+                const TAKE_OVER: &str = concat!(
+                    "WITH ",
+                    scope_lock!(begin),
+                    " UPDATE idempotency_records SET state = 'in_progress', \
                      fingerprint_version = $6, fingerprint = $7, canonical_body = $8, \
                      lease_token = $9, lease_until = $10, expires_at = $11, \
                      tombstone_until = $12, response_status = NULL, response_headers = NULL, \
                      response_body = NULL, resource = NULL \
-                     WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 \
-                     AND key = $5 AND lease_token = $13 AND \
-                     ((state = 'in_progress' AND lease_until <= $14) OR tombstone_until <= $14)";
+                     WHERE (SELECT free FROM lock) AND principal = $1 AND application = $2 \
+                     AND method = $3 AND route = $4 AND key = $5 AND lease_token = $13 AND \
+                     ((state = 'in_progress' AND lease_until <= $14) OR tombstone_until <= $14)"
+                );
                 let done = fresh(bind(scope, TAKE_OVER))
                     .bind(row.lease_token.0)
                     .bind(now)
@@ -119,15 +162,22 @@ pub async fn begin(
     Ok(record::contended())
 }
 
-/// Inserts an `in_progress` row for the scope.
-const INSERT: &str = "INSERT INTO idempotency_records (principal, application, method, route, \
+/// Inserts an `in_progress` row for the scope when no other transaction holds it: whether the
+/// scope was free of other transactions, and whether the row was inserted.
+const INSERT: &str = concat!(
+    "WITH ",
+    scope_lock!(begin),
+    ", claim AS (INSERT INTO idempotency_records (principal, application, method, route, \
      key, state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
      expires_at, tombstone_until) \
-     VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9, $10, $11, $12) \
-     ON CONFLICT DO NOTHING";
+     SELECT $1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9, $10, $11, $12 FROM lock \
+     WHERE free ON CONFLICT DO NOTHING RETURNING 1) \
+     SELECT free, (SELECT count(*) FROM claim) > 0 FROM lock"
+);
 
 /// Claims a scope that has no record, for `token` (an `in_progress` row with a fresh lease):
-/// [`begin`]'s first step. `false` when the scope has a record.
+/// [`begin`]'s first step. `false` when the scope has a record, or another transaction holds
+/// it (see the module docs): never waits for one.
 pub async fn claim(
     conn: &mut PgConnection,
     scope: &Scope,
@@ -138,7 +188,20 @@ pub async fn claim(
     settings: &Settings,
 ) -> Result<bool> {
     let d = settings.deadlines(now);
-    let done = bind(scope, INSERT)
+    let attempt = insert_in_progress(conn, scope, fingerprint, canonical_body, token, &d);
+    Ok(attempt.await?.1)
+}
+
+/// [`INSERT`]: (free, claimed).
+async fn insert_in_progress(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    canonical_body: &str,
+    token: &LeaseToken,
+    d: &record::Deadlines,
+) -> Result<(bool, bool)> {
+    let row = bind(scope, INSERT)
         .bind(i32::from(fingerprint.version))
         .bind(fingerprint.hex())
         .bind(canonical_body.to_owned())
@@ -146,9 +209,9 @@ pub async fn claim(
         .bind(d.lease_until)
         .bind(d.expires_at)
         .bind(d.tombstone_until)
-        .execute(&mut *conn)
+        .fetch_one(&mut *conn)
         .await?;
-    Ok(done.rows_affected() == 1)
+    Ok((row.try_get(0)?, row.try_get(1)?))
 }
 
 /// Locks the record, inside the host's transaction and before its business writes, if `token`
@@ -217,15 +280,16 @@ pub struct Claim<'a> {
     pub response: Option<&'a StoredResponse>,
 }
 
-/// The insert of a completed claim, `$1`..`$16` in [`Claim::add_to`]'s order (a macro, so
-/// [`Claim::CTE`] can wrap the same text).
+/// The insert of a completed claim, `$1`..`$16` in [`Claim::add_to`]'s order, gated on the
+/// scope's lock (a CTE `lock` the statement must hold: `scope_lock!`); a macro, so
+/// [`Claim::CTE`] can wrap the same text.
 macro_rules! insert_completed {
     () => {
         "INSERT INTO idempotency_records (principal, application, method, route, key, state, \
          fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, expires_at, \
          tombstone_until, response_status, response_headers, response_body, resource) \
-         VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-         $16) ON CONFLICT DO NOTHING"
+         SELECT $1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+         $16 FROM lock WHERE free ON CONFLICT DO NOTHING"
     };
 }
 
@@ -234,13 +298,24 @@ impl Claim<'_> {
     /// ([`Claim::CTE`]) numbers its own from `PARAMS + 1`.
     pub const PARAMS: usize = 16;
 
-    /// The claim as a CTE, `claim AS (<insert> RETURNING 1)`, over `$1`..`$16`: it yields a row
-    /// when it claimed the scope, none when the scope has a record ([`resolve_taken`] then
-    /// decides it). Folded into a statement, the claim waits for every lock that statement
-    /// takes, so fold it into one that runs before the host's writes (vow's message create folds
-    /// it into the read of the endpoints, which it needs first anyway): it then claims as early
-    /// as a statement of its own would, one round trip cheaper.
-    pub const CTE: &'static str = concat!("claim AS (", insert_completed!(), " RETURNING 1)");
+    /// The claim as two CTEs, `lock AS (…), claim AS (<insert> RETURNING 1)`, over `$1`..`$16`:
+    /// `claim` yields a row when it claimed the scope, none when the scope has a record
+    /// ([`resolve_taken`] then decides it) or another transaction holds the scope's lock
+    /// ([`Claim::FREE`] is then false: the scope is in flight, roll back as
+    /// [`Recorded::Held`] without waiting). Folded into a statement, the claim waits for every
+    /// lock that statement takes, so fold it into one that runs before the host's writes (vow's
+    /// message create folds it into the read of the endpoints, which it needs first anyway): it
+    /// then claims as early as a statement of its own would, one round trip cheaper.
+    pub const CTE: &'static str = concat!(
+        scope_lock!(write),
+        ", claim AS (",
+        insert_completed!(),
+        " RETURNING 1)"
+    );
+
+    /// A boolean expression over [`Claim::CTE`]: whether no other transaction held the scope
+    /// (when false, the claim claimed nothing because the scope is in flight).
+    pub const FREE: &'static str = "(SELECT free FROM lock)";
 
     /// Adds the claim's values, `$1`..`$16` in order.
     pub fn add_to(&self, args: &mut PgArguments) -> Result<()> {
@@ -268,28 +343,42 @@ impl Claim<'_> {
 /// request to reach its write wins, not the first to finish it. On a conflict, see
 /// [`resolve_taken`].
 pub async fn claim_completed(conn: &mut PgConnection, claim: &Claim<'_>) -> Result<Recorded> {
-    const INSERT: &str = insert_completed!();
+    const INSERT: &str = concat!(
+        "WITH ",
+        scope_lock!(write),
+        ", claim AS (",
+        insert_completed!(),
+        " RETURNING 1) SELECT free, (SELECT count(*) FROM claim) > 0 FROM lock"
+    );
     let mut args = PgArguments::default();
     claim.add_to(&mut args)?;
-    let done = sqlx::query_with(INSERT, args).execute(&mut *conn).await?;
-    if done.rows_affected() == 1 {
-        return Ok(Recorded::Fresh);
+    let row = sqlx::query_with(INSERT, args).fetch_one(&mut *conn).await?;
+    let (free, claimed): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
+    match (free, claimed) {
+        (_, true) => Ok(Recorded::Fresh),
+        // In flight in another transaction: never wait on its uncommitted row.
+        (false, _) => Ok(Recorded::Held),
+        (true, false) => resolve_taken(conn, claim).await,
     }
-    resolve_taken(conn, claim).await
 }
 
 /// What a claim that found its scope taken gets, in the same transaction: the row is
 /// [`decide`]d, and an abandoned one (an expired lease, an ended tombstone: its owner committed
-/// nothing) is taken over by a conditional update on its old token ([`Recorded::TookOver`]);
-/// any other is [`Recorded::Held`] (roll back and ask [`begin`]).
+/// nothing) is taken over by a conditional update on its old token, gated on the scope's lock
+/// ([`Recorded::TookOver`]); any other, or a scope another transaction holds, is
+/// [`Recorded::Held`] (roll back and ask [`begin`]).
 pub async fn resolve_taken(conn: &mut PgConnection, claim: &Claim<'_>) -> Result<Recorded> {
-    const TAKE_OVER: &str = "UPDATE idempotency_records SET state = 'completed', \
+    const TAKE_OVER: &str = concat!(
+        "WITH ",
+        scope_lock!(write),
+        " UPDATE idempotency_records SET state = 'completed', \
          fingerprint_version = $6, fingerprint = $7, canonical_body = $8, lease_token = $9, \
          lease_until = $10, expires_at = $11, tombstone_until = $12, response_status = $13, \
          response_headers = $14, response_body = $15, resource = $16 \
-         WHERE principal = $1 AND application = $2 AND method = $3 AND route = $4 AND key = $5 \
-         AND lease_token = $17 AND \
-         ((state = 'in_progress' AND lease_until <= $18) OR tombstone_until <= $18)";
+         WHERE (SELECT free FROM lock) AND principal = $1 AND application = $2 \
+         AND method = $3 AND route = $4 AND key = $5 AND lease_token = $17 AND \
+         ((state = 'in_progress' AND lease_until <= $18) OR tombstone_until <= $18)"
+    );
     let Some(row) = read(conn, claim.scope).await? else {
         return Ok(Recorded::Held);
     };

@@ -139,7 +139,8 @@ pub enum Recorded {
     /// its old token, and completed by this transaction.
     TookOver,
     /// The scope has a record this request must not replace (a live claim, a stored response,
-    /// a tombstone, another body): the host rolls back, writing nothing, and asks `begin`.
+    /// a tombstone, another body), or (PostgreSQL) another transaction holds the scope right
+    /// now: the host rolls back, writing nothing, and asks `begin`.
     Held,
 }
 

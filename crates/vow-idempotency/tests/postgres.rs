@@ -180,6 +180,72 @@ async fn claims_with_the_response(folded: bool) {
     );
 }
 
+/// A claim made in a transaction that has not ended holds its scope (the scope lock): another
+/// transaction's claim and [`begin`] see the scope in flight at once instead of waiting for the
+/// uncommitted row; once the first commits, `begin` replays its response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_in_an_open_transaction_is_in_flight_for_others_who_do_not_wait() {
+    let hang = std::time::Duration::from_secs(20);
+    let pool = db(4).await;
+    let (fp, canonical) = request(BODY);
+    let (settings, response) = (settings(), response());
+    let (scope, token, other_token) = (alice(), LeaseToken("t-1".into()), LeaseToken("t-2".into()));
+    let claim = Claim {
+        scope: &scope,
+        fingerprint: &fp,
+        canonical_body: &canonical,
+        token: &token,
+        now: t(0),
+        settings: &settings,
+        response: Some(&response),
+    };
+    let mut first = pool.begin().await.unwrap();
+    let recorded = postgres::claim_completed(&mut first, &claim).await.unwrap();
+    assert_eq!(recorded, Recorded::Fresh);
+
+    let other = Claim {
+        token: &other_token,
+        now: t(1),
+        ..claim
+    };
+    let mut second = pool.begin().await.unwrap();
+    let held = tokio::time::timeout(hang, postgres::claim_completed(&mut second, &other))
+        .await
+        .expect("a second claim does not wait for the first transaction")
+        .unwrap();
+    assert_eq!(held, Recorded::Held);
+    drop(second);
+    let begun = tokio::time::timeout(hang, start(&pool, &scope, BODY, t(1)))
+        .await
+        .expect("begin does not wait for the first transaction");
+    assert_eq!(
+        begun,
+        Begun::InProgress {
+            retry_after_secs: 1
+        }
+    );
+    let reused = tokio::time::timeout(hang, start(&pool, &scope, OTHER, t(1)))
+        .await
+        .expect("begin does not wait for the first transaction");
+    assert_eq!(
+        reused,
+        Begun::InProgress {
+            retry_after_secs: 1
+        },
+        "nothing committed to compare"
+    );
+
+    first.commit().await.unwrap();
+    assert_eq!(
+        start(&pool, &scope, BODY, t(2)).await,
+        Begun::Replay {
+            response: response.clone(),
+            expires_at: t(EXPIRES)
+        }
+    );
+    assert_eq!(count(&pool, "idempotency_records").await, 1);
+}
+
 async fn count(pool: &PgPool, table_and_where: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT count(*) FROM {table_and_where}"))
         .fetch_one(pool)

@@ -195,6 +195,7 @@ impl Server {
             inbound_wake: stores.inbound_wake.clone(),
             operational,
             clock: http::Clock::default(),
+            in_flight: Arc::default(),
         };
         let cleaner = Cleaner::new(
             stores,

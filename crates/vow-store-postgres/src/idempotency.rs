@@ -69,8 +69,30 @@ pub(crate) async fn apply(
     completion: Option<Completion>,
 ) -> StoreResult<(Written, Option<StoredResponse>)> {
     let mut tx = pool.begin().await.map_err(db_error)?;
+    match apply_in(&mut tx, write, completion).await {
+        Ok(outcome) => {
+            tx.commit().await.map_err(db_error)?;
+            Ok(outcome)
+        }
+        Err(e) => {
+            // Ended now, not when the connection is next used: the transaction may hold the
+            // key's scope lock, and the caller's next step (begin) must not find it in flight.
+            if let Err(cause) = tx.rollback().await {
+                tracing::debug!(error = %cause, "rolling back a failed write failed");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// [`apply`]'s work inside its transaction, which the caller commits or rolls back.
+async fn apply_in(
+    tx: &mut PgConnection,
+    write: Write,
+    completion: Option<Completion>,
+) -> StoreResult<(Written, Option<StoredResponse>)> {
     let outcome = match completion {
-        None => (perform(&mut tx, write).await?, None),
+        None => (perform(tx, write).await?, None),
         Some(Completion {
             scope,
             token,
@@ -94,24 +116,23 @@ pub(crate) async fn apply(
                 let (write, render) = match (write, render) {
                     (Write::CreateMessage { new, only, app }, Render::Ready(response)) => {
                         if let Some(app) = app {
-                            application::create(&mut tx, app).await?;
+                            application::create(tx, app).await?;
                         }
                         let claim = records::Claim {
                             response: Some(&response),
                             ..claim
                         };
                         let (recorded, created) =
-                            message::create_claiming(&mut tx, new, only, &claim).await?;
+                            message::create_claiming(tx, new, only, &claim).await?;
                         if recorded == Recorded::TookOver {
                             f.took_over();
                         }
-                        tx.commit().await.map_err(db_error)?;
                         return Ok((Written::Message(created), Some(response)));
                     }
                     other => other,
                 };
                 // Claim first, so a concurrent request with the key waits for this outcome.
-                match records::claim_completed(&mut tx, &claim)
+                match records::claim_completed(tx, &claim)
                     .await
                     .map_err(record_error)?
                 {
@@ -120,26 +141,24 @@ pub(crate) async fn apply(
                     // Nothing written yet; dropping the transaction rolls the claim back.
                     _ => return Err(StoreError::Fenced),
                 }
-                let written = perform(&mut tx, write).await?;
+                let written = perform(tx, write).await?;
                 let response = render.response(&written);
-                records::store_response(&mut tx, &scope, &token, &response)
+                records::store_response(tx, &scope, &token, &response)
                     .await
                     .map_err(record_error)?;
-                tx.commit().await.map_err(db_error)?;
                 return Ok((written, Some(response)));
             }
-            records::fence(&mut tx, &scope, &token)
+            records::fence(tx, &scope, &token)
                 .await
                 .map_err(record_error)?;
-            let written = perform(&mut tx, write).await?;
+            let written = perform(tx, write).await?;
             let response = render.response(&written);
-            records::complete(&mut tx, &scope, &token, &response, now, &settings)
+            records::complete(tx, &scope, &token, &response, now, &settings)
                 .await
                 .map_err(record_error)?;
             (written, Some(response))
         }
     };
-    tx.commit().await.map_err(db_error)?;
     Ok(outcome)
 }
 

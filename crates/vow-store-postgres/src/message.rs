@@ -97,8 +97,9 @@ pub(crate) async fn create_in(
 /// [`create_in`] for a key with no record begun (ADR 6), its response rendered before the write
 /// (the row is the request's values): the key is claimed with that response in the same
 /// statement that reads the endpoints ([`fan_out`]), before the message is written, so a keyed
-/// create makes as many round trips as a plain one and never updates its record. A retry waits
-/// on the claim even while the insert waits for a lock. `Fresh` or `TookOver`; a scope with any
+/// create makes as many round trips as a plain one and never updates its record. A retry finds
+/// the key in flight (the claim's scope lock) even while the insert waits for a lock, and never
+/// waits on it. `Fresh` or `TookOver`; a scope with any
 /// other record is `Fenced`, with nothing written.
 pub(crate) async fn create_claiming(
     tx: &mut PgConnection,
@@ -108,8 +109,10 @@ pub(crate) async fn create_claiming(
 ) -> StoreResult<(Recorded, CreatedMessage)> {
     let (fan_out, claimed) = fan_out(tx, &new, only, Some(claim)).await?;
     let recorded = match claimed {
-        true => Recorded::Fresh,
-        false => records::resolve_taken(tx, claim)
+        Claimed::Yes => Recorded::Fresh,
+        // Another transaction holds the scope: in flight, answered without waiting on it.
+        Claimed::InFlight => Recorded::Held,
+        Claimed::Taken => records::resolve_taken(tx, claim)
             .await
             .map_err(record_error)?,
     };
@@ -173,13 +176,13 @@ struct FanOut {
 
 /// Reads the application's endpoints, key-share locking the application and then them (a
 /// concurrent delete waits, then cascades to our rows), and picks the ones the message goes to.
-/// With `claim`, the same statement claims the key ([`records::Claim::CTE`]): whether it did.
+/// With `claim`, the same statement claims the key ([`records::Claim::CTE`]): what it did.
 async fn fan_out(
     tx: &mut PgConnection,
     new: &NewMessage,
     only: Option<EndpointId>,
     claim: Option<&records::Claim<'_>>,
-) -> StoreResult<(FanOut, bool)> {
+) -> StoreResult<(FanOut, Claimed)> {
     // The application first, then its endpoints, both key-share locked: the order its delete
     // takes them in (the row, then the cascade), so the two wait for each other, never deadlock.
     // A claim joins them as one row even when there are no endpoints.
@@ -198,10 +201,11 @@ async fn fan_out(
         [
             format!("WITH {} {}", app(1), read(2)),
             format!(
-                "WITH {}, {} SELECT (SELECT count(*) FROM claim) > 0 AS claimed, e.* \
-                 FROM (SELECT) AS one LEFT JOIN LATERAL ({}) AS e ON true",
+                "WITH {}, {} SELECT (SELECT count(*) FROM claim) > 0 AS claimed, {} AS free, \
+                 e.* FROM (SELECT) AS one LEFT JOIN LATERAL ({}) AS e ON true",
                 records::Claim::CTE,
                 app(first),
+                records::Claim::FREE,
                 read(first + 1)
             ),
         ]
@@ -218,7 +222,11 @@ async fn fan_out(
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
-        let claimed = rows.first().is_some_and(|r| r.claimed);
+        let claimed = match rows.first() {
+            Some(r) if r.claimed => Claimed::Yes,
+            Some(r) if !r.free => Claimed::InFlight,
+            _ => Claimed::Taken,
+        };
         (
             rows.into_iter().filter_map(ClaimingRow::endpoint).collect(),
             claimed,
@@ -228,7 +236,7 @@ async fn fan_out(
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
-        (rows, false)
+        (rows, Claimed::Taken)
     };
     if only.is_some() && endpoints.is_empty() {
         // Name what is missing, as the insert's foreign key would for the application.
@@ -247,11 +255,23 @@ async fn fan_out(
     Ok((pick(endpoints, new, only), claimed))
 }
 
+/// What the claim folded into [`fan_out`] did (`Taken` too when there was no claim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claimed {
+    /// The key is this transaction's.
+    Yes,
+    /// The key has a record ([`records::resolve_taken`] decides it).
+    Taken,
+    /// Another transaction holds the key's lock: its request is in flight.
+    InFlight,
+}
+
 /// A row of [`fan_out`]'s claiming read: the claim's outcome, and an endpoint (all `NULL` when
 /// the application has none).
 #[derive(sqlx::FromRow)]
 struct ClaimingRow {
     claimed: bool,
+    free: bool,
     id: Option<String>,
     disabled: Option<bool>,
     event_types: Option<Vec<String>>,

@@ -49,6 +49,8 @@ pub struct AppState {
     pub operational: Option<crate::delivery::operational::Operational>,
     /// The time handlers work in ([`AppState::now`]).
     pub clock: Clock,
+    /// The keyed requests running on this node ([`idempotency::in_flight`]).
+    pub in_flight: Arc<idempotency::in_flight::InFlight>,
 }
 
 /// The time the API works in: the wall clock at the store's (microsecond) precision, moved by an

@@ -19,6 +19,7 @@ mod event_types;
 mod faults;
 mod idempotency;
 mod idempotency_faults;
+mod idempotency_in_flight;
 mod idempotency_lifetimes;
 mod idempotent_routes;
 mod inbound;

@@ -3,12 +3,14 @@
 //! a fresh database).
 //!
 //! - `conformance`: the shared suite every backend passes.
+//! - `idempotency`: a key in flight on one node does not block another.
 //! - `inbound`: processing inbound events: concurrent claims, paths the suite leaves out.
 //! - `postgres`: several processes on one database, migrations, a server that goes away.
 //! - `queue`: the delivery queue's main paths, concurrent claims, a stale lease owner.
 //! - `smoke`: quick checks of this backend's own choices (conflict sentences, byte order).
 
 mod conformance;
+mod idempotency;
 mod inbound;
 mod postgres;
 mod queue;

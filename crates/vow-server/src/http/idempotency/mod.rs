@@ -26,11 +26,20 @@
 //! ([`Once::replayed_within`]); then the key is free again. The keyed operation runs in a task of its
 //! own, so a client that hangs up cannot cancel it half-way: its retry finds the outcome.
 //!
+//! A duplicate of a request in flight on this node is answered before it touches the store
+//! ([`in_flight`]): 409 at once, or after waiting (woken, holding nothing) up to its
+//! `Prefer: wait`. A request with `Prefer: wait` begins its record before its operation, so a
+//! wait that ends with the record free (released, or its lease expired) runs the operation.
+//!
 //! # Layout
+//! - [`in_flight`]: the keyed requests running on this node.
+//! - `commit`: [`Commit`], the write that completes the record.
 //! - [`route`]: the routes and what their fingerprint covers.
 //! - [`respond`]: problems, stored and replayed responses, reading the headers.
 //! - [`status`]: `GET /api/v1/idempotency-key/{key}`.
 
+mod commit;
+pub mod in_flight;
 pub mod respond;
 pub mod route;
 pub mod status;
@@ -43,18 +52,19 @@ use axum::extract::{FromRequestParts, MatchedPath, RawPathParams};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use tokio::time::Instant;
 use vow_core::AppId;
 use vow_idempotency::{IdempotencyKey, Problem};
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings,
-    StoredResponse, Write, Written,
+    Begun, Fingerprint, FreshClaim, KeyState, LeaseToken, Scope, Settings,
 };
-use vow_store::inbound::processing::WorkClaim;
-use vow_store::inbound::{InboundEvent, Source};
-use vow_store::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError};
+use vow_store::StoreError;
 
 use crate::error::{ApiError, ApiResult};
 use crate::http::AppState;
+pub use commit::{Commit, Produced};
+use commit::{Owned, Progress};
+use in_flight::Entered;
 pub use respond::{json, problem};
 pub use route::{Route, ROUTES};
 
@@ -159,6 +169,7 @@ impl Once {
             body,
             scope,
             wait: self.wait,
+            until: Instant::now() + self.wait.unwrap_or_default(),
             settings,
         };
         let state = state.clone();
@@ -173,39 +184,93 @@ struct Keyed {
     scope: Scope,
     fingerprint: Fingerprint,
     body: String,
+    /// `Prefer: wait`, as sent.
     wait: Option<Duration>,
+    /// When a wait for another request's outcome ends (now, without `Prefer: wait`).
+    until: Instant,
     /// How long its record lives ([`Once::settings`]).
     settings: Settings,
 }
 
 impl Keyed {
+    /// Runs `op` at most once for the key. A duplicate of a request running on this node waits
+    /// for it (up to `Prefer: wait`, holding no store connection) and answers 409 if it is still
+    /// running then. Without `Prefer: wait`, the key is claimed in the write's own transaction
+    /// (the hot path); with it, the record is begun first, so a wait that ends with this request
+    /// owning the record (the holder released it or its lease ran out) runs `op`.
     async fn run<F, Fut>(self, state: &AppState, op: F) -> ApiResult<Response>
     where
         F: FnOnce(Commit) -> Fut,
         Fut: Future<Output = ApiResult<Response>>,
     {
-        let now = state.now();
+        let mut counted = false;
+        let _running = loop {
+            match state.in_flight.enter(&self.scope) {
+                Entered::Running(running) => break running,
+                Entered::Busy(busy) => {
+                    if !counted && Instant::now() < self.until {
+                        counted = true;
+                        metrics::counter!(crate::metrics::IDEMPOTENT_WAITS).increment(1);
+                    }
+                    if !busy.finished_by(self.until).await {
+                        return Ok(self.running_here(state).await);
+                    }
+                }
+            }
+        };
+        if self.wait.is_some_and(|w| !w.is_zero()) {
+            let now = state.now();
+            let token = match self.begin_waiting(state, now).await {
+                Ok(begun) => match self.owned(state, begun) {
+                    Ok(token) => token,
+                    Err(answer) => return Ok(answer),
+                },
+                Err(e) => return Ok(self.unavailable(&e)),
+            };
+            return self.execute(state, op, token, None, state.now()).await;
+        }
         // The key is claimed inside the write's own transaction: one commit for claim, write and
         // response, and no read of the record before it. The store takes an abandoned record
-        // over there too; a key with any other record rolls the write back (`Fenced`), and the
-        // record, begun then, gives the answer.
-        let token = LeaseToken::generate();
-        let progress = Arc::new(Mutex::new(Progress::Open));
+        // over there too; a key with any other record (or, on PostgreSQL, one another
+        // transaction holds) rolls the write back (`Fenced`), and the record, begun then, gives
+        // the answer.
         let key = self.scope.key.clone();
         let on_takeover = Box::new(move || {
             metrics::counter!(crate::metrics::IDEMPOTENT_TAKEOVERS).increment(1);
             tracing::info!(key = %key.hash(), "took over an expired idempotency claim");
         });
+        let fresh = FreshClaim {
+            fingerprint: self.fingerprint,
+            canonical_body: self.body.clone(),
+            on_takeover: Some(on_takeover),
+        };
+        let now = state.now();
+        self.execute(state, op, LeaseToken::generate(), Some(fresh), now)
+            .await
+    }
+
+    /// Runs `op` as the owner of the record `token` holds: begun already (`fresh: None`), or
+    /// claimed by its write (`fresh`); then answers by where the record stands.
+    async fn execute<F, Fut>(
+        &self,
+        state: &AppState,
+        op: F,
+        token: LeaseToken,
+        fresh: Option<FreshClaim>,
+        now: DateTime<Utc>,
+    ) -> ApiResult<Response>
+    where
+        F: FnOnce(Commit) -> Fut,
+        Fut: Future<Output = ApiResult<Response>>,
+    {
+        let begun = fresh.is_none().then(|| token.clone());
+        let progress = Arc::new(Mutex::new(Progress::Open));
         let commit = Commit {
             state: state.clone(),
             record: Some(Owned {
                 scope: self.scope.clone(),
                 token,
-                fresh: Some(FreshClaim {
-                    fingerprint: self.fingerprint,
-                    canonical_body: self.body.clone(),
-                    on_takeover: Some(on_takeover),
-                }),
+                fresh,
                 now,
                 settings: self.settings,
                 progress: progress.clone(),
@@ -223,15 +288,40 @@ impl Keyed {
             // The key has a record: answer as it says.
             (Progress::Fenced, _) => Ok(self.lost_claim(state).await),
             // An answer reached without a write (a refusal, get-if-exists): final, stored.
-            (Progress::Open, Ok(out)) => self.finish(state, out, now).await,
+            (Progress::Open, Ok(out)) => self.finish(state, out, now, begun).await,
             (Progress::Open, Err(e @ (ApiError::NotFound(_) | ApiError::Conflict(_)))) => {
                 let out = e.into_response();
-                self.finish(state, out, now).await
+                self.finish(state, out, now, begun).await
             }
-            (Progress::Open, Err(ApiError::Unavailable(cause))) => Ok(self.unavailable(&cause)),
-            // Not final, so not stored; but a key with a record is answered by it, as it would
-            // have been had the record been read before the operation.
-            (Progress::Open, Err(e)) => self.recorded_or(state, e).await,
+            (Progress::Open, Err(e)) => {
+                if let Some(token) = &begun {
+                    // Not final: the begun record goes, so a retry runs.
+                    self.release(state, token).await;
+                }
+                match e {
+                    ApiError::Unavailable(cause) => Ok(self.unavailable(&cause)),
+                    e if begun.is_some() => Err(e),
+                    // Not final, so not stored; but a key with a record is answered by it, as
+                    // it would have been had the record been read before the operation.
+                    e => self.recorded_or(state, e).await,
+                }
+            }
+        }
+    }
+
+    /// The answer to a duplicate of a request still running on this node once its wait is
+    /// over: the key's final answer when its record has one (a replay, 422), else 409.
+    async fn running_here(&self, state: &AppState) -> Response {
+        match state
+            .store
+            .idempotency_status(&self.scope, state.now())
+            .await
+        {
+            Ok(Some(status)) if status.state != KeyState::InProgress => {
+                self.lost_claim(state).await
+            }
+            Ok(_) => problem(Problem::InProgress { retry_after: 1 }),
+            Err(cause) => self.unavailable(&cause),
         }
     }
 
@@ -294,8 +384,10 @@ impl Keyed {
         match self.begin_waiting(state, state.now()).await {
             Ok(begun) => match self.owned(state, begun) {
                 Err(answer) => answer,
-                // The other request released the key again (it failed): this one's operation
-                // is spent, so the client retries.
+                // The record was freed between this request's claim and its begin (the other
+                // request failed, or its lease ended just then): this one's operation is spent,
+                // so the client retries. A request with `Prefer: wait` begins first instead,
+                // and runs its operation when its wait ends this way.
                 Ok(token) => {
                     self.release(state, &token).await;
                     problem(Problem::InProgress { retry_after: 1 })
@@ -313,15 +405,16 @@ impl Keyed {
         }
     }
 
-    /// Begins the record; while another request holds it and `wait` allows, polls until that
-    /// request's outcome is stored (a replay), its lease ends (this request takes over), or the
-    /// wait is over (409).
+    /// Begins the record; while another request (on another node, or one that began it
+    /// through the store) holds it and the wait allows, polls until that request's outcome is
+    /// stored (a replay), its lease ends or it is released (this request owns the record), or
+    /// the wait is over (409). Each poll is one short statement: nothing is held between them.
     async fn begin_waiting(
         &self,
         state: &AppState,
         now: DateTime<Utc>,
     ) -> Result<Begun, StoreError> {
-        let until = tokio::time::Instant::now() + self.wait.unwrap_or_default();
+        let until = self.until;
         let mut at = now;
         loop {
             let begun = state
@@ -334,7 +427,7 @@ impl Keyed {
                     &self.settings,
                 )
                 .await?;
-            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let left = until.saturating_duration_since(Instant::now());
             if !matches!(begun, Begun::InProgress { .. }) || left.is_zero() {
                 return Ok(begun);
             }
@@ -346,20 +439,25 @@ impl Keyed {
         }
     }
 
-    /// Stores `out` as the record's final response and answers it. The record is begun first;
-    /// when the key has one (another request's), it answers instead.
+    /// Stores `out` as the record's final response and answers it. Unless `begun` holds the
+    /// record already, it is begun first; when the key has one (another request's), it answers
+    /// instead.
     async fn finish(
         &self,
         state: &AppState,
         out: Response,
         now: DateTime<Utc>,
+        begun: Option<LeaseToken>,
     ) -> ApiResult<Response> {
-        let token = match self.begin_waiting(state, now).await {
-            Ok(begun) => match self.owned(state, begun) {
-                Ok(token) => token,
-                Err(answer) => return Ok(answer),
+        let token = match begun {
+            Some(token) => token,
+            None => match self.begin_waiting(state, now).await {
+                Ok(begun) => match self.owned(state, begun) {
+                    Ok(token) => token,
+                    Err(answer) => return Ok(answer),
+                },
+                Err(e) => return Ok(self.unavailable(&e)),
             },
-            Err(e) => return Ok(self.unavailable(&e)),
         };
         let (response, out) = respond::to_stored(out).await?;
         let settings = &self.settings;
@@ -389,178 +487,4 @@ impl Keyed {
 fn hang_after_commit() -> bool {
     static HANG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *HANG.get_or_init(|| std::env::var_os("VOW_TEST_HANG_AFTER_COMMIT").is_some_and(|v| v == "1"))
-}
-
-/// Where the owner's record stands after its operation ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Progress {
-    /// Not completed: the operation ended before its write committed, or without one.
-    Open,
-    /// Completed in the write's transaction.
-    Completed,
-    /// Another request took the record over; this one wrote nothing.
-    Fenced,
-}
-
-/// The owner's record, as a [`Commit`] completes it.
-struct Owned {
-    scope: Scope,
-    token: LeaseToken,
-    fresh: Option<FreshClaim>,
-    now: DateTime<Utc>,
-    settings: Settings,
-    progress: Arc<Mutex<Progress>>,
-}
-
-/// The one write an operation ends in: with a key, it completes the record in the same store
-/// transaction; without one it is the plain write.
-pub struct Commit {
-    state: AppState,
-    record: Option<Owned>,
-}
-
-impl Commit {
-    fn plain(state: AppState) -> Self {
-        Self {
-            state,
-            record: None,
-        }
-    }
-
-    /// The handler's state.
-    pub fn state(&self) -> &AppState {
-        &self.state
-    }
-
-    /// Runs `write` in one store transaction, with the response `render` makes of its result
-    /// stored in that transaction when there is a key, and wakes the delivery workers when the
-    /// write queued work. Returns the result and the response to answer.
-    pub async fn write<T: Produced>(
-        self,
-        write: Write,
-        render: impl FnOnce(&T) -> StoredResponse + Send + 'static,
-    ) -> ApiResult<(T, Response)> {
-        let render = Render::From(Box::new(move |written: &Written| match T::view(written) {
-            Some(value) => render(value),
-            None => mismatch(written),
-        }));
-        self.commit(write, render).await
-    }
-
-    /// [`Commit::write`] for a write whose success answers `response`, rendered before it (a
-    /// message create: its row is the request's values). With a key, the store claims the key
-    /// with the response, and renders nothing inside the transaction.
-    pub async fn write_answering<T: Produced>(
-        self,
-        write: Write,
-        response: StoredResponse,
-    ) -> ApiResult<(T, Response)> {
-        self.commit(write, Render::Ready(response)).await
-    }
-
-    async fn commit<T: Produced>(self, write: Write, render: Render) -> ApiResult<(T, Response)> {
-        let store = &self.state.store;
-        let (written, response) = match self.record {
-            None => {
-                let (written, _) = store.apply(write, None).await?;
-                let response = render.response(&written);
-                (written, Some(response))
-            }
-            Some(owned) => {
-                let completion = Completion {
-                    scope: owned.scope,
-                    token: owned.token,
-                    fresh: owned.fresh,
-                    now: owned.now,
-                    settings: owned.settings,
-                    render,
-                };
-                let applied = store.apply(write, Some(completion)).await;
-                let mut progress = owned.progress.lock().unwrap_or_else(|e| e.into_inner());
-                match applied {
-                    Ok(applied) => {
-                        *progress = Progress::Completed;
-                        applied
-                    }
-                    Err(StoreError::Fenced) => {
-                        *progress = Progress::Fenced;
-                        return Err(ApiError::Internal(Box::new(StoreError::Fenced)));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        };
-        if written.queues_work() {
-            self.state.wake.notify_one();
-        }
-        let response = response.ok_or_else(|| mismatch_error(&written))?;
-        let value = T::take(written).ok_or_else(|| ApiError::Internal("write mismatch".into()))?;
-        Ok((value, respond::stored(response)))
-    }
-}
-
-/// What a [`Write`] produces, taken out of [`Written`] by type.
-pub trait Produced: Sized + Send + 'static {
-    /// The value, if `written` holds one of this type.
-    fn view(written: &Written) -> Option<&Self>;
-    /// The value, owned.
-    fn take(written: Written) -> Option<Self>;
-}
-
-macro_rules! produced {
-    ($($type:ty => $variant:ident),* $(,)?) => {$(
-        impl Produced for $type {
-            fn view(written: &Written) -> Option<&Self> {
-                match written {
-                    Written::$variant(value) => Some(value),
-                    _ => None,
-                }
-            }
-            fn take(written: Written) -> Option<Self> {
-                match written {
-                    Written::$variant(value) => Some(value),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-produced!(
-    Application => Application,
-    EventType => EventType,
-    Endpoint => Endpoint,
-    CreatedMessage => Message,
-    Delivery => Resent,
-    u64 => Replayed,
-    Source => Source,
-    WorkClaim => InboundClaimed,
-    InboundEvent => InboundEvent,
-);
-
-impl Produced for () {
-    fn view(written: &Written) -> Option<&Self> {
-        matches!(written, Written::SecretRotated).then_some(&())
-    }
-    fn take(written: Written) -> Option<Self> {
-        matches!(written, Written::SecretRotated).then_some(())
-    }
-}
-
-/// A handler asked for another result than its write produces: a bug, answered 500.
-fn mismatch(written: &Written) -> StoredResponse {
-    tracing::error!(
-        ?written,
-        "a write produced another result than its handler renders"
-    );
-    StoredResponse {
-        status: 500,
-        headers: Vec::new(),
-        body: Vec::new(),
-        resource: None,
-    }
-}
-
-fn mismatch_error(written: &Written) -> ApiError {
-    ApiError::Internal(format!("a write produced {written:?}, not what its handler renders").into())
 }
