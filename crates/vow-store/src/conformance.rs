@@ -22,6 +22,8 @@
 //! - `fanout`: which endpoints get a delivery row for a new message, `Pending` or `Held`.
 //! - `idempotency`: `Idempotency-Key` records: begin, the completing create, replay, release,
 //!   fencing, and lifetimes (lease, replay, tombstone) that follow the settings given.
+//! - `idempotency_identity`: what a record takes for the same request (exact numbers, the query,
+//!   version 1 records).
 //! - `inbound`: sources and the atomic claim of inbound events (duplicates, quarantine),
 //!   rejections, retention ([`crate::InboundStore`]).
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
@@ -37,6 +39,7 @@ mod endpoints;
 mod event_types;
 mod fanout;
 mod idempotency;
+mod idempotency_identity;
 mod inbound;
 mod inbound_work;
 mod messages;
@@ -49,6 +52,7 @@ pub use endpoints::*;
 pub use event_types::*;
 pub use fanout::*;
 pub use idempotency::*;
+pub use idempotency_identity::*;
 pub use inbound::*;
 pub use inbound_work::*;
 pub use messages::*;
@@ -135,6 +139,7 @@ macro_rules! conformance_suite {
             a_claims_lease_lasts_as_long_as_its_settings_say,
             a_completed_record_expires_and_its_tombstone_ends_as_its_settings_say,
             without_a_tombstone_a_key_is_free_as_soon_as_its_record_expires,
+            a_keys_record_tells_requests_apart_exactly_and_keeps_judging_version_1_records,
             // settings
             the_first_admin_token_hash_wins,
             a_fresh_store_answers_a_ping,
