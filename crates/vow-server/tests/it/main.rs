@@ -24,3 +24,4 @@ mod inbound;
 mod messages;
 mod operators;
 mod receiver;
+mod request_identity;
