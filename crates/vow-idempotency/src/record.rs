@@ -477,7 +477,10 @@ mod tests {
         };
         let request = |body: &str| Fingerprint::with_canonical_body("POST", ROUTE, body.as_bytes());
         let big = v1(r#"{"amount":1.8446744073709552e+19,"eventType":"a.b"}"#);
-        assert!(replays(&big, request(r#"{"eventType":"a.b","amount":18446744073709551616}"#)));
+        assert!(replays(
+            &big,
+            request(r#"{"eventType":"a.b","amount":18446744073709551616}"#)
+        ));
         let other = request(r#"{"amount":12,"eventType":"a.b"}"#);
         assert_eq!(
             decide(&big, &other.0, &other.1, t(1)),

@@ -244,8 +244,10 @@ mod tests {
     #[test]
     fn keys_are_sorted_and_a_repeated_key_keeps_its_last_value() {
         assert_eq!(
-            canonical(r#" { "b" : [ 1.0 , {"z":null,"a":true} ], "a":"x", "b2": false, "a":"y" } "#)
-                .as_deref(),
+            canonical(
+                r#" { "b" : [ 1.0 , {"z":null,"a":true} ], "a":"x", "b2": false, "a":"y" } "#
+            )
+            .as_deref(),
             Some(r#"{"a":"y","b":[1,{"a":true,"z":null}],"b2":false}"#)
         );
         assert_eq!(canonical("{}").as_deref(), Some("{}"));
@@ -268,9 +270,24 @@ mod tests {
     #[test]
     fn what_is_not_one_json_value_has_no_tree() {
         for bad in [
-            "", " ", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "[1 2]", "tru", "nul",
-            "\"unterminated", "\"raw \u{1} control\"", "\"bad \\x escape\"", "\"\\ud800\"",
-            "1 2", "[01]", "{\"a\":1}}", "'s'",
+            "",
+            " ",
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\" 1}",
+            "{a:1}",
+            "[1 2]",
+            "tru",
+            "nul",
+            "\"unterminated",
+            "\"raw \u{1} control\"",
+            "\"bad \\x escape\"",
+            "\"\\ud800\"",
+            "1 2",
+            "[01]",
+            "{\"a\":1}}",
+            "'s'",
         ] {
             assert_eq!(canonical(bad), None, "{bad:?}");
         }

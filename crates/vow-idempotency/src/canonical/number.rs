@@ -140,7 +140,11 @@ fn parse_exponent(e: &str) -> Option<i64> {
     if digits.len() > 18 {
         return None;
     }
-    let value: i64 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
+    let value: i64 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().ok()?
+    };
     Some(if negative { -value } else { value })
 }
 
@@ -154,7 +158,9 @@ mod tests {
 
     #[test]
     fn spellings_of_one_value_are_one_spelling() {
-        for one in ["1", "1.0", "1e0", "10e-1", "0.1e1", "100e-2", "1E+0", "0.0001e4"] {
+        for one in [
+            "1", "1.0", "1e0", "10e-1", "0.1e1", "100e-2", "1E+0", "0.0001e4",
+        ] {
             assert_eq!(c(one), "1", "{one}");
         }
         for zero in ["0", "-0", "0.0", "-0.0e-7", "0e400", "0.000"] {

@@ -267,9 +267,15 @@ mod tests {
             ("0.1", "0.10000000000000000001"),
         ];
         for (a, b) in pairs {
-            let (a, b) = (format!(r#"{{"amount":{a}}}"#), format!(r#"{{"amount":{b}}}"#));
+            let (a, b) = (
+                format!(r#"{{"amount":{a}}}"#),
+                format!(r#"{{"amount":{b}}}"#),
+            );
             assert_ne!(fp(&a), fp(&b), "{a} {b}");
-            assert_eq!(differences(&canonical_body(a.as_bytes()), &canonical_body(b.as_bytes())), vec!["/amount"]);
+            assert_eq!(
+                differences(&canonical_body(a.as_bytes()), &canonical_body(b.as_bytes())),
+                vec!["/amount"]
+            );
         }
         assert_eq!(
             canonical_body(br#"{"a":18446744073709551617,"b":123456789.123456789123,"c":1E400}"#),
@@ -380,7 +386,10 @@ mod tests {
         let escaped = diff(&json!({"a/b~c": 1}), &json!({"a/b~c": 2}));
         assert_eq!(escaped, vec!["/a~1b~0c"]);
         assert_eq!(diff(&json!(1), &json!("1")), vec![""]);
-        assert_eq!(diff(&json!({"a": [1]}), &json!({"a": {"0": 1}})), vec!["/a"]);
+        assert_eq!(
+            diff(&json!({"a": [1]}), &json!({"a": {"0": 1}})),
+            vec!["/a"]
+        );
     }
 
     /// A JSON value whose numbers are `±D × 10^k` with `D` free of leading and trailing zeros,
@@ -397,20 +406,22 @@ mod tests {
     }
 
     fn arb_tree() -> impl Strategy<Value = Tree> {
-        let leaf = prop_oneof![
-            Just(Tree::Null),
-            any::<bool>().prop_map(Tree::Bool),
-            Just(Tree::Zero),
-            // Small integers and decimals, integers past 64 bits, long decimals, and exponents
-            // far outside f64's range.
-            (any::<bool>(), "[1-9]([0-9]{0,2}[1-9])?", -3i64..3)
-                .prop_map(|(neg, d, k)| Tree::Number(neg, d, k)),
-            (any::<bool>(), "[1-9]([0-9]{18,30}[1-9])?", -25i64..5)
-                .prop_map(|(neg, d, k)| Tree::Number(neg, d, k)),
-            (any::<bool>(), "[1-9][0-9]{0,3}", -500i64..500)
-                .prop_map(|(neg, d, k)| Tree::Number(neg, d.trim_end_matches('0').to_owned(), k)),
-            "[a-z\u{e9}\"\\\\\n]{0,4}".prop_map(Tree::Text),
-        ];
+        let leaf =
+            prop_oneof![
+                Just(Tree::Null),
+                any::<bool>().prop_map(Tree::Bool),
+                Just(Tree::Zero),
+                // Small integers and decimals, integers past 64 bits, long decimals, and exponents
+                // far outside f64's range.
+                (any::<bool>(), "[1-9]([0-9]{0,2}[1-9])?", -3i64..3)
+                    .prop_map(|(neg, d, k)| Tree::Number(neg, d, k)),
+                (any::<bool>(), "[1-9]([0-9]{18,30}[1-9])?", -25i64..5)
+                    .prop_map(|(neg, d, k)| Tree::Number(neg, d, k)),
+                (any::<bool>(), "[1-9][0-9]{0,3}", -500i64..500).prop_map(|(neg, d, k)| {
+                    Tree::Number(neg, d.trim_end_matches('0').to_owned(), k)
+                }),
+                "[a-z\u{e9}\"\\\\\n]{0,4}".prop_map(Tree::Text),
+            ];
         leaf.prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4).prop_map(Tree::Array),
@@ -423,7 +434,9 @@ mod tests {
     /// whitespace here and there.
     fn spell(tree: &Tree, seed: &mut u64) -> String {
         fn roll(seed: &mut u64, n: u64) -> u64 {
-            *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (*seed >> 33) % n
         }
         match tree {
@@ -459,7 +472,9 @@ mod tests {
             Tree::Object(members) => {
                 let mut members: Vec<String> = members
                     .iter()
-                    .map(|(k, v)| format!("{}: {}", serde_json::to_string(k).unwrap(), spell(v, seed)))
+                    .map(|(k, v)| {
+                        format!("{}: {}", serde_json::to_string(k).unwrap(), spell(v, seed))
+                    })
                     .collect();
                 if roll(seed, 2) == 0 {
                     members.reverse();

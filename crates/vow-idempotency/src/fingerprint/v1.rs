@@ -80,7 +80,8 @@ mod tests {
     #[test]
     fn a_body_is_judged_in_version_1s_form() {
         // What version 1 stored for these bodies.
-        let stored = canonical(&serde_json::from_str(r#"{"a":18446744073709551616,"b":1.0}"#).unwrap());
+        let stored =
+            canonical(&serde_json::from_str(r#"{"a":18446744073709551616,"b":1.0}"#).unwrap());
         assert_eq!(stored, r#"{"a":1.8446744073709552e+19,"b":1}"#);
         assert!(differences(&stored, r#"{"a":18446744073709551616,"b":1}"#).is_empty());
         // Version 1 could not tell these apart, and its record cannot either.

@@ -73,7 +73,10 @@ async fn numbers_are_exact_in_the_fingerprint_and_on_the_way_to_the_endpoint(app
     assert_eq!(created.status(), 202);
     // `1e400` is out of `f64`'s range: read the answer as text (the id is all it needs).
     let created = created.text().await.unwrap();
-    assert!(created.contains(&format!(r#""payload":{payload}"#)), "{created}");
+    assert!(
+        created.contains(&format!(r#""payload":{payload}"#)),
+        "{created}"
+    );
     #[derive(serde::Deserialize)]
     struct Created {
         id: String,
@@ -121,7 +124,43 @@ async fn a_query_the_route_reads_is_part_of_the_request(app: TestApp) {
     assert_eq!(stored(&app, &app_id).await, 1);
 }
 
+/// A key with a control byte (DEL, 0x01) never reaches vow: hyper's HTTP/1 parser (httparse)
+/// refuses the header line and answers a bare 400 itself, before any handler runs, so vow
+/// cannot answer its `idempotency-key-invalid` problem (see docs/problems.md). What holds: the
+/// request never runs, with or without its key.
+async fn a_key_with_a_control_byte_is_refused_before_anything_runs(app: TestApp) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app_id = app.create_app("Shop").await;
+    let body = message(r#"{"amount":10}"#);
+    let addr = app.base.trim_start_matches("http://");
+    for byte in [0x7f_u8, 0x01] {
+        let mut head = format!(
+            "POST /api/v1/app/{app_id}/msg HTTP/1.1\r\nhost: {addr}\r\n\
+             authorization: Bearer {}\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\nidempotency-key: a",
+            crate::helpers::TOKEN,
+            body.len()
+        )
+        .into_bytes();
+        head.push(byte);
+        head.extend_from_slice(b"b\r\n\r\n");
+        head.extend_from_slice(body.as_bytes());
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(&head).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("content-length: 0"),
+            "{answer}"
+        );
+    }
+    assert_eq!(stored(&app, &app_id).await, 0);
+}
+
 on_both_stores!(
     numbers_are_exact_in_the_fingerprint_and_on_the_way_to_the_endpoint,
     a_query_the_route_reads_is_part_of_the_request,
+    a_key_with_a_control_byte_is_refused_before_anything_runs,
 );

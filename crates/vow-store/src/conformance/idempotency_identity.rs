@@ -49,7 +49,10 @@ pub async fn a_keys_record_tells_requests_apart_exactly_and_keeps_judging_versio
     store: &dyn Store,
 ) {
     let body = r#"{"eventType":"a.b","payload":{"amount":18446744073709551616,"rate":123456789.123456789}}"#;
-    assert!(matches!(begin(store, "n-1", "", body).await, Begun::Owner(_)));
+    assert!(matches!(
+        begin(store, "n-1", "", body).await,
+        Begun::Owner(_)
+    ));
     let respelled = r#"{"payload":{"rate":1234567891.23456789e-1,"amount":1.8446744073709551616E19},"eventType":"a.b"}"#;
     assert!(matches!(
         begin(store, "n-1", "", respelled).await,
@@ -86,7 +89,13 @@ pub async fn a_keys_record_tells_requests_apart_exactly_and_keeps_judging_versio
         Begun::InProgress { .. }
     ));
     assert_eq!(
-        begin(store, "v1-json", "", r#"{"eventType":"a.c","payload":{"amount":1}}"#).await,
+        begin(
+            store,
+            "v1-json",
+            "",
+            r#"{"eventType":"a.c","payload":{"amount":1}}"#
+        )
+        .await,
         reused(&["/eventType", "/payload/amount"])
     );
     assert!(matches!(
@@ -97,5 +106,8 @@ pub async fn a_keys_record_tells_requests_apart_exactly_and_keeps_judging_versio
         begin(store, "v1-text", "", "not json").await,
         Begun::InProgress { .. }
     ));
-    assert_eq!(begin(store, "v1-text", "", "not json!").await, reused(&[""]));
+    assert_eq!(
+        begin(store, "v1-text", "", "not json!").await,
+        reused(&[""])
+    );
 }
