@@ -24,8 +24,8 @@ pub(crate) const MAX_DEPTH: usize = 128;
 pub(crate) enum Json<'a> {
     Null,
     Bool(bool),
-    /// The canonical spelling.
-    Number(String),
+    /// The canonical spelling (borrowed when it is the text, as for most integers).
+    Number(Cow<'a, str>),
     /// The decoded text.
     String(Cow<'a, str>),
     Array(Vec<Json<'a>>),

@@ -13,13 +13,15 @@
 //! So a spelling pads at most 21 zeros: an exponent is never turned into a string of zeros. An exponent that does not fit in 18 digits is refused
 //! (`None`): the body then counts as bytes.
 
+use std::borrow::Cow;
+
 /// The canonical spelling of the number `text`, or `None` when `text` is not a JSON number (RFC
 /// 8259 `number`) or its exponent is out of range.
-pub(crate) fn canonical(text: &str) -> Option<String> {
+pub(crate) fn canonical(text: &str) -> Option<Cow<'_, str>> {
     let parts = Parts::split(text)?;
     if parts.frac.is_empty() && parts.exp.is_none() && parts.int.len() <= 21 {
-        // A plain integer is its own spelling, but for `-0`.
-        return Some(if parts.int == "0" { "0" } else { text }.to_owned());
+        // A plain integer is its own spelling, but for `-0`: the common case, borrowed.
+        return Some(Cow::Borrowed(if parts.int == "0" { "0" } else { text }));
     }
     let exp = match parts.exp {
         None => 0,
@@ -30,7 +32,7 @@ pub(crate) fn canonical(text: &str) -> Option<String> {
     let trailing = all.iter().rev().take_while(|&&d| d == b'0').count();
     let significant = &all[..all.len() - trailing];
     if significant.is_empty() {
-        return Some("0".to_owned());
+        return Some(Cow::Borrowed("0"));
     }
     // value = significant × 10^k
     let k = exp
@@ -38,7 +40,7 @@ pub(crate) fn canonical(text: &str) -> Option<String> {
         .checked_add(i64::try_from(trailing).ok()?)?;
     let len = i64::try_from(significant.len()).ok()?;
     let point = len.checked_add(k)?;
-    Some(spell(parts.negative, significant, point))
+    Some(Cow::Owned(spell(parts.negative, significant, point)))
 }
 
 /// `±0.D × 10^point` in the layout the module describes.
@@ -153,7 +155,9 @@ mod tests {
     use super::canonical;
 
     fn c(text: &str) -> String {
-        canonical(text).unwrap_or_else(|| panic!("{text} is a number"))
+        canonical(text)
+            .unwrap_or_else(|| panic!("{text} is a number"))
+            .into_owned()
     }
 
     #[test]

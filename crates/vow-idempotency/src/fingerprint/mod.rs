@@ -406,22 +406,21 @@ mod tests {
     }
 
     fn arb_tree() -> impl Strategy<Value = Tree> {
-        let leaf =
-            prop_oneof![
-                Just(Tree::Null),
-                any::<bool>().prop_map(Tree::Bool),
-                Just(Tree::Zero),
-                // Small integers and decimals, integers past 64 bits, long decimals, and exponents
-                // far outside f64's range.
-                (any::<bool>(), "[1-9]([0-9]{0,2}[1-9])?", -3i64..3)
-                    .prop_map(|(neg, d, k)| Tree::Number(neg, d, k)),
-                (any::<bool>(), "[1-9]([0-9]{18,30}[1-9])?", -25i64..5)
-                    .prop_map(|(neg, d, k)| Tree::Number(neg, d, k)),
-                (any::<bool>(), "[1-9][0-9]{0,3}", -500i64..500).prop_map(|(neg, d, k)| {
-                    Tree::Number(neg, d.trim_end_matches('0').to_owned(), k)
-                }),
-                "[a-z\u{e9}\"\\\\\n]{0,4}".prop_map(Tree::Text),
-            ];
+        let leaf = prop_oneof![
+            Just(Tree::Null),
+            any::<bool>().prop_map(Tree::Bool),
+            Just(Tree::Zero),
+            // Small integers and decimals, integers past 64 bits, long decimals, and exponents
+            // far outside f64's range.
+            (any::<bool>(), "[1-9]([0-9]{0,2}[1-9])?", -3i64..3)
+                .prop_map(|(neg, d, k)| Tree::Number(neg, d, k)),
+            (any::<bool>(), "[1-9]([0-9]{18,30}[1-9])?", -25i64..5)
+                .prop_map(|(neg, d, k)| Tree::Number(neg, d, k)),
+            (any::<bool>(), "[1-9][0-9]{0,3}", -500i64..500).prop_map(|(neg, d, k)| {
+                Tree::Number(neg, d.trim_end_matches('0').to_owned(), k)
+            }),
+            "[a-z\u{e9}\"\\\\\n]{0,4}".prop_map(Tree::Text),
+        ];
         leaf.prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4).prop_map(Tree::Array),
