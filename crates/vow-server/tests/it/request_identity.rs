@@ -88,13 +88,8 @@ async fn numbers_are_exact_in_the_fingerprint_and_on_the_way_to_the_endpoint(app
     assert!(delivered.contains(&payload.as_bytes()), "{delivered:?}");
     assert_eq!(got.len(), 2, "one delivery per message");
     let read = app
-        .request(Method::GET, &format!("/api/v1/app/{}/msg/{msg}", s.app_id))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .get_text(&format!("/api/v1/app/{}/msg/{msg}", s.app_id))
+        .await;
     assert!(read.contains(&format!(r#""payload":{payload}"#)), "{read}");
 }
 
