@@ -12,8 +12,9 @@
 //!
 //! # Layout
 //! - [`key`]: the header's two forms (sf-string or token), validated; a hash of it for logs.
-//! - [`fingerprint`]: canonical JSON, the versioned SHA-256 fingerprint, and the JSON pointers at
-//!   which two bodies differ.
+//! - `canonical`: canonical JSON read from the body's text, numbers exact.
+//! - [`fingerprint`]: the versioned SHA-256 fingerprint (method, target, query, canonical body),
+//!   what differs between two requests, and version 1's rules for the records it wrote.
 //! - [`problem`]: the problem types, with stable URIs documented in `docs/problems.md`.
 //! - [`record`]: scope, stored response, lease token, settings, and [`record::decide`].
 //! - [`status`]: what a client may ask about its key ([`KeyStatus`]).
@@ -31,6 +32,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod canonical;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod columns;
 pub mod error;

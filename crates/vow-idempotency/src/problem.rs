@@ -15,9 +15,10 @@ pub enum Problem {
     /// 400: the route requires a key and the request has none.
     KeyMissing,
     /// 422: the key was used for a different request; the JSON pointers of the differing
-    /// fields (names only).
+    /// fields and, as `?name`, the differing query parameters (names only).
     KeyReused {
-        /// Where the bodies differ (empty when the method or route differ instead).
+        /// Where the requests differ: `?name` for a query parameter, then JSON pointers into the
+        /// body (empty when the method or route differ instead).
         differences: Vec<String>,
     },
     /// 409: the first request with this key is still running; retry after `retry_after` s.
@@ -80,11 +81,25 @@ impl Problem {
             Self::KeyReused { differences } if differences.is_empty() => {
                 "The key was used with another method or route; use a new key.".into()
             }
-            Self::KeyReused { differences } => format!(
-                "The key was used with a different body (at {}); send the original request \
-                 again, or use a new key.",
-                differences.join(", ")
-            ),
+            Self::KeyReused { differences } => {
+                let (query, body): (Vec<&str>, Vec<&str>) = differences
+                    .iter()
+                    .map(String::as_str)
+                    .partition(|d| d.starts_with('?'));
+                let mut what = Vec::new();
+                if !body.is_empty() {
+                    what.push(format!("body (at {})", body.join(", ")));
+                }
+                if !query.is_empty() {
+                    let names: Vec<&str> = query.iter().map(|q| &q[1..]).collect();
+                    what.push(format!("query (parameter {})", names.join(", ")));
+                }
+                format!(
+                    "The key was used with a different {}; send the original request again, or \
+                     use a new key.",
+                    what.join(" and ")
+                )
+            }
             Self::InProgress { retry_after } => format!(
                 "The first request with this key has not finished; retry in {retry_after} s, or \
                  send `Prefer: wait=N` to wait for its outcome."

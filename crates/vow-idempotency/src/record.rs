@@ -12,7 +12,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rand::RngCore;
 use serde_json::Value;
 
-use crate::fingerprint::differences;
+use crate::fingerprint::{differences, differences_across};
 use crate::{Fingerprint, IdempotencyKey};
 
 /// What a key is unique within. The principal and the application come from authentication and
@@ -322,22 +322,23 @@ pub fn decide(
     Decision::TakeOver
 }
 
-/// `None` when the request is the row's; otherwise the pointers that differ. Digests are compared
-/// only within one fingerprint version; across versions the canonical bodies decide.
+/// `None` when the request is the row's; otherwise what differs. Within one fingerprint version
+/// the digests decide (a different digest is a reuse, even with no differing field: another
+/// method or route). A record of an older version is judged by its version's rules, on the
+/// canonical texts: the request is the row's when they name no difference.
 fn mismatch(row: &Record, fingerprint: &Fingerprint, canonical_body: &str) -> Option<Vec<String>> {
     let same_version = row.fingerprint.version == fingerprint.version;
     if same_version && row.fingerprint.digest == fingerprint.digest {
         return None;
     }
-    let parsed = |s: &str| serde_json::from_str::<Value>(s).ok();
-    let diff = match (
-        row.canonical_body.as_deref().and_then(parsed),
-        parsed(canonical_body),
-    ) {
-        (Some(a), Some(b)) => differences(&a, &b),
-        _ => vec![String::new()],
+    let Some(stored) = row.canonical_body.as_deref() else {
+        return Some(vec![String::new()]);
     };
-    (same_version || !diff.is_empty()).then_some(diff)
+    if same_version {
+        return Some(differences(stored, canonical_body));
+    }
+    let diff = differences_across(row.fingerprint.version, stored, canonical_body);
+    (!diff.is_empty()).then_some(diff)
 }
 
 #[cfg(test)]
@@ -458,19 +459,68 @@ mod tests {
     }
 
     #[test]
-    fn across_fingerprint_versions_the_canonical_bodies_decide() {
-        let mut r = row(State::Completed);
-        r.fingerprint.version = 0;
-        r.fingerprint.digest = [0; 32];
-        assert!(matches!(
-            decide(&r, &fp(BODY), BODY, t(1)),
-            Decision::Answer(Begun::Replay { .. })
+    fn a_version_1_record_replays_the_same_request_and_refuses_another() {
+        // A record version 1 wrote: numbers through f64, a body it could not read kept as text.
+        let v1 = |canonical: &str| {
+            let mut r = row(State::Completed);
+            r.fingerprint = Fingerprint {
+                version: 1,
+                digest: [7; 32],
+            };
+            r.canonical_body = Some(canonical.to_owned());
+            r
+        };
+        let replays = |r: &Record, (fingerprint, body): (Fingerprint, String)| {
+            matches!(
+                decide(r, &fingerprint, &body, t(1)),
+                Decision::Answer(Begun::Replay { .. })
+            )
+        };
+        let request = |body: &str| Fingerprint::with_canonical_body("POST", ROUTE, body.as_bytes());
+        let big = v1(r#"{"amount":1.8446744073709552e+19,"eventType":"a.b"}"#);
+        assert!(replays(
+            &big,
+            request(r#"{"eventType":"a.b","amount":18446744073709551616}"#)
         ));
-        let other = r#"{"amount":12,"eventType":"a.b"}"#;
+        let other = request(r#"{"amount":12,"eventType":"a.b"}"#);
         assert_eq!(
-            decide(&r, &fp(other), other, t(1)),
+            decide(&big, &other.0, &other.1, t(1)),
             answer(Begun::Reused {
                 differences: vec!["/amount".into()]
+            })
+        );
+        // Version 1 compared no query: its records do not either.
+        let quiet = Fingerprint::of_request("POST", ROUTE, "with_content=false", BODY.as_bytes());
+        assert!(replays(&v1(BODY), quiet));
+        // A body that is not JSON (or that version 1 could not read) is the same as its text.
+        assert!(replays(&v1("not json"), request("not json")));
+        assert!(replays(&v1(r#"{"n":1e400}"#), request(r#"{"n":1e400}"#)));
+        let not_json = request("not  json");
+        assert_eq!(
+            decide(&v1("not json"), &not_json.0, &not_json.1, t(1)),
+            answer(Begun::Reused {
+                differences: vec![String::new()]
+            })
+        );
+    }
+
+    #[test]
+    fn within_a_version_the_digest_decides_and_differences_name_the_query() {
+        let r = row(State::Completed);
+        let (fingerprint, text) =
+            Fingerprint::of_request("POST", ROUTE, "with_content=false", BODY.as_bytes());
+        assert_eq!(
+            decide(&r, &fingerprint, &text, t(1)),
+            answer(Begun::Reused {
+                differences: vec!["?with_content".into()]
+            })
+        );
+        // Another target with the same body: a reuse with no differing field.
+        let elsewhere = Fingerprint::of("POST", "/api/v1/app", BODY.as_bytes());
+        assert_eq!(
+            decide(&r, &elsewhere, BODY, t(1)),
+            answer(Begun::Reused {
+                differences: vec![]
             })
         );
     }

@@ -22,6 +22,8 @@
 //! - `fanout`: which endpoints get a delivery row for a new message, `Pending` or `Held`.
 //! - `idempotency`: `Idempotency-Key` records: begin, the completing create, replay, release,
 //!   fencing, and lifetimes (lease, replay, tombstone) that follow the settings given.
+//! - `idempotency_identity`: what a record takes for the same request (exact numbers, the query,
+//!   version 1 records).
 //! - `inbound`: sources and the atomic claim of inbound events (duplicates, quarantine),
 //!   rejections, retention ([`crate::InboundStore`]).
 //! - `inbound_keyed`: the inbound operations as keyed API writes (`Store::apply`): a claim
@@ -40,6 +42,7 @@ mod endpoints;
 mod event_types;
 mod fanout;
 mod idempotency;
+mod idempotency_identity;
 mod inbound;
 mod inbound_keyed;
 mod inbound_rejections;
@@ -54,6 +57,7 @@ pub use endpoints::*;
 pub use event_types::*;
 pub use fanout::*;
 pub use idempotency::*;
+pub use idempotency_identity::*;
 pub use inbound::*;
 pub use inbound_keyed::*;
 pub use inbound_rejections::*;
@@ -143,6 +147,7 @@ macro_rules! conformance_suite {
             a_claims_lease_lasts_as_long_as_its_settings_say,
             a_completed_record_expires_and_its_tombstone_ends_as_its_settings_say,
             without_a_tombstone_a_key_is_free_as_soon_as_its_record_expires,
+            a_keys_record_tells_requests_apart_exactly_and_keeps_judging_version_1_records,
             // settings
             the_first_admin_token_hash_wins,
             a_fresh_store_answers_a_ping,

@@ -140,6 +140,12 @@ impl TestApp {
         self.call(Method::GET, path, None).await
     }
 
+    /// The body of a GET as text, as sent (no JSON parse: numbers stay exact).
+    pub async fn get_text(&self, path: &str) -> String {
+        let resp = self.request(Method::GET, path).send().await.unwrap();
+        resp.text().await.unwrap()
+    }
+
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.call(Method::POST, path, Some(body)).await
     }

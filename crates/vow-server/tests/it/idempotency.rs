@@ -92,14 +92,7 @@ async fn the_same_key_and_body_replay_the_first_response(app: TestApp) {
     assert_eq!(header(&second, "content-type"), Some("application/json"));
     assert_eq!(second.bytes().await.unwrap(), first_body);
 
-    let metrics = app
-        .request(Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.get_text("/metrics").await;
     assert!(
         metrics
             .lines()

@@ -26,3 +26,4 @@ mod inbound;
 mod messages;
 mod operators;
 mod receiver;
+mod request_identity;

@@ -140,13 +140,8 @@ async fn the_payload_is_stored_and_returned_byte_for_byte_as_sent(app: TestApp) 
     assert_eq!(row.payload.as_deref(), Some(payload), "not re-serialised");
 
     let text = app
-        .request(Method::GET, &format!("/api/v1/app/{app_id}/msg/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .get_text(&format!("/api/v1/app/{app_id}/msg/{id}"))
+        .await;
     assert!(
         text.contains(payload),
         "GET returns the payload as sent: {text}"

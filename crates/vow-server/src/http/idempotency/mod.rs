@@ -7,7 +7,8 @@
 //! record's scope, so its uid and id share keys), and hands the rest of its work to
 //! [`Once::run`] as an operation that ends in one [`Commit::write`]. Without a key the operation
 //! simply runs. With one, the record's scope is (principal `admin`, application, `POST`, route
-//! template, key), its fingerprint covers the body and the path's other parameters, and the
+//! template, key), its fingerprint covers the body, the path's other parameters and the query
+//! parameters the route reads, and the
 //! operation runs at once: its write claims the key in its own store transaction
 //! ([`vow_store::Store::apply`] with a fresh claim; no read of the record first), so claim,
 //! write and stored response commit together. A key with a record rolls that write back, and the
@@ -75,7 +76,7 @@ const PRINCIPAL: &str = "admin";
 const WAIT_POLL: Duration = Duration::from_millis(50);
 
 /// The `Idempotency-Key` side of a request to a keyed route, read from its head: the route,
-/// the key, `Prefer: wait`, and the target its fingerprint covers.
+/// the key, `Prefer: wait`, and the target and query its fingerprint covers.
 #[derive(Debug, Clone)]
 pub struct Once {
     route: &'static Route,
@@ -83,6 +84,7 @@ pub struct Once {
     wait: Option<Duration>,
     target: String,
     window: Option<Duration>,
+    query: String,
 }
 
 impl FromRequestParts<AppState> for Once {
@@ -113,6 +115,7 @@ impl FromRequestParts<AppState> for Once {
             wait: respond::prefer_wait(&parts.headers),
             target: route.target(params.iter()),
             window: None,
+            query: route.canonical_query(parts.uri.query()),
         })
     }
 }
@@ -163,7 +166,7 @@ impl Once {
             route: self.route.template.into(),
             key,
         };
-        let (fingerprint, body) = Fingerprint::with_canonical_body("POST", &self.target, raw);
+        let (fingerprint, body) = Fingerprint::of_request("POST", &self.target, &self.query, raw);
         let request = Keyed {
             fingerprint,
             body,

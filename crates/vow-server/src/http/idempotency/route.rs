@@ -4,6 +4,8 @@
 //! operators). `PUT`, `PATCH` and `DELETE` are idempotent by nature (the same request again
 //! leaves the same state), so they take no key, as the IETF draft allows; neither do the public
 //! ingest routes (`/in/...`), which deduplicate by the provider's event id.
+//!
+//! Each route lists the query parameters it reads: they are part of the request's identity.
 
 /// A route that honours `Idempotency-Key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +14,9 @@ pub struct Route {
     pub name: &'static str,
     /// Its template, e.g. `/api/v1/app/{app_id}/msg`: the records' scope.
     pub template: &'static str,
+    /// The query parameters its handler reads (they change what it does or answers), e.g.
+    /// `with_content`; any other parameter is ignored, by the handler and by the fingerprint.
+    pub query: &'static [&'static str],
 }
 
 /// Every route that honours the header.
@@ -19,70 +24,87 @@ pub const ROUTES: &[Route] = &[
     Route {
         name: "application.create",
         template: "/api/v1/app",
+        query: &["get_if_exists"],
     },
     Route {
         name: "event_type.create",
         template: "/api/v1/event-type",
+        query: &[],
     },
     Route {
         name: "endpoint.create",
         template: "/api/v1/app/{app_id}/endpoint",
+        query: &[],
     },
     Route {
         name: "endpoint.secret.rotate",
         template: "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate",
+        query: &[],
     },
     Route {
         name: "endpoint.recover",
         template: "/api/v1/app/{app_id}/endpoint/{endpoint_id}/recover",
+        query: &[],
     },
     Route {
         name: "endpoint.replay",
         template: "/api/v1/app/{app_id}/endpoint/{endpoint_id}/replay",
+        query: &[],
     },
     Route {
         name: "endpoint.send_example",
         template: "/api/v1/app/{app_id}/endpoint/{endpoint_id}/send-example",
+        query: &[],
     },
     Route {
         name: "message.create",
         template: "/api/v1/app/{app_id}/msg",
+        query: &["with_content"],
     },
     Route {
         name: "message.resend",
         template: "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend",
+        query: &[],
     },
     Route {
         name: "source.create",
         template: "/api/v1/source",
+        query: &[],
     },
     Route {
         name: "source.event.claim",
         template: "/api/v1/source/{source_id}/event/claim",
+        query: &[],
     },
     Route {
         name: "source.event.complete",
         template: "/api/v1/source/{source_id}/event/{event_id}/complete",
+        query: &[],
     },
     Route {
         name: "source.event.fail",
         template: "/api/v1/source/{source_id}/event/{event_id}/fail",
+        query: &[],
     },
     Route {
         name: "source.event.resolve",
         template: "/api/v1/source/{source_id}/event/{event_id}/resolve",
+        query: &[],
     },
     Route {
         name: "source.event.replay",
         template: "/api/v1/source/{source_id}/event/{event_id}/replay",
+        query: &[],
     },
     Route {
         name: "source.event.release",
         template: "/api/v1/source/{source_id}/event/{event_id}/release",
+        query: &[],
     },
     Route {
         name: "source.event.discard",
         template: "/api/v1/source/{source_id}/event/{event_id}/discard",
+        query: &[],
     },
 ];
 
@@ -102,7 +124,22 @@ impl Route {
         self.template.contains("{app_id}")
     }
 
-    /// What the fingerprint covers besides the body: the template with every parameter but the
+    /// The query parameters the fingerprint covers, canonical: the ones the route reads, as
+    /// sent (decoded, then percent-encoded again the one way `form_urlencoded` does), sorted by
+    /// name (a repeated name keeps its values' order), joined by `&`. `with_content=true` and no
+    /// parameter are two requests, though they answer alike: a retry sends what it sent.
+    pub fn canonical_query(&self, raw: Option<&str>) -> String {
+        let mut read: Vec<(String, String)> = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+            .filter(|(name, _)| self.query.contains(&name.as_ref()))
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        read.sort_by(|a, b| a.0.cmp(&b.0));
+        form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(read)
+            .finish()
+    }
+
+    /// What the fingerprint covers besides the body and the query: the template with every parameter but the
     /// application (already the scope, resolved, so its uid and id share keys) filled in from
     /// `params`. The same key sent to two endpoints is a reuse, never a replay of the other's.
     pub fn target<'a>(&self, params: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
@@ -144,6 +181,24 @@ mod tests {
         );
         let create = Route::named("message.create").unwrap();
         assert_eq!(create.target([("app_id", "acme")]), create.template);
+    }
+
+    #[test]
+    fn the_query_keeps_what_the_route_reads_in_a_canonical_order() {
+        let create = Route::named("application.create").unwrap();
+        assert_eq!(create.canonical_query(None), "");
+        assert_eq!(create.canonical_query(Some("other=1")), "");
+        assert_eq!(
+            create.canonical_query(Some("z=9&get_if_exists=tru%65")),
+            "get_if_exists=true"
+        );
+        let msg = Route::named("message.create").unwrap();
+        assert_eq!(
+            msg.canonical_query(Some("with_content=false&x=1&with_content=a+b")),
+            "with_content=false&with_content=a+b"
+        );
+        let resend = Route::named("message.resend").unwrap();
+        assert_eq!(resend.canonical_query(Some("with_content=false")), "");
     }
 
     #[test]
