@@ -56,7 +56,11 @@ fn keyed_create(
             settings: Settings::default(),
             render: Render::Ready(response),
         };
-        let write = Write::CreateMessage { new, only: None };
+        let write = Write::CreateMessage {
+            new,
+            only: None,
+            app: None,
+        };
         store.apply(write, Some(completion)).await.map(drop)
     }
 }
