@@ -43,6 +43,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0008_idempotency_state_check",
         include_str!("../migrations/0008_idempotency_state_check.sql"),
     ),
+    (
+        "0010_inbound_replay_guard",
+        include_str!("../migrations/0010_inbound_replay_guard.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

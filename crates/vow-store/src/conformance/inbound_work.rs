@@ -280,9 +280,10 @@ pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(
     assert!(claim(store, Consumer::Push, 1000).await.claimed.is_empty());
 
     let replayed = store
-        .replay_inbound(source.id, event.id, t(200))
+        .replay_inbound(source.id, event.id, None, t(200))
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     assert_eq!(
         (replayed.state, replayed.next_attempt_at, replayed.attempts),
         (InboundState::Retryable, Some(t(200)), 0)
@@ -300,10 +301,10 @@ pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(
         InboundState::Completed
     );
 
-    let r = store.replay_inbound(source.id, event.id, t(300)).await;
+    let r = store.replay_inbound(source.id, event.id, None, t(300)).await;
     assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
     let r = store
-        .replay_inbound(source.id, InboundEventId::new(), t(300))
+        .replay_inbound(source.id, InboundEventId::new(), None, t(300))
         .await;
     assert!(
         matches!(r, Err(StoreError::NotFound("inbound event"))),
@@ -378,9 +379,10 @@ pub async fn an_expired_lease_is_uncertain_unless_the_destination_is_idempotent(
         .contains("lease"));
 
     let retried = store
-        .resolve_uncertain(source.id, event.id, Resolution::Retry, t(60))
+        .resolve_uncertain(source.id, event.id, Resolution::Retry, None, t(60))
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     assert_eq!(
         (retried.state, retried.next_attempt_at),
         (InboundState::Retryable, Some(t(60)))
@@ -397,12 +399,13 @@ pub async fn an_expired_lease_is_uncertain_unless_the_destination_is_idempotent(
     .await;
     assert_eq!(done.state, InboundState::Uncertain);
     let resolved = store
-        .resolve_uncertain(source.id, event.id, Resolution::Completed, t(70))
+        .resolve_uncertain(source.id, event.id, Resolution::Completed, None, t(70))
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     assert_eq!(resolved.state, InboundState::Completed);
     let r = store
-        .resolve_uncertain(source.id, event.id, Resolution::Retry, t(80))
+        .resolve_uncertain(source.id, event.id, Resolution::Retry, None, t(80))
         .await;
     assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
 }

@@ -252,13 +252,6 @@ pub enum Resolution {
     Retry,
 }
 
-/// The error of [`crate::InboundStore::resolve_uncertain`] and
-/// [`crate::InboundStore::replay_inbound`] on an event in another state (every backend says
-/// the same).
-pub fn wrong_state(wanted: &str) -> crate::StoreError {
-    crate::StoreError::Conflict(format!("this inbound event is not {wanted}"))
-}
-
 /// The text kept on a superseded event.
 pub fn superseded_note(version: &str, mark: &str) -> String {
     format!("version {version} is not newer than version {mark}, already processed for its entity")

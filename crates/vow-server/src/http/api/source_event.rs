@@ -14,6 +14,7 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
+use vow_store::inbound::decisions::Decided;
 use vow_store::inbound::processing::Forward;
 use vow_store::inbound::{
     InboundContent, InboundEvent, InboundFilter, InboundState, Rejection, StoredInbound,
@@ -64,6 +65,9 @@ pub struct InboundEventOut {
     last_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     forwards: Option<Vec<ForwardOut>>,
+    /// After an operator's replay or resolution: the forwards it changed, as they now stand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed: Option<Vec<ForwardOut>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     headers: Option<Vec<(String, String)>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +96,7 @@ impl From<InboundEvent> for InboundEventOut {
             next_attempt_at: e.next_attempt_at,
             last_error: e.last_error,
             forwards: None,
+            changed: None,
             headers: None,
             payload: None,
             payload_base64: None,
@@ -122,6 +127,14 @@ impl From<Forward> for ForwardOut {
             error: f.error,
             updated_at: f.updated_at,
         }
+    }
+}
+
+impl From<Decided> for InboundEventOut {
+    fn from(decided: Decided) -> Self {
+        let mut out = InboundEventOut::from(decided.event);
+        out.changed = Some(decided.changed.into_iter().map(ForwardOut::from).collect());
+        out
     }
 }
 
