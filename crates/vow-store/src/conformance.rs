@@ -24,6 +24,7 @@
 //!   fencing, and lifetimes (lease, replay, tombstone) that follow the settings given.
 //! - `inbound`: sources and the atomic claim of inbound events (duplicates, quarantine),
 //!   rejections, retention ([`crate::InboundStore`]).
+//! - `inbound_guard`: the replay guard; operators' decisions per destination.
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
@@ -38,6 +39,7 @@ mod event_types;
 mod fanout;
 mod idempotency;
 mod inbound;
+mod inbound_guard;
 mod inbound_work;
 mod messages;
 mod queue;
@@ -50,6 +52,7 @@ pub use event_types::*;
 pub use fanout::*;
 pub use idempotency::*;
 pub use inbound::*;
+pub use inbound_guard::*;
 pub use inbound_work::*;
 pub use messages::*;
 pub use queue::*;
@@ -191,6 +194,10 @@ macro_rules! conformance_suite {
             a_pull_consumer_claims_completes_and_fails_under_its_lease,
             older_versions_of_an_entity_are_superseded_and_one_runs_at_a_time,
             renewing_an_inbound_lease_keeps_it_held,
+            // inbound: the replay guard, decisions per destination
+            a_replay_guard_refuses_seen_content_under_a_new_id_within_its_window,
+            concurrent_replays_under_new_ids_store_one_event,
+            replay_and_resolve_act_on_each_destination_on_its_own,
         );
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
@@ -220,6 +227,7 @@ mod tests {
             include_str!("conformance/fanout.rs"),
             include_str!("conformance/idempotency.rs"),
             include_str!("conformance/inbound.rs"),
+            include_str!("conformance/inbound_guard.rs"),
             include_str!("conformance/inbound_work.rs"),
             include_str!("conformance/messages.rs"),
             include_str!("conformance/settings.rs"),

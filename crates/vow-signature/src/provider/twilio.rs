@@ -77,7 +77,11 @@ fn signed_params(body: &[u8], json: bool) -> Vec<u8> {
     };
     params.sort_unstable();
     params.dedup();
-    params.into_iter().flat_map(|(n, v)| [n, v]).flatten().collect()
+    params
+        .into_iter()
+        .flat_map(|(n, v)| [n, v])
+        .flatten()
+        .collect()
 }
 
 /// The signed content of a verified request in one canonical form, for
@@ -177,7 +181,10 @@ mod tests {
         assert_ne!(canonical_content("https://h.com/p?a=2", b"A=1&B=2"), plain);
         assert_ne!(canonical_content("https://h.com/p?a=1", b"A=1&B=3"), plain);
         let json = "https://h.com/p?bodySHA256=00";
-        assert_eq!(canonical_content(json, b"{}"), canonical_content(json, b"[]"));
+        assert_eq!(
+            canonical_content(json, b"{}"),
+            canonical_content(json, b"[]")
+        );
     }
 
     #[test]

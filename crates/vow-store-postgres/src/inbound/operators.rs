@@ -91,7 +91,14 @@ pub(crate) async fn decide(
     .map_err(db_error)?;
     let all = forwards::of(&mut *tx, &id).await?;
     let state = aggregate(all.iter().map(|f| f.outcome));
-    let event = set_state(&mut tx, &id.to_string(), state, decision.resets_attempts(), now).await?;
+    let event = set_state(
+        &mut tx,
+        &id.to_string(),
+        state,
+        decision.resets_attempts(),
+        now,
+    )
+    .await?;
     tx.commit().await.map_err(db_error)?;
     let changed = all
         .into_iter()

@@ -15,7 +15,7 @@ use crate::inbound::{Destination, InboundEvent, InboundState, NewSource, Source,
 use crate::{InboundStore, StoreError};
 
 /// A destination of `url`, idempotent or not.
-fn destination(url: &str, idempotent: bool) -> Destination {
+pub(super) fn destination(url: &str, idempotent: bool) -> Destination {
     Destination {
         id: DestinationId::new(),
         url: url.into(),
@@ -25,7 +25,10 @@ fn destination(url: &str, idempotent: bool) -> Destination {
 }
 
 /// A source with these destinations (none: a pull source).
-async fn source_with(store: &dyn InboundStore, destinations: Vec<Destination>) -> Source {
+pub(super) async fn source_with(
+    store: &dyn InboundStore,
+    destinations: Vec<Destination>,
+) -> Source {
     let new = NewSource {
         id: SourceId::new(),
         token: format!("token-{}", SourceId::new()),
@@ -49,7 +52,7 @@ fn request(consumer: Consumer, secs: i64, limit: usize) -> WorkRequest {
     }
 }
 
-async fn claim(store: &dyn InboundStore, consumer: Consumer, secs: i64) -> WorkClaim {
+pub(super) async fn claim(store: &dyn InboundStore, consumer: Consumer, secs: i64) -> WorkClaim {
     store
         .claim_inbound_work(&request(consumer, secs, 100))
         .await
@@ -60,7 +63,7 @@ fn ids(claimed: &[ClaimedEvent]) -> Vec<InboundEventId> {
     claimed.iter().map(|c| c.event.id).collect()
 }
 
-fn result(destination: Option<DestinationId>, outcome: Outcome) -> DestinationResult {
+pub(super) fn result(destination: Option<DestinationId>, outcome: Outcome) -> DestinationResult {
     DestinationResult {
         destination,
         outcome,
@@ -70,7 +73,7 @@ fn result(destination: Option<DestinationId>, outcome: Outcome) -> DestinationRe
 }
 
 /// Records `results` for `claimed` at `t(secs)`; the event as stored.
-async fn record(
+pub(super) async fn record(
     store: &dyn InboundStore,
     claimed: &ClaimedEvent,
     results: Vec<DestinationResult>,
@@ -301,7 +304,9 @@ pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(
         InboundState::Completed
     );
 
-    let r = store.replay_inbound(source.id, event.id, None, t(300)).await;
+    let r = store
+        .replay_inbound(source.id, event.id, None, t(300))
+        .await;
     assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
     let r = store
         .replay_inbound(source.id, InboundEventId::new(), None, t(300))

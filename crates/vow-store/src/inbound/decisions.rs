@@ -100,7 +100,10 @@ pub fn targets(
             Some(d) => format!("destination {d} of this inbound event is not"),
             None => "no destination of this inbound event is".to_owned(),
         };
-        return Err(StoreError::Conflict(format!("{what} {}", decision.wanted())));
+        return Err(StoreError::Conflict(format!(
+            "{what} {}",
+            decision.wanted()
+        )));
     }
     Ok(found)
 }
@@ -123,7 +126,11 @@ mod tests {
 
     #[test]
     fn each_decision_takes_only_the_destinations_in_its_states() {
-        let (dead, unsure, done) = (DestinationId::new(), DestinationId::new(), DestinationId::new());
+        let (dead, unsure, done) = (
+            DestinationId::new(),
+            DestinationId::new(),
+            DestinationId::new(),
+        );
         let forwards = [
             forward(dead, Outcome::DeadLettered),
             forward(unsure, Outcome::Uncertain),

@@ -47,7 +47,10 @@ mod tests {
         let at = |s| DateTime::from_timestamp(s, 0).unwrap();
         assert!(guard.refuses(seen, at(1_000)));
         assert!(guard.refuses(seen, at(1_059)));
-        assert!(!guard.refuses(seen, at(1_060)), "the window's end is outside it");
+        assert!(
+            !guard.refuses(seen, at(1_060)),
+            "the window's end is outside it"
+        );
         assert_eq!(guard.cutoff(at(1_060)), seen);
     }
 }

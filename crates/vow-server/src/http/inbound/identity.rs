@@ -246,7 +246,12 @@ mod tests {
         assert!(identity_is_signed(&plain, &Scheme::Stripe));
         assert!(identity_is_signed(&plain, &Scheme::StandardWebhooks));
         assert!(identity_is_signed(&plain, &Scheme::Square));
-        for scheme in [Scheme::GitHub, Scheme::Shopify, Scheme::Linear, Scheme::Twilio] {
+        for scheme in [
+            Scheme::GitHub,
+            Scheme::Shopify,
+            Scheme::Linear,
+            Scheme::Twilio,
+        ] {
             assert!(!identity_is_signed(&plain, &scheme), "{scheme}");
         }
         let header_id = fields(Some(Locator::Header("x-id".into())), None);
@@ -254,7 +259,10 @@ mod tests {
         let header_account = fields(None, Some(Locator::Header("x-account".into())));
         assert!(!identity_is_signed(&header_account, &Scheme::Stripe));
         let body_id = fields(Some(Locator::Pointer("/id".into())), None);
-        assert!(!identity_is_signed(&body_id, &Scheme::GitHub), "the hook id is a header");
+        assert!(
+            !identity_is_signed(&body_id, &Scheme::GitHub),
+            "the hook id is a header"
+        );
         let svix = fields(Some(Locator::Header("svix-id".into())), None);
         assert!(identity_is_signed(&svix, &Scheme::StandardWebhooks));
     }

@@ -159,13 +159,22 @@ mod tests {
     fn the_default_follows_what_each_scheme_signs() {
         let plain = fields(None);
         let window = |scheme: &Scheme| default_window_secs(&plain, scheme);
-        for scheme in [Scheme::Stripe, Scheme::StandardWebhooks, Scheme::Slack, Scheme::Square] {
+        for scheme in [
+            Scheme::Stripe,
+            Scheme::StandardWebhooks,
+            Scheme::Slack,
+            Scheme::Square,
+        ] {
             assert_eq!(window(&scheme), 0, "{scheme}: the signed id suffices");
         }
         assert_eq!(window(&Scheme::Linear), 600, "twice the tolerance");
         assert_eq!(window(&Scheme::GitHub), LONG_WINDOW_SECS);
         assert_eq!(window(&Scheme::Twilio), LONG_WINDOW_SECS);
-        assert_eq!(window(&Scheme::Shopify), 0, "one body goes out under several topics");
+        assert_eq!(
+            window(&Scheme::Shopify),
+            0,
+            "one body goes out under several topics"
+        );
         assert_eq!(window(&Scheme::SeedSha256), 0);
         assert_eq!(window(&Scheme::Hmac(HmacConfig::new("x-sig"))), 0);
         let stripe_by_header = SourceFields {
@@ -187,9 +196,18 @@ mod tests {
         let of = |f: &SourceFields, s: &Scheme| protection(f, s).replays;
         assert_eq!(of(&fields(None), &Scheme::Stripe), Replays::Duplicate);
         assert_eq!(of(&fields(None), &Scheme::Linear), Replays::Refused);
-        assert_eq!(of(&fields(Some(10)), &Scheme::Linear), Replays::RefusedWithinWindow);
-        assert_eq!(of(&fields(Some(0)), &Scheme::Linear), Replays::AcceptedWithinTolerance);
-        assert_eq!(of(&fields(None), &Scheme::GitHub), Replays::RefusedWithinWindow);
+        assert_eq!(
+            of(&fields(Some(10)), &Scheme::Linear),
+            Replays::RefusedWithinWindow
+        );
+        assert_eq!(
+            of(&fields(Some(0)), &Scheme::Linear),
+            Replays::AcceptedWithinTolerance
+        );
+        assert_eq!(
+            of(&fields(None), &Scheme::GitHub),
+            Replays::RefusedWithinWindow
+        );
         assert_eq!(of(&fields(None), &Scheme::Shopify), Replays::Accepted);
         let github = protection(&fields(None), &Scheme::GitHub);
         assert_eq!(github.digest_window_secs, Some(LONG_WINDOW_SECS));
@@ -203,7 +221,10 @@ mod tests {
         let on = guard(&fields(None), &Scheme::GitHub, &request).unwrap();
         use sha2::Digest as _;
         assert_eq!(on.digest, hex::encode(sha2::Sha256::digest(b"{}")));
-        assert_eq!(on.window, chrono::Duration::seconds(LONG_WINDOW_SECS.into()));
+        assert_eq!(
+            on.window,
+            chrono::Duration::seconds(LONG_WINDOW_SECS.into())
+        );
         assert_eq!(guard(&fields(None), &Scheme::Stripe, &request), None);
     }
 }

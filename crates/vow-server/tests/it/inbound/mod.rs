@@ -9,9 +9,11 @@
 //! - `ingest`: verification and the claim.
 //! - `processing`: forwarding to destinations, outcomes, uncertainty, pull mode, ordering.
 //! - `quarantine`: reused ids, operators' decisions, the operational event, retention.
+//! - `replays`: the replay guard; replay and resolve per destination.
 
 mod ingest;
 mod processing;
 mod quarantine;
+mod replays;
 mod sources;
 pub(crate) mod support;
