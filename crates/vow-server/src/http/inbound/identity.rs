@@ -221,10 +221,14 @@ pub fn kept_headers(headers: &HeaderMap, extra: Option<&str>) -> Vec<(String, St
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn fields(event_id: Option<Locator>, account: Option<Locator>) -> SourceFields {
+    /// Source fields with these locators, for the rules' unit tests.
+    pub(in crate::http::inbound) fn fields(
+        event_id: Option<Locator>,
+        account: Option<Locator>,
+    ) -> SourceFields {
         SourceFields {
             description: String::new(),
             scheme: String::new(),

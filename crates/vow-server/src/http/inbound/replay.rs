@@ -141,17 +141,8 @@ mod tests {
 
     fn fields(window: Option<u32>) -> SourceFields {
         SourceFields {
-            description: String::new(),
-            scheme: String::new(),
-            hmac: None,
-            secrets: Vec::new(),
-            tolerance_secs: 300,
             replay_window_secs: window,
-            event_id: None,
-            account: None,
-            version_pointer: None,
-            entity_pointer: None,
-            destinations: Vec::new(),
+            ..super::super::identity::tests::fields(None, None)
         }
     }
 
