@@ -11,10 +11,11 @@ use vow_store::idempotency::{
     Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Render, Scope, Settings,
     StoredResponse, Write, Written,
 };
+use vow_store::inbound::decisions::Decision;
 use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
-use crate::inbound::{events, sources, work};
+use crate::inbound::{events, operators, sources, work};
 use crate::queue::operator;
 use crate::{application, endpoint, event_type, message, secret};
 
@@ -214,13 +215,22 @@ async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> 
             source,
             event,
             resolution,
+            destination,
             now,
-        } => Written::InboundEvent(
-            work::resolve_uncertain(conn, source, event, resolution, now).await?,
-        ),
-        Write::ReplayInbound { source, event, now } => {
-            Written::InboundEvent(work::replay(conn, source, event, now).await?)
+        } => {
+            let decision = Decision::Resolve(resolution);
+            Written::Decided(
+                operators::decide(conn, source, event, decision, destination, now).await?,
+            )
         }
+        Write::ReplayInbound {
+            source,
+            event,
+            destination,
+            now,
+        } => Written::Decided(
+            operators::decide(conn, source, event, Decision::Replay, destination, now).await?,
+        ),
         Write::ResolveQuarantined {
             source,
             event,

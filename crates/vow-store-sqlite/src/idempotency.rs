@@ -10,6 +10,7 @@ use vow_store::idempotency::{
     Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Scope, Settings,
     StoredResponse, Write, Written,
 };
+use vow_store::inbound::decisions::Decision;
 use vow_store::StoreError;
 
 use crate::error::{from_sqlite, Error, Result};
@@ -140,13 +141,32 @@ fn perform(conn: &Connection, write: Write) -> Result<Written> {
             source,
             event,
             resolution,
+            destination,
             now,
-        } => Written::InboundEvent(work::resolve_uncertain(
-            conn, source, event, resolution, now,
-        )?),
-        Write::ReplayInbound { source, event, now } => {
-            Written::InboundEvent(work::replay(conn, source, event, now)?)
+        } => {
+            let decision = Decision::Resolve(resolution);
+            Written::Decided(work::decide(
+                conn,
+                source,
+                event,
+                decision,
+                destination,
+                now,
+            )?)
         }
+        Write::ReplayInbound {
+            source,
+            event,
+            destination,
+            now,
+        } => Written::Decided(work::decide(
+            conn,
+            source,
+            event,
+            Decision::Replay,
+            destination,
+            now,
+        )?),
         Write::ResolveQuarantined {
             source,
             event,

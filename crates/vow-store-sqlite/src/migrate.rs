@@ -47,6 +47,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0009_inbound_rejection_log",
         include_str!("../migrations/0009_inbound_rejection_log.sql"),
     ),
+    (
+        "0010_inbound_replay_guard",
+        include_str!("../migrations/0010_inbound_replay_guard.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

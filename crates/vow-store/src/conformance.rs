@@ -29,6 +29,7 @@
 //! - `inbound_keyed`: the inbound operations as keyed API writes (`Store::apply`): a claim
 //!   commits with its record or leases nothing; a lost lease leaves no record.
 //! - `inbound_rejections`: the bounded rejection log: the newest rows, exact counts by reason.
+//! - `inbound_guard`: the replay guard; operators' decisions per destination.
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
@@ -44,6 +45,7 @@ mod fanout;
 mod idempotency;
 mod idempotency_identity;
 mod inbound;
+mod inbound_guard;
 mod inbound_keyed;
 mod inbound_rejections;
 mod inbound_work;
@@ -59,6 +61,7 @@ pub use fanout::*;
 pub use idempotency::*;
 pub use idempotency_identity::*;
 pub use inbound::*;
+pub use inbound_guard::*;
 pub use inbound_keyed::*;
 pub use inbound_rejections::*;
 pub use inbound_work::*;
@@ -207,6 +210,10 @@ macro_rules! conformance_suite {
             older_versions_of_an_entity_are_superseded_and_one_runs_at_a_time,
             renewing_an_inbound_lease_keeps_it_held,
             a_keyed_pull_claim_commits_with_its_record_or_leases_nothing,
+            // inbound: the replay guard, decisions per destination
+            a_replay_guard_refuses_seen_content_under_a_new_id_within_its_window,
+            concurrent_replays_under_new_ids_store_one_event,
+            replay_and_resolve_act_on_each_destination_on_its_own,
         );
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
@@ -238,6 +245,7 @@ mod tests {
             include_str!("conformance/inbound.rs"),
             include_str!("conformance/inbound_keyed.rs"),
             include_str!("conformance/inbound_rejections.rs"),
+            include_str!("conformance/inbound_guard.rs"),
             include_str!("conformance/inbound_work.rs"),
             include_str!("conformance/messages.rs"),
             include_str!("conformance/settings.rs"),

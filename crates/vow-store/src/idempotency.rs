@@ -18,8 +18,9 @@ pub use vow_idempotency::{
 };
 
 use chrono::{DateTime, Utc};
-use vow_core::{AppId, EndpointId, InboundEventId, MessageId, SourceId};
+use vow_core::{AppId, DestinationId, EndpointId, InboundEventId, MessageId, SourceId};
 
+use crate::inbound::decisions::Decided;
 use crate::inbound::processing::{Resolution, WorkClaim, WorkOutcome, WorkRequest};
 use crate::inbound::{InboundEvent, InboundState, NewSource, Source};
 use crate::queue::ReplayFilter;
@@ -95,7 +96,7 @@ pub enum Write {
     /// [`crate::inbound::processing::lease_lost`]
     /// ([`crate::inbound::processing::WorkRecorded::into_event`]).
     RecordInboundWork(WorkOutcome),
-    /// [`crate::InboundStore::resolve_uncertain`].
+    /// [`crate::InboundStore::resolve_uncertain`], producing [`Written::Decided`].
     ResolveUncertain {
         /// The source.
         source: SourceId,
@@ -103,15 +104,19 @@ pub enum Write {
         event: InboundEventId,
         /// The operator's decision.
         resolution: Resolution,
+        /// The one destination to decide on; `None`: every uncertain one.
+        destination: Option<DestinationId>,
         /// When.
         now: DateTime<Utc>,
     },
-    /// [`crate::InboundStore::replay_inbound`].
+    /// [`crate::InboundStore::replay_inbound`], producing [`Written::Decided`].
     ReplayInbound {
         /// The source.
         source: SourceId,
         /// The event.
         event: InboundEventId,
+        /// The one destination to forward to again; `None`: every failed one.
+        destination: Option<DestinationId>,
         /// When.
         now: DateTime<Utc>,
     },
@@ -171,9 +176,10 @@ pub enum Written {
     Source(Source),
     /// What a pull claim leased (and settled on the way).
     InboundClaimed(WorkClaim),
-    /// The inbound event after a pull consumer's outcome or an operator's decision (resolve,
-    /// replay, release, discard).
+    /// The inbound event after a pull consumer's outcome or an operator's release or discard.
     InboundEvent(InboundEvent),
+    /// An operator's decision on an inbound event's destinations (resolve, replay).
+    Decided(Decided),
 }
 
 impl Written {

@@ -25,11 +25,15 @@ use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
 
 use crate::{Seek, StoreResult};
 
+pub mod decisions;
 pub mod processing;
+pub mod replay_guard;
 
+use decisions::Decided;
 use processing::{
     Forward, LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
 };
+pub use replay_guard::ReplayGuard;
 
 /// Where to find a value in an inbound delivery: a header, or a JSON pointer into the body.
 /// Serialised as `{"header": "x-request-id"}` or `{"pointer": "/data/id"}`.
@@ -119,6 +123,9 @@ pub struct SourceFields {
     pub secrets: Vec<String>,
     /// How far a signed timestamp may be from now, in seconds, both directions.
     pub tolerance_secs: u32,
+    /// The replay guard's window in seconds ([`ReplayGuard`]): `None` = the scheme's
+    /// default, `Some(0)` = off.
+    pub replay_window_secs: Option<u32>,
     /// Where the provider's event id is; `None` = the scheme's default.
     pub event_id: Option<Locator>,
     /// Where the account (the id's scope) is; `None` = the scheme's default.
@@ -140,6 +147,7 @@ impl fmt::Debug for SourceFields {
             .field("hmac", &self.hmac)
             .field("secrets", &self.secrets.len())
             .field("tolerance_secs", &self.tolerance_secs)
+            .field("replay_window_secs", &self.replay_window_secs)
             .field("event_id", &self.event_id)
             .field("account", &self.account)
             .field("version_pointer", &self.version_pointer)
@@ -281,6 +289,8 @@ pub struct NewInboundEvent {
     pub version: Option<String>,
     /// The value at the source's entity pointer, if any.
     pub entity: Option<String>,
+    /// The source's replay guard, when it is on.
+    pub replay_guard: Option<ReplayGuard>,
     /// Arrival time.
     pub now: DateTime<Utc>,
 }
@@ -373,6 +383,10 @@ pub enum Claim {
     /// The id was claimed with another payload: this one is stored as its own `quarantined`
     /// row, pointing at the claim.
     Quarantined(InboundEvent),
+    /// A new id, but the [`ReplayGuard`] saw the same signed content accepted within its
+    /// window: nothing is stored (the transaction is rolled back); the event that content was
+    /// accepted as.
+    Replayed(InboundEvent),
 }
 
 /// A refused inbound request, to record. Never holds a secret, a signature or the body.
@@ -449,7 +463,9 @@ pub trait InboundStore: Send + Sync + 'static {
     async fn delete_source(&self, id: SourceId) -> StoreResult<()>;
 
     /// Claims a verified delivery in ONE transaction (see the module docs), durable when this
-    /// returns. `NotFound("source")` when the source is gone.
+    /// returns; with a [`ReplayGuard`], a new row whose content the guard saw within its
+    /// window is rolled back ([`Claim::Replayed`]). `NotFound("source")` when the source is
+    /// gone.
     async fn claim_inbound(&self, new: NewInboundEvent) -> StoreResult<Claim>;
 
     /// One event of `source` with its content.
@@ -518,25 +534,31 @@ pub trait InboundStore: Send + Sync + 'static {
     /// The earliest time a push claim could take something, if anything waits.
     async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
 
-    /// An operator's decision on an `uncertain` event. `NotFound("inbound event")` when
-    /// absent, [`processing::wrong_state`] when not uncertain (nothing changes).
+    /// An operator's decision on the `uncertain` destinations of an event (only `destination`'s
+    /// when named): they become completed, or retryable with the event's attempts reset; the
+    /// event becomes the aggregate of its outcomes. Other destinations are untouched.
+    /// `NotFound("inbound event")` when absent; `Conflict` ([`decisions::targets`]) when the
+    /// event is being processed or nothing is uncertain there (nothing changes).
     async fn resolve_uncertain(
         &self,
         source: SourceId,
         id: InboundEventId,
         resolution: Resolution,
+        destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent>;
+    ) -> StoreResult<Decided>;
 
-    /// Forwards a `dead_lettered` or `rejected` event again: those outcomes are forgotten and
-    /// the event is `retryable`, due at `now`, with its attempts reset. `NotFound` /
-    /// [`processing::wrong_state`] as for [`InboundStore::resolve_uncertain`].
+    /// Forwards an event again to its `dead_lettered` and `rejected` destinations (only
+    /// `destination` when named): they become retryable, the event's attempts are reset and
+    /// it is due at `now`; other destinations (an `uncertain` one too) are untouched.
+    /// `NotFound` / `Conflict` as for [`InboundStore::resolve_uncertain`].
     async fn replay_inbound(
         &self,
         source: SourceId,
         id: InboundEventId,
+        destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent>;
+    ) -> StoreResult<Decided>;
 }
 
 #[cfg(test)]
@@ -571,6 +593,7 @@ mod tests {
             hmac: None,
             secrets: vec!["s3cr3t-provider".into()],
             tolerance_secs: 300,
+            replay_window_secs: None,
             event_id: None,
             account: None,
             version_pointer: None,

@@ -31,6 +31,9 @@
 //! # Ok::<(), vow_signature::Error>(())
 //! ```
 //!
+//! [`content_digest`] names a verified request's signed content, for a
+//! replay guard (identical content under a new, unsigned id).
+//!
 //! Not here (they belong to the receiver): Slack's `url_verification`
 //! handshake, and reading provider event ids out of bodies.
 
@@ -111,6 +114,21 @@ where
             hmac::verify(config, &text()?, request, now, tolerance_secs)
         }
     }
+}
+
+/// The SHA-256 of what `scheme` signs of a request it verified, in a canonical form: two
+/// requests that verify with the same signed content give the same digest, whatever a sender
+/// could change without a secret. For Twilio that is the URL without its port and the sorted,
+/// deduplicated form params (the order and repeats of params, and the port, are not signed);
+/// for every other scheme the exact body. Signed timestamps and ids are left out: the digest
+/// names the content, for a replay guard on schemes that sign neither.
+pub fn content_digest<H: Headers + ?Sized>(scheme: &Scheme, request: &Request<'_, H>) -> [u8; 32] {
+    use sha2::{Digest as _, Sha256};
+    match scheme {
+        Scheme::Twilio => Sha256::digest(twilio::canonical_content(request.url(), request.body())),
+        _ => Sha256::digest(request.body()),
+    }
+    .into()
 }
 
 /// A secret used as text: its UTF-8 bytes, which must not be empty.

@@ -45,18 +45,7 @@ pub(crate) fn verify<H: Headers + ?Sized>(
         })
         .transpose()?;
 
-    // A JSON request signs the URL only; a form request appends its params.
-    let mut params: Vec<_> = match body_hash {
-        Some(_) => Vec::new(),
-        None => form_pairs(request.body()).collect(),
-    };
-    params.sort_unstable();
-    params.dedup();
-    let signed_params: Vec<u8> = params
-        .into_iter()
-        .flat_map(|(n, v)| [n, v])
-        .flatten()
-        .collect();
+    let signed_params = signed_params(request.body(), body_hash.is_some());
 
     let alternate = toggle_port(url);
     let matched = [Some(url), alternate.as_deref()]
@@ -76,6 +65,39 @@ pub(crate) fn verify<H: Headers + ?Sized>(
         }
     }
     Ok(Verified::default())
+}
+
+/// What Twilio signs after the URL: nothing for a JSON request (`json`: its URL carries the
+/// body's hash), else the form's params sorted by name then value, duplicates removed, as
+/// `name ‖ value`.
+fn signed_params(body: &[u8], json: bool) -> Vec<u8> {
+    let mut params: Vec<_> = match json {
+        true => Vec::new(),
+        false => form_pairs(body).collect(),
+    };
+    params.sort_unstable();
+    params.dedup();
+    params
+        .into_iter()
+        .flat_map(|(n, v)| [n, v])
+        .flatten()
+        .collect()
+}
+
+/// The signed content of a verified request in one canonical form, for
+/// [`crate::provider::content_digest`]: the URL without its port, a NUL, and the signed
+/// params. Requests that verify as the same signed content (params reordered or repeated, the
+/// port added or dropped) give the same bytes.
+pub(crate) fn canonical_content(url: &str, body: &[u8]) -> Vec<u8> {
+    let json = query(url).any(|(name, value)| name == BODY_SHA256 && !value.is_empty());
+    let portless = match toggle_port(url) {
+        Some(other) if other.len() < url.len() => other,
+        _ => url.to_owned(),
+    };
+    let mut content = portless.into_bytes();
+    content.push(0);
+    content.extend(signed_params(body, json));
+    content
 }
 
 /// The decoded `name=value` pairs of a form-encoded text (a segment without
@@ -148,6 +170,22 @@ fn toggle_port(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_canonical_content_ignores_param_order_repeats_and_the_port() {
+        let plain = canonical_content("https://h.com/p?a=1", b"B=2&A=1");
+        assert_eq!(
+            canonical_content("https://h.com:443/p?a=1", b"A=1&B=2&A=1"),
+            plain
+        );
+        assert_ne!(canonical_content("https://h.com/p?a=2", b"A=1&B=2"), plain);
+        assert_ne!(canonical_content("https://h.com/p?a=1", b"A=1&B=3"), plain);
+        let json = "https://h.com/p?bodySHA256=00";
+        assert_eq!(
+            canonical_content(json, b"{}"),
+            canonical_content(json, b"[]")
+        );
+    }
 
     #[test]
     fn form_decoding_handles_plus_escapes_and_stray_percents() {

@@ -1,6 +1,7 @@
 //! Inbound events and rejections: the claim (one transaction, READ COMMITTED: an insert that
 //! meets a concurrent insert of the same key waits for it to commit, then does nothing, and the
-//! statements after it see that row), operators' decisions on quarantined events, listings and
+//! statements after it see that row; with a replay guard, `digests` after the insert, and a
+//! refused replay rolls back), operators' decisions on quarantined events, listings and
 //! retention. A missing source is the foreign key `*_source_fkey` (→ `NotFound("source")`).
 
 use chrono::{DateTime, Utc};
@@ -196,12 +197,21 @@ async fn repeat(
 pub(crate) async fn claim(pool: &PgPool, new: NewInboundEvent) -> StoreResult<Claim> {
     let mut tx = pool.begin().await.map_err(db_error)?;
     let claim = claim_in(&mut tx, &new).await?;
-    tx.commit().await.map_err(db_error)?;
+    if matches!(claim, Claim::Replayed(_)) {
+        tx.rollback().await.map_err(db_error)?;
+    } else {
+        tx.commit().await.map_err(db_error)?;
+    }
     Ok(claim)
 }
 
 async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult<Claim> {
     if let Some(event) = insert(conn, new, Target::Claim, None).await? {
+        if let Some(guard) = &new.replay_guard {
+            if let Some(earlier) = super::digests::remember(conn, new, guard, &event).await? {
+                return Ok(Claim::Replayed(earlier));
+            }
+        }
         return Ok(Claim::Received(event));
     }
     if let Some(event) = repeat(conn, new, Target::Claim).await? {

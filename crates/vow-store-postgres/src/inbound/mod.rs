@@ -6,18 +6,23 @@
 //! # Layout
 //! - `sources`: the `sources` table.
 //! - `events`: the claim, `inbound_events` and `inbound_rejections`.
+//! - `digests`: the replay guard's `inbound_digests`, consulted by the claim.
 //! - `forwards`: `inbound_forwards`, each destination's outcome of an event.
 //! - `work`: processing: claims under leases (with the ordering by version kept in
-//!   `inbound_entities`), recording outcomes, renewals, operators' decisions.
+//!   `inbound_entities`), recording outcomes, renewals.
+//! - `operators`: operators' decisions (replay, resolve), each destination on its own.
 
+pub(crate) mod digests;
 pub(crate) mod events;
 pub(crate) mod forwards;
+pub(crate) mod operators;
 pub(crate) mod sources;
 pub(crate) mod work;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use vow_core::{InboundEventId, SourceId};
+use vow_core::{DestinationId, InboundEventId, SourceId};
+use vow_store::inbound::decisions::{Decided, Decision};
 use vow_store::inbound::processing::{
     LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
 };
@@ -144,10 +149,12 @@ impl InboundStore for PgStore {
         source: SourceId,
         id: InboundEventId,
         resolution: Resolution,
+        destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent> {
+    ) -> StoreResult<Decided> {
+        let decision = Decision::Resolve(resolution);
         in_transaction!(self, |tx| {
-            work::resolve_uncertain(&mut tx, source, id, resolution, now).await?
+            operators::decide(&mut tx, source, id, decision, destination, now).await?
         })
     }
 
@@ -155,8 +162,11 @@ impl InboundStore for PgStore {
         &self,
         source: SourceId,
         id: InboundEventId,
+        destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent> {
-        in_transaction!(self, |tx| work::replay(&mut tx, source, id, now).await?)
+    ) -> StoreResult<Decided> {
+        in_transaction!(self, |tx| {
+            operators::decide(&mut tx, source, id, Decision::Replay, destination, now).await?
+        })
     }
 }

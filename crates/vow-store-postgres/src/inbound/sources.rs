@@ -17,7 +17,7 @@ use crate::seek::push_seek;
 /// The columns [`SourceRow`] reads.
 const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
                        account, version_pointer, entity_pointer, destinations, created_at, \
-                       updated_at";
+                       updated_at, replay_window_secs";
 
 /// One `sources` row.
 #[derive(sqlx::FromRow)]
@@ -36,6 +36,7 @@ struct SourceRow {
     destinations: Json<Vec<Destination>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    replay_window_secs: Option<i32>,
 }
 
 impl SourceRow {
@@ -54,6 +55,10 @@ impl SourceRow {
                 version_pointer: self.version_pointer,
                 entity_pointer: self.entity_pointer,
                 destinations: self.destinations.0,
+                replay_window_secs: self
+                    .replay_window_secs
+                    .map(|w| convert::count("sources.replay_window_secs", w))
+                    .transpose()?,
             },
             created_at: self.created_at,
             updated_at: self.updated_at,
@@ -62,7 +67,7 @@ impl SourceRow {
 }
 
 /// The replaceable columns, bound in this order by [`bind_fields`].
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 11] = [
     "description",
     "scheme",
     "hmac",
@@ -73,6 +78,7 @@ const FIELDS: [&str; 10] = [
     "version_pointer",
     "entity_pointer",
     "destinations",
+    "replay_window_secs",
 ];
 
 type SourceQuery<'q> = QueryAs<'q, Postgres, SourceRow, PgArguments>;
@@ -90,6 +96,7 @@ fn bind_fields(query: SourceQuery<'_>, f: SourceFields) -> SourceQuery<'_> {
         .bind(f.version_pointer)
         .bind(f.entity_pointer)
         .bind(Json(f.destinations))
+        .bind(f.replay_window_secs.map(convert::int_param))
 }
 
 /// `$from`, `$from + 1`, … for each of [`FIELDS`].

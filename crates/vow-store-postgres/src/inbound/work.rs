@@ -1,7 +1,8 @@
 //! Processing inbound events ([`vow_store::inbound::processing`]): claims under leases,
-//! recording outcomes, renewing leases, and operators' decisions. Several processes may claim
-//! at once; every write is one transaction (READ COMMITTED): the caller's, so that a keyed API
-//! write completes its idempotency record in it (`crate::idempotency::apply`).
+//! recording outcomes and renewing leases (operators' decisions are in `operators`). Several
+//! processes may claim at once; every write is one transaction (READ COMMITTED): the caller's,
+//! so that a keyed API write completes its idempotency record in it
+//! (`crate::idempotency::apply`).
 //!
 //! A claim is ONE transaction:
 //! 1. settle: lock up to [`SETTLE_BATCH`] `processing` events whose lease ran out
@@ -25,15 +26,15 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
-use vow_core::{InboundEventId, SourceId};
+use vow_core::InboundEventId;
 use vow_store::inbound::processing::{
-    aggregate, supersedes, wrong_state, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome,
-    Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, supersedes, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim,
+    WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
 use vow_store::inbound::{Destination, InboundEvent, InboundState};
-use vow_store::{StoreError, StoreResult};
+use vow_store::StoreResult;
 
-use super::events::{one_event, DetailRow, EventRow, COLUMNS};
+use super::events::{DetailRow, EventRow, COLUMNS};
 use super::forwards::{self, destination_key, ForwardColumns, PULL};
 use crate::convert;
 use crate::error::{corrupt, db_error};
@@ -609,111 +610,4 @@ pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>
     .fetch_one(pool)
     .await
     .map_err(db_error)
-}
-
-// ---- operators --------------------------------------------------------------------------------
-
-/// Locks the event `id` of `source`; its state. `NotFound("inbound event")` when absent.
-async fn lock_state(
-    conn: &mut PgConnection,
-    source: SourceId,
-    id: InboundEventId,
-) -> StoreResult<InboundState> {
-    let state: String = sqlx::query_scalar(
-        "SELECT state FROM inbound_events WHERE source_id = $1 AND id = $2 FOR UPDATE",
-    )
-    .bind(source.to_string())
-    .bind(id.to_string())
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db_error)?
-    .ok_or(StoreError::NotFound("inbound event"))?;
-    InboundState::parse(&state).ok_or_else(|| corrupt(format!("inbound_events.state {state:?}")))
-}
-
-/// Sets an operator's new `state` on the event `id` at `now`: due at `now` when retryable,
-/// with its attempts back to 0 when `fresh`.
-async fn set_state(
-    conn: &mut PgConnection,
-    id: &str,
-    state: InboundState,
-    fresh: bool,
-    now: DateTime<Utc>,
-) -> StoreResult<InboundEvent> {
-    let sql = format!(
-        "UPDATE inbound_events SET state = $2, updated_at = $3,
-             next_attempt_at = CASE WHEN $2 = 'retryable' THEN $3::timestamptz END,
-             attempts = CASE WHEN $4 THEN 0 ELSE attempts END
-         WHERE id = $1
-         RETURNING {COLUMNS}"
-    );
-    let query = sqlx::query_as::<_, EventRow>(&sql)
-        .bind(id)
-        .bind(state.as_str())
-        .bind(now)
-        .bind(fresh);
-    one_event(query, conn)
-        .await?
-        .ok_or_else(|| corrupt("an inbound event vanished under its lock"))
-}
-
-/// [`vow_store::InboundStore::resolve_uncertain`]: the uncertain forwards become completed or
-/// retryable, and the event the aggregate of its forwards (a retry due at once, with fresh
-/// attempts). Inside the caller's transaction; nothing changes on an error.
-pub(crate) async fn resolve_uncertain(
-    conn: &mut PgConnection,
-    source: SourceId,
-    id: InboundEventId,
-    resolution: Resolution,
-    now: DateTime<Utc>,
-) -> StoreResult<InboundEvent> {
-    if lock_state(conn, source, id).await? != InboundState::Uncertain {
-        return Err(wrong_state("uncertain"));
-    }
-    let to = match resolution {
-        Resolution::Completed => Outcome::Completed,
-        Resolution::Retry => Outcome::Retryable,
-    };
-    let id = id.to_string();
-    sqlx::query(
-        "UPDATE inbound_forwards SET outcome = $2, updated_at = $3
-         WHERE event_id = $1 AND outcome = 'uncertain'",
-    )
-    .bind(&id)
-    .bind(to.as_str())
-    .bind(now)
-    .execute(&mut *conn)
-    .await
-    .map_err(db_error)?;
-    let outcomes = known(conn, std::slice::from_ref(&id))
-        .await?
-        .remove(&id)
-        .unwrap_or_default();
-    let state = aggregate(outcomes.into_values());
-    set_state(conn, &id, state, resolution == Resolution::Retry, now).await
-}
-
-/// [`vow_store::InboundStore::replay_inbound`]: the dead-lettered and rejected forwards are
-/// forgotten and the event is retryable, due at `now`, with fresh attempts. Inside the caller's
-/// transaction; nothing changes on an error.
-pub(crate) async fn replay(
-    conn: &mut PgConnection,
-    source: SourceId,
-    id: InboundEventId,
-    now: DateTime<Utc>,
-) -> StoreResult<InboundEvent> {
-    let state = lock_state(conn, source, id).await?;
-    if !matches!(state, InboundState::DeadLettered | InboundState::Rejected) {
-        return Err(wrong_state("dead-lettered or rejected"));
-    }
-    let id = id.to_string();
-    sqlx::query(
-        "DELETE FROM inbound_forwards
-         WHERE event_id = $1 AND outcome IN ('dead_lettered', 'rejected')",
-    )
-    .bind(&id)
-    .execute(&mut *conn)
-    .await
-    .map_err(db_error)?;
-    set_state(conn, &id, InboundState::Retryable, true, now).await
 }

@@ -38,6 +38,7 @@ async fn source(store: &PgStore, destinations: Vec<Destination>) -> Source {
         hmac: None,
         secrets: vec!["s".into()],
         tolerance_secs: 300,
+        replay_window_secs: None,
         event_id: None,
         account: None,
         version_pointer: Some("/v".into()),
@@ -71,6 +72,7 @@ async fn receive(
         sha256: format!("digest-{key}"),
         version: ordered.map(|(_, v)| v.to_string()),
         entity: ordered.map(|(e, _)| e.to_string()),
+        replay_guard: None,
         now: at,
     };
     match store.claim_inbound(new).await.unwrap() {

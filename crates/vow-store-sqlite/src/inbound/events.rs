@@ -1,5 +1,6 @@
 //! Inbound events and rejections: the claim (one writer job, so one transaction, serialised
-//! with every other write), operators' decisions on quarantined events, listings and retention.
+//! with every other write; with a replay guard, `digests` after the insert), operators' decisions
+//! on quarantined events, listings and retention.
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
@@ -148,6 +149,13 @@ fn repeat(conn: &Connection, new: &NewInboundEvent, among: Target) -> Result<Opt
 pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
     sources::require(conn, new.source_id)?;
     if let Some(event) = insert(conn, &new, Target::Claim, None)? {
+        if let Some(guard) = &new.replay_guard {
+            if let Some(earlier) = super::digests::remember(conn, &new, guard, &event)? {
+                conn.prepare_cached("DELETE FROM inbound_events WHERE id = ?1")?
+                    .execute([event.id.to_string()])?;
+                return Ok(Claim::Replayed(earlier));
+            }
+        }
         return Ok(Claim::Received(event));
     }
     if let Some(event) = repeat(conn, &new, Target::Claim)? {

@@ -5,15 +5,18 @@
 //! # Layout
 //! - `sources`: the `sources` table.
 //! - `events`: the claim, `inbound_events` and `inbound_rejections`.
+//! - `digests`: the replay guard's `inbound_digests`, consulted by the claim.
 //! - `work`: processing: leases, outcomes per destination, version marks.
 
+pub(crate) mod digests;
 pub(crate) mod events;
 pub(crate) mod sources;
 pub(crate) mod work;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use vow_core::{InboundEventId, SourceId};
+use vow_core::{DestinationId, InboundEventId, SourceId};
+use vow_store::inbound::decisions::{Decided, Decision};
 use vow_store::inbound::processing::{
     LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
 };
@@ -140,9 +143,11 @@ impl InboundStore for SqliteStore {
         source: SourceId,
         id: InboundEventId,
         resolution: Resolution,
+        destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent> {
-        self.write(move |c| work::resolve_uncertain(c, source, id, resolution, now))
+    ) -> StoreResult<Decided> {
+        let decision = Decision::Resolve(resolution);
+        self.write(move |c| work::decide(c, source, id, decision, destination, now))
             .await
     }
 
@@ -150,8 +155,10 @@ impl InboundStore for SqliteStore {
         &self,
         source: SourceId,
         id: InboundEventId,
+        destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent> {
-        self.write(move |c| work::replay(c, source, id, now)).await
+    ) -> StoreResult<Decided> {
+        self.write(move |c| work::decide(c, source, id, Decision::Replay, destination, now))
+            .await
     }
 }

@@ -13,7 +13,7 @@ use crate::rows::{id, json, micros, opt_json, seek_sql, time, to_json, to_opt_js
 
 const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
                        account, version_pointer, entity_pointer, destinations, created_at, \
-                       updated_at";
+                       updated_at, replay_window_secs";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Source> {
     Ok(Source {
@@ -30,6 +30,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Source> {
             version_pointer: row.get(9)?,
             entity_pointer: row.get(10)?,
             destinations: json(row, 11)?,
+            replay_window_secs: row.get(14)?,
         },
         created_at: time(row, 12)?,
         updated_at: time(row, 13)?,
@@ -49,7 +50,7 @@ pub(crate) fn require(conn: &Connection, source: SourceId) -> Result<()> {
 }
 
 /// The replaceable columns, in the order [`field_values`] gives their values.
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 11] = [
     "description",
     "scheme",
     "hmac",
@@ -60,10 +61,11 @@ const FIELDS: [&str; 10] = [
     "version_pointer",
     "entity_pointer",
     "destinations",
+    "replay_window_secs",
 ];
 
 /// The values of [`FIELDS`], as stored.
-fn field_values(f: &SourceFields) -> rusqlite::Result<[Value; 10]> {
+fn field_values(f: &SourceFields) -> rusqlite::Result<[Value; 11]> {
     Ok([
         f.description.clone().into(),
         f.scheme.clone().into(),
@@ -75,6 +77,7 @@ fn field_values(f: &SourceFields) -> rusqlite::Result<[Value; 10]> {
         f.version_pointer.clone().into(),
         f.entity_pointer.clone().into(),
         to_json(&f.destinations)?.into(),
+        f.replay_window_secs.map(i64::from).into(),
     ])
 }
 

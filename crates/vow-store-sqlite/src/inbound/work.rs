@@ -9,9 +9,10 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{DestinationId, InboundEventId, SourceId};
+use vow_store::inbound::decisions::{self, Decided, Decision};
 use vow_store::inbound::processing::{
-    aggregate, supersedes, wrong_state, ClaimedEvent, Consumer, Forward, LeaseToken, NextTry,
-    Outcome, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, supersedes, ClaimedEvent, Consumer, Forward, LeaseToken, NextTry, Outcome,
+    WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
 use vow_store::StoreError;
@@ -441,54 +442,39 @@ fn state_of(conn: &Connection, source: SourceId, id: InboundEventId) -> Result<I
     Ok(InboundState::parse(&state).ok_or_else(|| unknown(0, state))?)
 }
 
-/// `vow_store::InboundStore::resolve_uncertain`.
-pub(crate) fn resolve_uncertain(
+/// `vow_store::InboundStore::resolve_uncertain` and `replay_inbound`: the forwards
+/// [`decisions::targets`] names get the decision's outcome, the event its aggregate (due at
+/// `now` when retryable, with fresh attempts when forwarded again).
+pub(crate) fn decide(
     conn: &Connection,
     source: SourceId,
     id: InboundEventId,
-    resolution: Resolution,
+    decision: Decision,
+    only: Option<DestinationId>,
     now: DateTime<Utc>,
-) -> Result<InboundEvent> {
-    if state_of(conn, source, id)? != InboundState::Uncertain {
-        return Err(wrong_state("uncertain").into());
+) -> Result<Decided> {
+    let state = state_of(conn, source, id)?;
+    let targets = decisions::targets(state, decision, &forwards(conn, id)?, only)?;
+    let mut rewrite = conn.prepare_cached(
+        "UPDATE inbound_forwards SET outcome = ?3, updated_at = ?4
+         WHERE event_id = ?1 AND destination = ?2",
+    )?;
+    for destination in &targets {
+        rewrite.execute(params![
+            id.to_string(),
+            destination_key(*destination),
+            decision.outcome().as_str(),
+            micros(now),
+        ])?;
     }
-    let to = match resolution {
-        Resolution::Completed => Outcome::Completed,
-        Resolution::Retry => Outcome::Retryable,
-    };
-    conn.prepare_cached(
-        "UPDATE inbound_forwards SET outcome = ?2, updated_at = ?3
-         WHERE event_id = ?1 AND outcome = 'uncertain'",
-    )?
-    .execute(params![id.to_string(), to.as_str(), micros(now)])?;
-    if resolution == Resolution::Retry {
+    if decision.resets_attempts() {
         conn.prepare_cached("UPDATE inbound_events SET attempts = 0 WHERE id = ?1")?
             .execute([id.to_string()])?;
     }
-    settle(conn, id, now, None, now)
-}
-
-/// `vow_store::InboundStore::replay_inbound`.
-pub(crate) fn replay(
-    conn: &Connection,
-    source: SourceId,
-    id: InboundEventId,
-    now: DateTime<Utc>,
-) -> Result<InboundEvent> {
-    let state = state_of(conn, source, id)?;
-    if !matches!(state, InboundState::DeadLettered | InboundState::Rejected) {
-        return Err(wrong_state("dead-lettered or rejected").into());
-    }
-    conn.prepare_cached(
-        "DELETE FROM inbound_forwards
-         WHERE event_id = ?1 AND outcome IN ('dead_lettered', 'rejected')",
-    )?
-    .execute([id.to_string()])?;
-    let sql = format!(
-        "UPDATE inbound_events SET state = 'retryable', attempts = 0, next_attempt_at = ?2,
-             updated_at = ?2 WHERE id = ?1 RETURNING {COLUMNS}"
-    );
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![id.to_string(), micros(now)], from_row)?)
+    let event = settle(conn, id, now, None, now)?;
+    let changed = forwards(conn, id)?
+        .into_iter()
+        .filter(|f| targets.contains(&f.destination))
+        .collect();
+    Ok(Decided { event, changed })
 }

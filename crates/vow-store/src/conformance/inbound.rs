@@ -29,6 +29,7 @@ pub(super) fn fields(description: &str) -> SourceFields {
         hmac: None,
         secrets: strings(&["It's a Secret to Everybody"]),
         tolerance_secs: 300,
+        replay_window_secs: None,
         event_id: None,
         account: Some(Locator::Header("x-github-hook-id".into())),
         version_pointer: Some("/version".into()),
@@ -74,6 +75,7 @@ pub(super) fn delivery(
         sha256: format!("{:x}", fake_digest(payload)),
         version: None,
         entity: None,
+        replay_guard: None,
         now: t(10),
     }
 }

@@ -15,7 +15,7 @@ use crate::inbound::{Destination, InboundEvent, InboundState, NewSource, Source,
 use crate::{InboundStore, StoreError};
 
 /// A destination of `url`, idempotent or not.
-fn destination(url: &str, idempotent: bool) -> Destination {
+pub(super) fn destination(url: &str, idempotent: bool) -> Destination {
     Destination {
         id: DestinationId::new(),
         url: url.into(),
@@ -25,7 +25,10 @@ fn destination(url: &str, idempotent: bool) -> Destination {
 }
 
 /// A source with these destinations (none: a pull source).
-async fn source_with(store: &dyn InboundStore, destinations: Vec<Destination>) -> Source {
+pub(super) async fn source_with(
+    store: &dyn InboundStore,
+    destinations: Vec<Destination>,
+) -> Source {
     let new = NewSource {
         id: SourceId::new(),
         token: format!("token-{}", SourceId::new()),
@@ -49,7 +52,7 @@ fn request(consumer: Consumer, secs: i64, limit: usize) -> WorkRequest {
     }
 }
 
-async fn claim(store: &dyn InboundStore, consumer: Consumer, secs: i64) -> WorkClaim {
+pub(super) async fn claim(store: &dyn InboundStore, consumer: Consumer, secs: i64) -> WorkClaim {
     store
         .claim_inbound_work(&request(consumer, secs, 100))
         .await
@@ -60,7 +63,7 @@ fn ids(claimed: &[ClaimedEvent]) -> Vec<InboundEventId> {
     claimed.iter().map(|c| c.event.id).collect()
 }
 
-fn result(destination: Option<DestinationId>, outcome: Outcome) -> DestinationResult {
+pub(super) fn result(destination: Option<DestinationId>, outcome: Outcome) -> DestinationResult {
     DestinationResult {
         destination,
         outcome,
@@ -70,7 +73,7 @@ fn result(destination: Option<DestinationId>, outcome: Outcome) -> DestinationRe
 }
 
 /// Records `results` for `claimed` at `t(secs)`; the event as stored.
-async fn record(
+pub(super) async fn record(
     store: &dyn InboundStore,
     claimed: &ClaimedEvent,
     results: Vec<DestinationResult>,
@@ -280,9 +283,10 @@ pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(
     assert!(claim(store, Consumer::Push, 1000).await.claimed.is_empty());
 
     let replayed = store
-        .replay_inbound(source.id, event.id, t(200))
+        .replay_inbound(source.id, event.id, None, t(200))
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     assert_eq!(
         (replayed.state, replayed.next_attempt_at, replayed.attempts),
         (InboundState::Retryable, Some(t(200)), 0)
@@ -300,10 +304,12 @@ pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(
         InboundState::Completed
     );
 
-    let r = store.replay_inbound(source.id, event.id, t(300)).await;
+    let r = store
+        .replay_inbound(source.id, event.id, None, t(300))
+        .await;
     assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
     let r = store
-        .replay_inbound(source.id, InboundEventId::new(), t(300))
+        .replay_inbound(source.id, InboundEventId::new(), None, t(300))
         .await;
     assert!(
         matches!(r, Err(StoreError::NotFound("inbound event"))),
@@ -378,9 +384,10 @@ pub async fn an_expired_lease_is_uncertain_unless_the_destination_is_idempotent(
         .contains("lease"));
 
     let retried = store
-        .resolve_uncertain(source.id, event.id, Resolution::Retry, t(60))
+        .resolve_uncertain(source.id, event.id, Resolution::Retry, None, t(60))
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     assert_eq!(
         (retried.state, retried.next_attempt_at),
         (InboundState::Retryable, Some(t(60)))
@@ -397,12 +404,13 @@ pub async fn an_expired_lease_is_uncertain_unless_the_destination_is_idempotent(
     .await;
     assert_eq!(done.state, InboundState::Uncertain);
     let resolved = store
-        .resolve_uncertain(source.id, event.id, Resolution::Completed, t(70))
+        .resolve_uncertain(source.id, event.id, Resolution::Completed, None, t(70))
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     assert_eq!(resolved.state, InboundState::Completed);
     let r = store
-        .resolve_uncertain(source.id, event.id, Resolution::Retry, t(80))
+        .resolve_uncertain(source.id, event.id, Resolution::Retry, None, t(80))
         .await;
     assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
 }

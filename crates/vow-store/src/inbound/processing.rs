@@ -290,13 +290,6 @@ pub enum Resolution {
     Retry,
 }
 
-/// The error of [`crate::InboundStore::resolve_uncertain`] and
-/// [`crate::InboundStore::replay_inbound`] on an event in another state (every backend says
-/// the same).
-pub fn wrong_state(wanted: &str) -> crate::StoreError {
-    crate::StoreError::Conflict(format!("this inbound event is not {wanted}"))
-}
-
 /// The text kept on a forward whose lease ran out.
 pub const LEASE_EXPIRED: &str =
     "the worker's lease ran out before it recorded an outcome (it may have been delivered)";

@@ -4,7 +4,9 @@
 //! A source names its provider's scheme (`Scheme::as_str` names, or `hmac` with its settings),
 //! the provider's secrets (several during a rotation; write-only: never returned), the
 //! tolerance for signed timestamps, where the event id and the account are when not where the
-//! provider documents them, optional version and entity pointers, and its destinations. Each
+//! provider documents them, optional version and entity pointers, the replay guard's window
+//! (`replayWindowSecs`: absent or null = the scheme's default, 0 = off; answers say what the
+//! scheme guarantees in `replayProtection`, see `http::inbound::replay`), and its destinations. Each
 //! source gets an ingest path (`/in/{id}`) and, in single-source answers only, an unguessable
 //! token path (`/in/t/{token}`).
 
@@ -28,6 +30,7 @@ use super::{id_error, ListParams, ListResponse, Problems};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
+use crate::http::inbound::replay::{self, Protection};
 use crate::http::inbound::scheme;
 use crate::http::AppState;
 
@@ -37,6 +40,8 @@ const MAX_SECRETS: usize = 10;
 const MAX_DESTINATIONS: usize = 20;
 /// The widest tolerance a source may set, in seconds (a day).
 const MAX_TOLERANCE_SECS: u32 = 86_400;
+/// The widest replay window a source may set, in seconds (a year).
+const MAX_REPLAY_WINDOW_SECS: u32 = 365 * 86_400;
 /// Random bytes in an ingest token (192 bits).
 const TOKEN_BYTES: usize = 24;
 
@@ -64,6 +69,7 @@ pub struct SourceIn {
     hmac: Option<HmacSettings>,
     secrets: Vec<String>,
     tolerance_secs: Option<u32>,
+    replay_window_secs: Option<u32>,
     event_id: Option<Locator>,
     account: Option<Locator>,
     version_pointer: Option<String>,
@@ -95,6 +101,8 @@ pub struct SourcePatch {
     secrets: Option<Vec<String>>,
     tolerance_secs: Option<u32>,
     #[serde(default)]
+    replay_window_secs: Patch<u32>,
+    #[serde(default)]
     event_id: Patch<Locator>,
     #[serde(default)]
     account: Patch<Locator>,
@@ -116,6 +124,10 @@ pub struct SourceOut {
     hmac: Option<HmacSettings>,
     secret_count: usize,
     tolerance_secs: u32,
+    /// As configured: `None` = the scheme's default.
+    replay_window_secs: Option<u32>,
+    /// What the scheme signs and what the guard adds (`None` for a scheme that no longer parses).
+    replay_protection: Option<Protection>,
     event_id: Option<Locator>,
     account: Option<Locator>,
     version_pointer: Option<String>,
@@ -149,6 +161,8 @@ impl SourceOut {
             hmac: f.hmac.clone(),
             secret_count: f.secrets.len(),
             tolerance_secs: f.tolerance_secs,
+            replay_window_secs: f.replay_window_secs,
+            replay_protection: scheme::of(f).ok().map(|s| replay::protection(f, &s)),
             event_id: f.event_id.clone(),
             account: f.account.clone(),
             version_pointer: f.version_pointer.clone(),
@@ -203,6 +217,14 @@ impl SourceIn {
             &format!("must be between 1 and {MAX_TOLERANCE_SECS} (seconds)"),
             "value_error.number.range",
         );
+        if let Some(window) = self.replay_window_secs {
+            p.require(
+                window <= MAX_REPLAY_WINDOW_SECS,
+                &["body", "replayWindowSecs"],
+                &format!("must be between 0 (off) and {MAX_REPLAY_WINDOW_SECS} (seconds)"),
+                "value_error.number.range",
+            );
+        }
         p.no_nul(&["body", "description"], &self.description);
         let event_id = self.event_id.map(|l| check_locator(&mut p, "eventId", l));
         let account = self.account.map(|l| check_locator(&mut p, "account", l));
@@ -222,6 +244,7 @@ impl SourceIn {
             hmac,
             secrets: self.secrets,
             tolerance_secs,
+            replay_window_secs: self.replay_window_secs,
             event_id,
             account,
             version_pointer: self.version_pointer,
@@ -420,6 +443,7 @@ async fn patch_source(
         hmac,
         secrets: patch.secrets.unwrap_or(f.secrets),
         tolerance_secs: Some(patch.tolerance_secs.unwrap_or(f.tolerance_secs)),
+        replay_window_secs: patch.replay_window_secs.apply_to(f.replay_window_secs),
         event_id: patch.event_id.apply_to(f.event_id),
         account: patch.account.apply_to(f.account),
         version_pointer: patch.version_pointer.apply_to(f.version_pointer),

@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
 use vow_store::idempotency::{StoredResponse, Write};
+use vow_store::inbound::decisions::Decided;
 use vow_store::inbound::processing::Forward;
 use vow_store::inbound::{
     InboundContent, InboundEvent, InboundFilter, InboundState, Rejection, StoredInbound,
@@ -69,6 +70,9 @@ pub struct InboundEventOut {
     last_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     forwards: Option<Vec<ForwardOut>>,
+    /// After an operator's replay or resolution: the forwards it changed, as they now stand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed: Option<Vec<ForwardOut>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     headers: Option<Vec<(String, String)>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,6 +101,7 @@ impl From<InboundEvent> for InboundEventOut {
             next_attempt_at: e.next_attempt_at,
             last_error: e.last_error,
             forwards: None,
+            changed: None,
             headers: None,
             payload: None,
             payload_base64: None,
@@ -127,6 +132,14 @@ impl From<Forward> for ForwardOut {
             error: f.error,
             updated_at: f.updated_at,
         }
+    }
+}
+
+impl From<Decided> for InboundEventOut {
+    fn from(decided: Decided) -> Self {
+        let mut out = InboundEventOut::from(decided.event);
+        out.changed = Some(decided.changed.into_iter().map(ForwardOut::from).collect());
+        out
     }
 }
 
@@ -190,6 +203,14 @@ struct EventQuery {
 pub fn event_answer(event: &InboundEvent) -> StoredResponse {
     let out = InboundEventOut::from(event.clone());
     idempotency::json(StatusCode::OK, &out, Some(event.id.to_string()))
+}
+
+/// The 200 an operator's decision answers (and a keyed one stores): the event, with the
+/// forwards it changed.
+pub fn decided_answer(decided: &Decided) -> StoredResponse {
+    let resource = Some(decided.event.id.to_string());
+    let out = InboundEventOut::from(decided.clone());
+    idempotency::json(StatusCode::OK, &out, resource)
 }
 
 /// `{event_id}`: an inbound event id, else 422.

@@ -1,9 +1,13 @@
 //! Processing inbound events through the API (issue 5, items 6 and 8).
 //!
-//! **Operators** decide what vow could not: `POST …/event/{id}/resolve` with
-//! `{"outcome": "completed" | "retry"}` settles an `uncertain` event (it did take effect, or
-//! forward it again), and `POST …/event/{id}/replay` forwards a `dead_lettered` or `rejected`
-//! event again with fresh attempts. Either refuses an event in another state with 409.
+//! **Operators** decide what vow could not, each destination on its own
+//! (`vow_store::inbound::decisions`): `POST …/event/{id}/resolve` with
+//! `{"outcome": "completed" | "retry"}` settles the event's `uncertain` destinations (it did
+//! take effect, or forward it again), and `POST …/event/{id}/replay` forwards it again, with
+//! fresh attempts, to its `dead_lettered` and `rejected` destinations; the others are
+//! untouched. Either takes `"destination": "dst_…"` to act on that one only, and answers the
+//! event with `changed`, the forwards it changed. 409 when the event is being processed or no
+//! destination (or not the one named) is in a state the decision acts on; nothing changes.
 //!
 //! **Pull mode** is for a source without destinations, whose consumer fetches its own work
 //! (seed 004's worker): `POST /api/v1/source/{id}/event/claim` with
@@ -30,17 +34,19 @@ use axum::routing::post;
 use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use vow_core::DestinationId;
 use vow_store::idempotency::Write;
 use vow_store::inbound::processing::{
     ClaimedEvent, Consumer, DestinationResult, LeaseToken, Outcome, Resolution, WorkClaim,
     WorkOutcome, WorkRequest,
 };
 
+use super::id_error;
 use super::source::{find, source_key};
-use super::source_event::{event_answer, event_key, InboundEventOut};
+use super::source_event::{decided_answer, event_answer, event_key, InboundEventOut};
 use crate::error::{ApiError, ApiResult};
 use crate::forwarding::next_try;
-use crate::http::extract::ValidJsonBytes;
+use crate::http::extract::{MaybeJson, ValidJsonBytes};
 use crate::http::idempotency::{self, Once};
 use crate::http::AppState;
 
@@ -69,6 +75,34 @@ pub fn routes() -> Router<AppState> {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ResolveIn {
     outcome: String,
+    destination: Option<String>,
+}
+
+/// `ReplayIn`: the body of a replay, which may be left out.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReplayIn {
+    destination: Option<String>,
+}
+
+/// The `destination` a decision names, checked against the source's destinations (422 when
+/// it is not one of them).
+async fn selected(
+    state: &AppState,
+    source_id: &str,
+    raw: Option<&str>,
+) -> ApiResult<Option<DestinationId>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let at = ["body", "destination"];
+    let id = DestinationId::parse(raw).map_err(|e| id_error(&at, e))?;
+    let source = find(state, source_id).await?;
+    if !source.fields.destinations.iter().any(|d| d.id == id) {
+        let msg = "is not a destination of this source";
+        return Err(ApiError::invalid(&at, msg, "value_error.destination"));
+    }
+    Ok(Some(id))
 }
 
 async fn resolve_source_event(
@@ -90,6 +124,7 @@ async fn resolve_source_event(
             ));
         }
     };
+    let destination = selected(&state, &source_id, body.destination.as_deref()).await?;
     let wake = state.inbound_wake.clone();
     once.run(&state, None, &raw, move |commit| async move {
         let now = commit.state().now();
@@ -97,10 +132,12 @@ async fn resolve_source_event(
             source,
             event,
             resolution,
+            destination,
             now,
         };
-        let (_, response) = commit.write(write, event_answer).await?;
-        tracing::info!(%source, %event, outcome = %body.outcome, "uncertain inbound event resolved");
+        let (resolved, response) = commit.write(write, decided_answer).await?;
+        tracing::info!(%source, %event, outcome = %body.outcome,
+            destinations = resolved.changed.len(), "uncertain inbound destinations resolved");
         if resolution == Resolution::Retry {
             wake.notify_one();
         }
@@ -113,14 +150,23 @@ async fn replay_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
     once: Once,
+    MaybeJson(body, raw): MaybeJson<ReplayIn>,
 ) -> ApiResult<Response> {
     let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
+    let body = body.unwrap_or_default();
+    let destination = selected(&state, &source_id, body.destination.as_deref()).await?;
     let wake = state.inbound_wake.clone();
-    once.run(&state, None, &[], move |commit| async move {
+    once.run(&state, None, &raw, move |commit| async move {
         let now = commit.state().now();
-        let write = Write::ReplayInbound { source, event, now };
-        let (_, response) = commit.write(write, event_answer).await?;
-        tracing::info!(%source, %event, "inbound event replayed");
+        let write = Write::ReplayInbound {
+            source,
+            event,
+            destination,
+            now,
+        };
+        let (replayed, response) = commit.write(write, decided_answer).await?;
+        tracing::info!(%source, %event, destinations = replayed.changed.len(),
+            "inbound event replayed to its failed destinations");
         wake.notify_one();
         Ok(response)
     })

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use vow_store::idempotency::{
     Completion, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse, Write, Written,
 };
+use vow_store::inbound::decisions::Decided;
 use vow_store::inbound::processing::WorkClaim;
 use vow_store::inbound::{InboundEvent, Source};
 use vow_store::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError};
@@ -162,6 +163,7 @@ produced!(
     Source => Source,
     WorkClaim => InboundClaimed,
     InboundEvent => InboundEvent,
+    Decided => Decided,
 );
 
 impl Produced for () {

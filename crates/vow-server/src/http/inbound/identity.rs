@@ -69,6 +69,34 @@ fn default_account(scheme: &Scheme) -> &'static [Lookup<'static>] {
     }
 }
 
+/// Whether a delivery's event id and its account come only from what `scheme`'s signature
+/// covers (the body, or the signed id), so a captured delivery sent again cannot change them:
+/// it is then a duplicate of the event it repeats. A header (GitHub's delivery and hook ids,
+/// Shopify's, Twilio's, Linear's) is not signed unless it is the scheme's signed id header.
+pub fn identity_is_signed(fields: &SourceFields, scheme: &Scheme) -> bool {
+    let signed = |lookup: &Lookup<'_>| match *lookup {
+        Lookup::Pointer(_) | Lookup::Signed => true,
+        Lookup::Header(name) => match scheme {
+            Scheme::StandardWebhooks => matches!(name, "webhook-id" | "svix-id"),
+            Scheme::Hmac(config) => config.id_header() == Some(name),
+            _ => false,
+        },
+    };
+    let all_signed = |configured: Option<&Locator>, defaults: &[Lookup<'_>]| match configured {
+        Some(locator) => signed(&Lookup::from(locator)),
+        None => defaults.iter().all(signed),
+    };
+    let defaults = default_event_id(scheme);
+    let has_id = fields.event_id.is_some()
+        || match scheme {
+            Scheme::Hmac(config) => config.id_header().is_some(),
+            _ => !defaults.is_empty(),
+        };
+    has_id
+        && all_signed(fields.event_id.as_ref(), defaults)
+        && all_signed(fields.account.as_ref(), default_account(scheme))
+}
+
 /// What identifies a delivery.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Identity {
@@ -265,22 +293,54 @@ pub fn kept_headers(headers: &HeaderMap, extra: Option<&str>) -> Vec<(String, St
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn fields(event_id: Option<Locator>, account: Option<Locator>) -> SourceFields {
+    /// Source fields with these locators, for the rules' unit tests.
+    pub(in crate::http::inbound) fn fields(
+        event_id: Option<Locator>,
+        account: Option<Locator>,
+    ) -> SourceFields {
         SourceFields {
             description: String::new(),
             scheme: String::new(),
             hmac: None,
             secrets: Vec::new(),
             tolerance_secs: 300,
+            replay_window_secs: None,
             event_id,
             account,
             version_pointer: Some("/data/version".into()),
             entity_pointer: Some("/data/object/id".into()),
             destinations: Vec::new(),
         }
+    }
+
+    #[test]
+    fn only_ids_and_accounts_under_the_signature_count_as_signed() {
+        let plain = fields(None, None);
+        assert!(identity_is_signed(&plain, &Scheme::Stripe));
+        assert!(identity_is_signed(&plain, &Scheme::StandardWebhooks));
+        assert!(identity_is_signed(&plain, &Scheme::Square));
+        for scheme in [
+            Scheme::GitHub,
+            Scheme::Shopify,
+            Scheme::Linear,
+            Scheme::Twilio,
+        ] {
+            assert!(!identity_is_signed(&plain, &scheme), "{scheme}");
+        }
+        let header_id = fields(Some(Locator::Header("x-id".into())), None);
+        assert!(!identity_is_signed(&header_id, &Scheme::Stripe));
+        let header_account = fields(None, Some(Locator::Header("x-account".into())));
+        assert!(!identity_is_signed(&header_account, &Scheme::Stripe));
+        let body_id = fields(Some(Locator::Pointer("/id".into())), None);
+        assert!(
+            !identity_is_signed(&body_id, &Scheme::GitHub),
+            "the hook id is a header"
+        );
+        let svix = fields(Some(Locator::Header("svix-id".into())), None);
+        assert!(identity_is_signed(&svix, &Scheme::StandardWebhooks));
     }
 
     fn who(scheme: &Scheme, f: &SourceFields, headers: &[(&str, &str)], body: &str) -> Identity {

@@ -10,7 +10,9 @@
 //! and not stored. Everything else is claimed in ONE store transaction
 //! ([`vow_store::InboundStore::claim_inbound`]) and answered only once that has committed:
 //! 200 for a new event or a duplicate (same id, same payload), 202 for a quarantined one (same
-//! id, another payload; `source.event.quarantined` goes to the operational webhook). Every
+//! id, another payload; `source.event.quarantined` goes to the operational webhook), 409 for a
+//! replay the source's replay guard refuses (a new id, signed content it accepted within its
+//! window; nothing is stored, see [`replay`]). Every
 //! refusal of a known source is recorded (reason, status, body size; never a secret, a
 //! signature or the body) in the source's bounded log (its newest `inbound_rejections_kept`
 //! rows, with exact counts by reason), and every refusal is counted
@@ -19,8 +21,10 @@
 //! # Layout
 //! - [`scheme`]: a source's stored scheme as a `vow_signature` scheme.
 //! - [`identity`]: event id, account, version and entity; handshakes; which headers are kept.
+//! - [`replay`]: what each scheme guarantees against replays; the replay guard's window.
 
 pub mod identity;
+pub mod replay;
 pub mod scheme;
 
 use axum::body::Bytes;
@@ -124,10 +128,12 @@ async fn ingest(state: AppState, found: StoreResult<Option<Source>>, request: Re
         let refused = Refused::new(status, "version_unorderable", detail);
         return refused.record(&state, &source, body.len() as u64).await;
     }
+    let replay_guard = replay::guard(&source.fields, &scheme, &signed);
     let extra = match &scheme {
         Scheme::Hmac(config) => Some(config.signature_header()),
         _ => None,
     };
+    let size = body.len() as u64;
     let new = NewInboundEvent {
         id: InboundEventId::new(),
         source_id: source.id,
@@ -138,18 +144,45 @@ async fn ingest(state: AppState, found: StoreResult<Option<Source>>, request: Re
         payload: body.into(),
         version: who.version,
         entity: who.entity,
+        replay_guard,
         now,
     };
-    let forwarded = !source.fields.destinations.is_empty();
     match state.inbound.claim_inbound(new).await {
-        Ok(claim) => acknowledge(&state, claim, forwarded).await,
+        Ok(claim) => acknowledge(&state, &source, &scheme, claim, size).await,
         Err(e) => ApiError::from(e).into_response(),
     }
 }
 
-/// The 2xx for a committed claim, counted; a quarantine is reported first. A new event of a
-/// source with destinations (`forwarded`) wakes the inbound workers.
-async fn acknowledge(state: &AppState, claim: Claim, forwarded: bool) -> Response {
+/// The 409 for a delivery the replay guard refused (nothing was stored), recorded as a
+/// rejection `replayed`; the detail names the event the same signed content was accepted as.
+async fn refuse_replay(
+    state: &AppState,
+    source: &Source,
+    earlier: &InboundEvent,
+    window_secs: u32,
+    size: u64,
+) -> Response {
+    let detail = format!(
+        "the same signed content was accepted as inbound event {} at {}; within the source's \
+         replay window ({window_secs} s) a delivery of it under a new event id is refused as a \
+         replay",
+        earlier.id,
+        earlier.received_at.to_rfc3339(),
+    );
+    Refused::new(StatusCode::CONFLICT, "replayed", detail)
+        .record(state, source, size)
+        .await
+}
+
+/// The 2xx for a committed claim, counted; a quarantine is reported first; a refused replay
+/// is a 409. A new event of a source with destinations wakes the inbound workers.
+async fn acknowledge(
+    state: &AppState,
+    source: &Source,
+    scheme: &Scheme,
+    claim: Claim,
+    size: u64,
+) -> Response {
     let (status, outcome, counter, event) = match claim {
         Claim::Received(event) => (StatusCode::OK, "received", names::INBOUND_RECEIVED, event),
         Claim::Duplicate(event) => (
@@ -158,6 +191,10 @@ async fn acknowledge(state: &AppState, claim: Claim, forwarded: bool) -> Respons
             names::INBOUND_DUPLICATES,
             event,
         ),
+        Claim::Replayed(earlier) => {
+            let window = replay::window_secs(&source.fields, scheme).unwrap_or_default();
+            return refuse_replay(state, source, &earlier, window, size).await;
+        }
         Claim::Quarantined(event) => {
             report_quarantine(state, &event).await;
             (
@@ -169,7 +206,7 @@ async fn acknowledge(state: &AppState, claim: Claim, forwarded: bool) -> Respons
         }
     };
     ::metrics::counter!(counter).increment(1);
-    if forwarded && outcome == "received" {
+    if !source.fields.destinations.is_empty() && outcome == "received" {
         state.inbound_wake.notify_one();
     }
     let body = json!({ "id": event.id, "outcome": outcome });

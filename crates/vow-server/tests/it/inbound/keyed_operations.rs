@@ -64,9 +64,9 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
 ) {
     let source = github_source(&app).await;
     let [a, b, c] = [
-        received(&app, source, "d-a", b"{}").await,
-        received(&app, source, "d-b", b"{}").await,
-        received(&app, source, "d-c", b"{}").await,
+        received(&app, source, "d-a", br#"{"delivery":"d-a"}"#).await,
+        received(&app, source, "d-b", br#"{"delivery":"d-b"}"#).await,
+        received(&app, source, "d-c", br#"{"delivery":"d-c"}"#).await,
     ];
     let path = format!("/api/v1/source/{source}/event/claim");
     let body = json!({"limit": 2, "leaseSeconds": 30});
@@ -113,7 +113,7 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
     // Once the leases have ended, the key is free: a new claim runs instead of a replay of
     // leases that ended (the batch is settled as uncertain on the way).
     app.clock.advance(chrono::Duration::seconds(31));
-    let d = received(&app, source, "d-d", b"{}").await;
+    let d = received(&app, source, "d-d", br#"{"delivery":"d-d"}"#).await;
     let again = keyed(&app, &path, "claim-1", Some(body.clone())).await;
     assert!(!replayed(&again), "a new claim, not a replay");
     let (status, fresh) = into_parts(again).await;
@@ -128,8 +128,8 @@ async fn a_keyed_pull_claim_returns_the_same_batch_while_its_leases_hold_then_cl
 async fn a_keyed_complete_or_fail_records_one_outcome(app: TestApp) {
     let source = github_source(&app).await;
     let [a, b] = [
-        received(&app, source, "d-a", b"{}").await,
-        received(&app, source, "d-b", b"{}").await,
+        received(&app, source, "d-a", br#"{"delivery":"d-a"}"#).await,
+        received(&app, source, "d-b", br#"{"delivery":"d-b"}"#).await,
     ];
     let batch = claim(&app, source, json!({"limit": 2, "leaseSeconds": 60})).await;
     let lease = |i: usize| batch["data"][i]["lease"].as_str().unwrap().to_owned();
@@ -192,7 +192,7 @@ async fn a_keyed_complete_or_fail_records_one_outcome(app: TestApp) {
 
 async fn a_keyed_resolve_of_an_uncertain_event_resolves_it_once(app: TestApp) {
     let source = github_source(&app).await;
-    let a = received(&app, source, "d-a", b"{}").await;
+    let a = received(&app, source, "d-a", br#"{"delivery":"d-a"}"#).await;
     claim(&app, source, json!({"limit": 1, "leaseSeconds": 5})).await;
     // The consumer never answers: its lease ends, and the next claim settles the event.
     app.clock.advance(chrono::Duration::seconds(6));
@@ -244,8 +244,8 @@ async fn a_keyed_replay_forwards_a_rejected_event_once_more(app: TestApp) {
     assert_eq!(status, 201, "{out}");
     let source = SourceId::parse(out["id"].as_str().unwrap()).unwrap();
     let [a, b] = [
-        received(&app, source, "d-a", b"{}").await,
-        received(&app, source, "d-b", b"{}").await,
+        received(&app, source, "d-a", br#"{"delivery":"d-a"}"#).await,
+        received(&app, source, "d-b", br#"{"delivery":"d-b"}"#).await,
     ];
     assert_eq!(app.forward_at(&config, Utc::now()).await, 2);
     assert_eq!(destination.received().len(), 2);

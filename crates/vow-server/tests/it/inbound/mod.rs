@@ -13,6 +13,7 @@
 //! - `versions`: ordering by what versions mean.
 //! - `quarantine`: reused ids, operators' decisions, the operational event, retention.
 //! - `keyed_operations`: `Idempotency-Key` on pull consumers' and operators' operations.
+//! - `replays`: the replay guard; replay and resolve per destination.
 
 mod headers;
 mod ingest;
@@ -20,6 +21,7 @@ mod keyed_operations;
 mod processing;
 mod quarantine;
 mod rejection_log;
+mod replays;
 mod sources;
 pub(crate) mod support;
 mod versions;

@@ -279,7 +279,7 @@ async fn a_destination_can_classify_its_answer_with_vow_outcome(app: TestApp) {
     );
 
     destination.answer_with_header("vow-outcome", "uncertain");
-    let id = received(&app, source, "d-2", b"{}").await;
+    let id = received(&app, source, "d-2", b"{\"n\":2}").await;
     app.forward_at(&config, Utc::now()).await;
     assert_eq!(
         stored(&app, source, id).await.event.state,

@@ -1,0 +1,52 @@
+//! The replay guard's digests (`inbound_digests`, `vow_store::inbound::replay_guard`): inside
+//! the claim's writer job, after the claim row was inserted.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use vow_store::inbound::{InboundEvent, NewInboundEvent, ReplayGuard};
+
+use super::events::{from_row, COLUMNS};
+use crate::error::Result;
+use crate::rows::micros;
+
+/// Records that `event` (just inserted for `new`) was accepted with the guard's digest, unless
+/// that digest was accepted within the window: then the event that holds it, and nothing is
+/// recorded (the caller removes `event`).
+pub(crate) fn remember(
+    conn: &Connection,
+    new: &NewInboundEvent,
+    guard: &ReplayGuard,
+    event: &InboundEvent,
+) -> Result<Option<InboundEvent>> {
+    let source = new.source_id.to_string();
+    let moved = conn
+        .prepare_cached(
+            "INSERT INTO inbound_digests (source_id, digest, event_id, seen_at)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (source_id, digest) DO UPDATE
+                 SET event_id = excluded.event_id, seen_at = excluded.seen_at
+                 WHERE seen_at <= ?5
+             RETURNING 1",
+        )?
+        .query_row(
+            params![
+                source,
+                guard.digest,
+                event.id.to_string(),
+                micros(new.now),
+                micros(guard.cutoff(new.now)),
+            ],
+            |_| Ok(()),
+        )
+        .optional()?;
+    if moved.is_some() {
+        return Ok(None);
+    }
+    let sql = format!(
+        "SELECT {COLUMNS} FROM inbound_events WHERE id =
+             (SELECT event_id FROM inbound_digests WHERE source_id = ?1 AND digest = ?2)"
+    );
+    let earlier = conn
+        .prepare_cached(&sql)?
+        .query_row(params![source, guard.digest], from_row)?;
+    Ok(Some(earlier))
+}
