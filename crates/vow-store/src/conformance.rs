@@ -190,6 +190,7 @@ macro_rules! conformance_suite {
             resend_of_a_missing_message_or_endpoint_is_not_found,
             replay_makes_failed_deliveries_pending_again_spaced_in_creation_order,
             replay_filters_by_time_event_type_and_last_status_and_a_dry_run_changes_nothing,
+            replay_through_another_application_is_not_found_even_as_a_dry_run,
             endpoint_stats_count_deliveries_by_state_within_the_window,
             // delivery queue: attempted destinations and messages, send-example
             attempted_destinations_are_the_messages_endpoints_with_their_status,
