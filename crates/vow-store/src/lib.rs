@@ -16,8 +16,6 @@
 //!   and the record it completes ([`idempotency::Completion`]).
 //! - `conformance` (feature `testing`, so only test builds compile it): the shared behaviour suite
 //!   and the macro that instantiates it; the backends enable it in their dev-dependencies.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 #[cfg(feature = "testing")]
 pub mod conformance;
