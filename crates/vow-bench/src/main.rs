@@ -17,8 +17,6 @@
 //! - [`signed`]: signed inbound deliveries and the order they are sent in.
 //! - [`scenarios`]: one module per scenario.
 
-#![forbid(unsafe_code)]
-
 mod api;
 mod ledger;
 mod load;

@@ -11,8 +11,6 @@
 //! - [`style`]: how an endpoint wants deliveries signed.
 //! - [`retry`]: the delivery outcome policy: retry schedule, attempt classification, auto-disable.
 //! - [`version`]: what an inbound event's version means, so an entity's events are ordered by it.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod id;
 pub mod matching;

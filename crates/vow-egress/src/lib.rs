@@ -39,9 +39,6 @@
 //! * `body` (private): the request body that records whether it was fully handed to the
 //!   connection, which is how [`EgressError::Timeout`] knows `sent`.
 
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
-
 mod body;
 pub mod client;
 pub mod error;

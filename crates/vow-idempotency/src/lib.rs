@@ -29,8 +29,6 @@
 //!     `Arc<Mutex<rusqlite::Connection>>`).
 //!   - `http::postgres` (with `postgres`): `run` over a `PgPool`, the operation a
 //!     `for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, _>`.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod canonical;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

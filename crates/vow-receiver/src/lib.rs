@@ -69,8 +69,6 @@
 //!   [`Outcome`].
 //!
 //! `examples/receiver-credit` is an axum app built on it.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod error;
 pub mod event;

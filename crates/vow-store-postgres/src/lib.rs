@@ -34,8 +34,6 @@
 //! - `convert`: reading stored values back into vow-core types.
 //! - `error`: PostgreSQL errors into [`StoreError`] (unique violation → `Conflict`, ...).
 //! - `testing` (feature `testing`): a fresh migrated schema per test.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod application;
 mod convert;

@@ -29,8 +29,6 @@
 //! - `idempotency`: `Idempotency-Key` records, completed in the writer job of the write they
 //!   protect.
 //! - `testing` (feature `testing`): a fresh store in a temporary directory.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod apps;
 mod checkpointer;

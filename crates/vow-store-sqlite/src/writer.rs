@@ -319,8 +319,8 @@ mod tests {
     async fn a_failing_job_is_rolled_back_alone_and_its_batch_mates_commit() {
         let (w, reader, _dir) = writer();
         // Hold the writer inside a first batch until the next jobs are queued behind it.
-        let (open_gate, gate) = std::sync::mpsc::channel::<()>();
-        let (started, has_started) = std::sync::mpsc::channel::<()>();
+        let (open_gate, gate) = mpsc::channel::<()>();
+        let (started, has_started) = mpsc::channel::<()>();
         let first = w
             .submit(move |c| {
                 started.send(()).unwrap();
@@ -355,7 +355,7 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_job_fails_alone_and_the_writer_keeps_going() {
         let (w, reader, _dir) = writer();
-        let (open_gate, gate) = std::sync::mpsc::channel::<()>();
+        let (open_gate, gate) = mpsc::channel::<()>();
         let hold = w
             .submit(move |_c: &Connection| {
                 gate.recv().unwrap();

@@ -160,10 +160,12 @@ macro_rules! conformance_suite {
             a_claim_gives_each_endpoint_at_most_its_room,
             a_claim_carries_the_payload_the_event_type_and_the_endpoint_target,
             an_expired_or_expunged_payload_is_claimed_as_none,
+            a_claim_with_a_limit_of_zero_takes_nothing,
             concurrent_claims_never_return_the_same_delivery,
             an_expired_lease_is_taken_over_and_the_old_owner_can_no_longer_record,
             renewing_a_lease_keeps_the_delivery_from_being_claimed,
             next_due_is_the_earliest_time_a_claim_can_take_something,
+            next_due_is_a_lease_end_that_comes_before_the_next_due_delivery,
             // delivery queue: outcomes
             a_delivered_outcome_stores_the_attempt_and_finishes_the_delivery,
             a_retry_outcome_reschedules_the_delivery_with_its_counters,
@@ -171,6 +173,10 @@ macro_rules! conformance_suite {
             a_hold_puts_the_delivery_back_to_held_without_an_attempt,
             an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letters,
             a_gone_endpoint_is_disabled_at_once_and_its_waiting_deliveries_are_held,
+            // delivery queue: several outcomes in one record
+            a_batch_records_each_lease_once_and_only_under_its_token,
+            dead_letters_in_one_batch_are_counted_in_its_order,
+            a_gone_endpoint_is_disabled_with_auto_disabling_off_and_reported_once_per_batch,
             // delivery queue: attempts, expunge, retention
             attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filters,
             attempts_are_invisible_through_another_application,
@@ -178,11 +184,13 @@ macro_rules! conformance_suite {
             expunging_an_attempt_removes_only_its_response,
             deleting_an_endpoint_or_an_application_removes_its_attempts,
             purging_respects_the_deadlines_and_the_batch_size,
+            purging_with_a_batch_of_zero_changes_nothing,
             // delivery queue: operators
             resend_resets_an_existing_delivery_and_creates_a_missing_one,
             resend_of_a_missing_message_or_endpoint_is_not_found,
             replay_makes_failed_deliveries_pending_again_spaced_in_creation_order,
             replay_filters_by_time_event_type_and_last_status_and_a_dry_run_changes_nothing,
+            replay_through_another_application_is_not_found_even_as_a_dry_run,
             endpoint_stats_count_deliveries_by_state_within_the_window,
             // delivery queue: attempted destinations and messages, send-example
             attempted_destinations_are_the_messages_endpoints_with_their_status,
@@ -252,6 +260,7 @@ mod tests {
             include_str!("conformance/queue/claims.rs"),
             include_str!("conformance/queue/leases.rs"),
             include_str!("conformance/queue/outcomes.rs"),
+            include_str!("conformance/queue/batches.rs"),
             include_str!("conformance/queue/attempts.rs"),
             include_str!("conformance/queue/retention.rs"),
             include_str!("conformance/queue/operators.rs"),

@@ -3,8 +3,8 @@
 //! Every state change the API makes is one `Store` method and so one transaction in the backend:
 //! a message and its delivery rows are written together or not at all. Backends translate their
 //! own error codes (unique violations, lost connections) into [`StoreError`] so callers never see
-//! SQL. The [`conformance`] module holds the behaviour suite every backend must pass, generic over
-//! the trait, so SQLite and PostgreSQL stay equivalent.
+//! SQL. The `conformance` module (feature `testing`) holds the behaviour suite every backend must
+//! pass, generic over the trait, so SQLite and PostgreSQL stay equivalent.
 //!
 //! # Layout
 //! - [`model`]: the rows: applications, event types, endpoints, messages, deliveries.
@@ -14,10 +14,10 @@
 //! - [`error`]: the error type, [`StoreError`].
 //! - [`idempotency`]: what the `Idempotency-Key` methods take: the write ([`idempotency::Write`])
 //!   and the record it completes ([`idempotency::Completion`]).
-//! - [`conformance`]: the shared behaviour suite and the macro that instantiates it.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
+//! - `conformance` (feature `testing`, so only test builds compile it): the shared behaviour suite
+//!   and the macro that instantiates it; the backends enable it in their dev-dependencies.
 
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod error;
 pub mod idempotency;

@@ -21,8 +21,6 @@
 //! # Layout
 //! - [`db`]: the schema, and the job writes and reads on each backend.
 //! - this file: the [`App`] state, the [`router`] and its two handlers, and [`serve`].
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod db;
 

@@ -1,7 +1,6 @@
 //! `jobs-api`: serves seed 000's `POST /jobs` (see the library docs and the README). SQLite by
 //! default, in memory unless `--sqlite PATH`; PostgreSQL with `--database-url postgres://…`
 //! (or `DATABASE_URL`).
-#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,7 +1,6 @@
 //! `receiver-credit`: credits balances from signed webhook events, exactly once (see the
 //! library docs and the README). SQLite in a file by default; PostgreSQL with
 //! `--database-url postgres://…` (or `DATABASE_URL`).
-#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

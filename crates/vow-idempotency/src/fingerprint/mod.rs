@@ -188,7 +188,7 @@ fn canonical_differences(a: &str, b: &str) -> Vec<String> {
     }
 }
 
-fn diff(a: &Json, b: &Json, at: &mut String, out: &mut Vec<String>) {
+fn diff(a: &Json<'_>, b: &Json<'_>, at: &mut String, out: &mut Vec<String>) {
     match (a, b) {
         (Json::Object(x), Json::Object(y)) => {
             let mut keys: Vec<&str> = x.iter().chain(y).map(|(k, _)| k.as_ref()).collect();

@@ -6,7 +6,7 @@
 //! - `idempotency`: a key in flight on one node does not block another.
 //! - `inbound`: processing inbound events: concurrent claims, paths the suite leaves out.
 //! - `postgres`: several processes on one database, migrations, a server that goes away.
-//! - `queue`: the delivery queue's main paths, concurrent claims, a stale lease owner.
+//! - `queue`: the delivery queue with several processes on one database, creates racing a delete.
 //! - `smoke`: quick checks of this backend's own choices (conflict sentences, byte order).
 
 mod conformance;

@@ -30,6 +30,7 @@
 //! - `claims`: what a claim takes, in what order, and what it carries.
 //! - `leases`: concurrent claims, take-over and fencing, renewal, `next_due`.
 //! - `outcomes`: each `NextState`, the counters, auto-disabling.
+//! - `batches`: several outcomes in one record: applied in order, each lease once.
 //! - `attempts`: listing attempts, isolation between applications.
 //! - `retention`: expunge, cascades, purges.
 //! - `operators`: resend, endpoint stats.
@@ -39,6 +40,7 @@
 
 mod attempted;
 mod attempts;
+mod batches;
 mod claims;
 mod leases;
 mod operators;
@@ -48,6 +50,7 @@ mod retention;
 
 pub use attempted::*;
 pub use attempts::*;
+pub use batches::*;
 pub use claims::*;
 pub use leases::*;
 pub use operators::*;

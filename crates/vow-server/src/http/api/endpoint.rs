@@ -369,7 +369,7 @@ async fn update_endpoint(
         let updated = state.store.update_endpoint(app, current.id, fields).await?;
         return Ok((StatusCode::OK, Json(EndpointOut::from(updated))));
     }
-    let vow_store::EndpointKey::Uid(uid) = key else {
+    let EndpointKey::Uid(uid) = key else {
         return Err(ApiError::not_found("Endpoint"));
     };
     fields.uid = Some(uid);

@@ -278,3 +278,17 @@ pub async fn an_expired_or_expunged_payload_is_claimed_as_none(store: &dyn Backe
         assert_eq!(c.payload, expected, "message {}", c.delivery.msg_id);
     }
 }
+
+/// A claim with a `limit` of 0 takes nothing and leases nothing, even with deliveries due.
+pub async fn a_claim_with_a_limit_of_zero_takes_nothing(store: &dyn Backend) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let m = message_at(store, app.id, 10).await;
+    let none = store.claim_deliveries(&claim_at(t(50), 0)).await.unwrap();
+    assert!(none.is_empty(), "{none:?}");
+    assert_eq!(
+        claimed_messages(&claim(store, 50).await),
+        vec![m],
+        "still due and unleased"
+    );
+}

@@ -224,3 +224,28 @@ pub async fn next_due_is_the_earliest_time_a_claim_can_take_something(store: &dy
     message_at(store, app.id, 300).await;
     assert_eq!(store.next_due().await.unwrap(), Some(t(300)));
 }
+
+/// A lease that ends before the next pending delivery is due is what `next_due` reports; once
+/// it is taken over under a longer lease, the pending delivery's due time is.
+pub async fn next_due_is_a_lease_end_that_comes_before_the_next_due_delivery(store: &dyn Backend) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let first = message_at(store, app.id, 10).await;
+    message_at(store, app.id, 300).await;
+    assert_eq!(store.next_due().await.unwrap(), Some(t(10)));
+
+    let leased = store.claim_deliveries(&claim_at(t(10), 1)).await.unwrap();
+    assert_eq!(claimed_messages(&leased), vec![first]);
+    assert_eq!(
+        store.next_due().await.unwrap(),
+        Some(t(10 + LEASE_SECS)),
+        "the lease ends before t(300)"
+    );
+    let long = ClaimRequest {
+        lease: Duration::hours(1),
+        ..claim_at(t(10 + LEASE_SECS), 1)
+    };
+    let taken = store.claim_deliveries(&long).await.unwrap();
+    assert_eq!(claimed_messages(&taken), vec![first], "the expired lease");
+    assert_eq!(store.next_due().await.unwrap(), Some(t(300)));
+}

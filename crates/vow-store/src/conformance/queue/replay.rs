@@ -269,3 +269,27 @@ pub async fn replay_filters_by_time_event_type_and_last_status_and_a_dry_run_cha
         .unwrap();
     assert_eq!(rest, 2, "b and d are still dead-lettered");
 }
+
+/// Replay through an application that does not have the endpoint is `NotFound("endpoint")`,
+/// dry run or not, and replays nothing.
+pub async fn replay_through_another_application_is_not_found_even_as_a_dry_run(
+    store: &dyn Backend,
+) {
+    let app = create_app(store, "App").await;
+    let ep = create_endpoint(store, app.id).await.id;
+    let m = message_at(store, app.id, 10).await;
+    let claimed = claim(store, 50).await;
+    let dead = outcome(&claimed[0], Some(500), dead_letter("exhausted"), 51);
+    record_all(store, vec![dead]).await;
+    let stranger = create_app(store, "Stranger").await;
+    let spacing = Duration::seconds(1);
+    for dry_run in [true, false] {
+        let all = ReplayFilter::default();
+        let r = store
+            .replay(stranger.id, ep, &all, t(100), spacing, dry_run)
+            .await;
+        assert_not_found(r, "endpoint");
+    }
+    let d = delivery(store, app.id, m, ep).await;
+    assert_eq!(d.status, DeliveryStatus::DeadLettered, "nothing replayed");
+}

@@ -185,3 +185,32 @@ pub async fn purging_respects_the_deadlines_and_the_batch_size(store: &dyn Backe
         assert_eq!(got.attempt.response_status, Some(500));
     }
 }
+
+/// A purge with a `batch` of 0 changes nothing, however much is due.
+pub async fn purging_with_a_batch_of_zero_changes_nothing(store: &dyn Backend) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let new = NewMessage {
+        now: t(10),
+        payload_expires_at: t(20),
+        ..new_message(app.id, "user.created")
+    };
+    store.create_message(new.clone()).await.unwrap();
+    let written = round(store, 50, 30, 500, retry_at(100)).await;
+    assert_eq!(written.len(), 1);
+
+    assert_eq!(store.purge_expired(t(100), t(100), 0).await.unwrap(), 0);
+    let message = store.get_message(app.id, &MessageKey::Id(new.id)).await;
+    let message = message.unwrap().expect("messages are kept");
+    assert_eq!(message.payload.as_deref(), Some(new.payload.as_str()));
+    let attempt = store
+        .get_attempt(app.id, new.id, written[0].id)
+        .await
+        .unwrap();
+    assert_eq!(attempt.as_ref(), Some(&written[0]), "the response is kept");
+    assert_eq!(
+        store.purge_expired(t(100), t(100), 1).await.unwrap(),
+        2,
+        "both were due: a payload and a response"
+    );
+}
