@@ -17,8 +17,8 @@ use vow_store::{Delivery, DeliveryQueue, StoreResult};
 use super::attempt::{self, AttemptEnv};
 use super::backoff::Backoff;
 use super::operational::Operational;
+use super::settings::DeliverySettings;
 use super::throttle::Throttle;
-use super::DeliverySettings;
 use crate::metrics as m;
 
 /// Outcomes written per store call at most.

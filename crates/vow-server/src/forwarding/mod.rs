@@ -25,8 +25,8 @@ use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use vow_core::retry::equal_jitter;
-use vow_core::{InboundEventId, RetrySchedule};
+use vow_core::retry::next_try;
+use vow_core::InboundEventId;
 use vow_egress::EgressClient;
 use vow_store::inbound::processing::{
     ClaimedEvent, Consumer, DestinationResult, LeaseToken, NextTry, Outcome, WorkClaim,
@@ -294,31 +294,19 @@ async fn forward(this: &Forwarder, claimed: &ClaimedEvent, now: DateTime<Utc>) -
     };
     let retry =
         claimed.content.is_some() && results.iter().any(|r| r.outcome == Outcome::Retryable);
-    let next = next_try(&this.settings.schedule, event.attempts, retry, now);
+    let next = next_try(
+        &this.settings.schedule,
+        event.attempts,
+        retry,
+        now,
+        &mut rand::thread_rng(),
+    );
     WorkOutcome {
         event: event.id,
         lease: claimed.lease.clone(),
         results,
         next,
         now: now.trunc_subsecs(6),
-    }
-}
-
-/// When an event after `attempts` attempts is due again: after the schedule's delay with
-/// jitter when `retry` is wanted and the schedule has one left, else never.
-pub fn next_try(
-    schedule: &RetrySchedule,
-    attempts: u32,
-    retry: bool,
-    now: DateTime<Utc>,
-) -> NextTry {
-    match schedule.delay_after(attempts) {
-        Some(delay) if retry => {
-            let delay = equal_jitter(delay, &mut rand::thread_rng());
-            let at = now + chrono::Duration::from_std(delay).unwrap_or_default();
-            NextTry::At(at.trunc_subsecs(6))
-        }
-        _ => NextTry::Exhausted,
     }
 }
 
