@@ -22,6 +22,8 @@
 //! - [`retention`]: the cleaner that deletes expired payloads, response bodies and raw inbound
 //!   payloads.
 //! - [`telemetry`]: logging set-up.
+//! - [`worker`]: the generic worker loop (claim, run, heartbeat, idle wait, shutdown drain) the
+//!   delivery and inbound workers instantiate.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -39,5 +41,6 @@ pub mod startup;
 pub mod state;
 pub mod stores;
 pub mod telemetry;
+pub mod worker;
 
 pub use config::Config;

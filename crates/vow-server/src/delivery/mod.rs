@@ -11,13 +11,11 @@
 //! - [`request`]: the signature and custom headers of one attempt.
 //! - [`attempt`]: one attempt, classified by `vow_core::retry` into the row and next state.
 //! - [`throttle`]: per-endpoint pacing.
-//! - [`backoff`]: the pause between retries of a failing store call.
 //! - [`operational`]: operational webhooks (`endpoint.disabled`, `message.attempt.*`).
 //! - [`settings`]: [`DeliverySettings`], how the workers of one process behave.
-//! - [`dispatcher`]: the claim loop, in-flight bookkeeping, heartbeat and recorder.
+//! - [`dispatcher`]: deliveries as [`crate::worker`] work: in-flight bookkeeping and the recorder.
 
 pub mod attempt;
-pub mod backoff;
 pub mod dispatcher;
 pub mod operational;
 pub mod request;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use vow_core::RetrySchedule;
 
+use crate::worker::Timing;
+
 /// How the delivery workers of one process behave.
 #[derive(Debug, Clone)]
 pub struct DeliverySettings {
@@ -37,6 +39,17 @@ impl Default for DeliverySettings {
             lease: Duration::from_secs(30),
             disable_after: 3,
             poll_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+impl DeliverySettings {
+    /// The lease, timeout and poll interval, as the worker loop takes them.
+    pub fn timing(&self) -> Timing {
+        Timing {
+            lease: self.lease,
+            timeout: self.timeout,
+            poll_interval: self.poll_interval,
         }
     }
 }
