@@ -7,7 +7,10 @@
 //!
 //! # Layout
 //! - [`config`]: layered configuration (embedded defaults, file, `VOW_*`), validated at start.
+//! - [`secret`]: signing secrets (new, and a client's normalised).
 //! - [`startup`]: opening the store, running the server with graceful shutdown.
+//! - [`stores`]: [`Stores`](stores::Stores), the backend seen through each of its traits.
+//! - [`state`]: [`AppState`](state::AppState), what every handler and worker can reach.
 //! - [`auth`]: the admin token.
 //! - [`demo`]: `vow demo`, seed 000's six scenarios end to end.
 //! - [`delivery`]: the delivery workers (claim, sign, attempt, record).
@@ -19,6 +22,8 @@
 //! - [`retention`]: the cleaner that deletes expired payloads, response bodies and raw inbound
 //!   payloads.
 //! - [`telemetry`]: logging set-up.
+//! - [`worker`]: the generic worker loop (claim, run, heartbeat, idle wait, shutdown drain) the
+//!   delivery and inbound workers instantiate.
 
 pub mod auth;
 pub mod config;
@@ -29,7 +34,11 @@ pub mod forwarding;
 pub mod http;
 pub mod metrics;
 pub mod retention;
+pub mod secret;
 pub mod startup;
+pub mod state;
+pub mod stores;
 pub mod telemetry;
+pub mod worker;
 
 pub use config::Config;

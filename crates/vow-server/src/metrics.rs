@@ -14,7 +14,7 @@ use axum::Router;
 use metrics::{describe_counter, describe_gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Counter: delivery attempts recorded, by `outcome` (`delivered`, `retry`, `dead_lettered`,
 /// `held`).

@@ -10,7 +10,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 use tokio_util::sync::CancellationToken;
 use vow_store::StoreResult;
 
-use crate::startup::Stores;
+use crate::stores::Stores;
 
 /// Rows changed per store call.
 const BATCH: usize = 500;

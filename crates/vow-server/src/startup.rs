@@ -7,7 +7,6 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use vow_store::{DeliveryQueue, InboundStore, Store};
 use vow_store_postgres::PgStore;
 use vow_store_sqlite::SqliteStore;
 
@@ -16,38 +15,11 @@ use crate::config::{Config, Database};
 use crate::delivery::operational::Operational;
 use crate::delivery::{DeliverySettings, Dispatcher};
 use crate::forwarding::Forwarder;
-use crate::http::{self, ApiSettings, AppState};
+use crate::http;
 use crate::retention::Cleaner;
+use crate::state::{ApiSettings, AppState, Clock};
 
-/// One backend, seen through each of its traits.
-#[derive(Clone)]
-pub struct Stores {
-    /// Everything the API reads and writes.
-    pub store: Arc<dyn Store>,
-    /// The delivery queue.
-    pub queue: Arc<dyn DeliveryQueue>,
-    /// Inbound sources and events.
-    pub inbound: Arc<dyn InboundStore>,
-    /// Notified whenever delivery work may have become due (by this process or, on
-    /// PostgreSQL, by any process).
-    pub wake: Arc<Notify>,
-    /// Notified whenever an inbound event became due to be forwarded by this process.
-    pub inbound_wake: Arc<Notify>,
-}
-
-impl Stores {
-    /// Wraps a backend.
-    pub fn new<S: Store + DeliveryQueue + InboundStore>(backend: S) -> Self {
-        let backend = Arc::new(backend);
-        Self {
-            store: backend.clone(),
-            queue: backend.clone(),
-            inbound: backend,
-            wake: Arc::new(Notify::new()),
-            inbound_wake: Arc::new(Notify::new()),
-        }
-    }
-}
+pub use crate::stores::Stores;
 
 /// Whether `serve` may migrate PostgreSQL itself (SQLite always migrates on open).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,7 +166,7 @@ impl Server {
             wake,
             inbound_wake: stores.inbound_wake.clone(),
             operational,
-            clock: http::Clock::default(),
+            clock: Clock::default(),
             in_flight: Arc::default(),
         };
         let cleaner = Cleaner::new(
@@ -218,7 +190,7 @@ impl Server {
     }
 
     /// The clock the API answers by; tests move it ahead to reach expiries.
-    pub fn clock(&self) -> http::Clock {
+    pub fn clock(&self) -> Clock {
         self.state.clock.clone()
     }
 

@@ -1,12 +1,13 @@
-//! The claim loop of one process, with its in-flight bookkeeping, lease heartbeat and recorder.
+//! The delivery worker of one process: deliveries as [`worker`] work (the claim loop, heartbeat
+//! and shutdown drain are the generic ones), with its in-flight bookkeeping and recorder.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use vow_core::{DeliveryId, EndpointId};
 use vow_store::queue::{
@@ -15,11 +16,11 @@ use vow_store::queue::{
 use vow_store::{Delivery, DeliveryQueue, StoreResult};
 
 use super::attempt::{self, AttemptEnv};
-use super::backoff::Backoff;
 use super::operational::Operational;
+use super::settings::DeliverySettings;
 use super::throttle::Throttle;
-use super::DeliverySettings;
 use crate::metrics as m;
+use crate::worker::{self, lock, Backoff, Texts, Work};
 
 /// Outcomes written per store call at most.
 const RECORD_BATCH: usize = 512;
@@ -56,7 +57,7 @@ struct InFlight {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, InFlight> {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.in_flight)
     }
 
     /// Free slots, and the room each endpoint has left.
@@ -150,80 +151,30 @@ impl Dispatcher {
             self.settings.disable_after,
             self.operational.clone(),
         ));
-        let stop_heartbeat = CancellationToken::new();
-        let heartbeat = tokio::spawn(heartbeat(
-            self.queue.clone(),
-            shared.clone(),
-            self.settings.lease,
-            stop_heartbeat.clone(),
-        ));
-        let mut tasks = JoinSet::new();
-        let mut backoff = Backoff::default();
-        while !shutdown.is_cancelled() {
-            while tasks.try_join_next().is_some() {}
-            let (free, room) = shared.capacity(&self.settings);
-            // While attempts run, wait for a worthwhile batch of free slots: every claim costs a
-            // store round trip (and on SQLite a turn of the one writer) however few it takes.
-            let running = self.settings.max_in_flight - free;
-            if free == 0 || (running > 0 && free < self.settings.max_in_flight / 8) {
-                tokio::select! {
-                    _ = shared.freed.notified() => continue,
-                    _ = shutdown.cancelled() => break,
-                }
-            }
-            let request = ClaimRequest {
-                now: Utc::now().trunc_subsecs(6),
-                lease: chrono::Duration::from_std(self.settings.lease).unwrap_or_default(),
-                limit: free.min(self.settings.claim_batch),
-                room,
-            };
-            let claimed = match self.queue.claim_deliveries(&request).await {
-                Ok(claimed) => claimed,
-                Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff.delay(), "claiming deliveries failed");
-                    if !backoff.sleep_unless(&shutdown).await {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            backoff.reset();
-            let full = claimed.len() == request.limit;
-            for c in claimed {
-                shared.start(&c);
-                let (env, shared, outcomes) = (self.env.clone(), shared.clone(), outcomes.clone());
-                tasks.spawn(async move {
-                    if let Some(rate) = c.endpoint.throttle_rate {
-                        shared.throttle.wait(c.delivery.endpoint_id, rate).await;
-                    }
-                    let outcome = attempt::run(&env, &c, Utc::now()).await;
-                    // The recorder only stops after every sender is gone.
-                    let _ = outcomes.send((outcome, c.delivery));
-                });
-            }
-            if full {
-                continue;
-            }
-            let idle = self.idle_wait(request.now).await;
-            tokio::select! {
-                _ = self.wake.notified() => {},
-                _ = shared.freed.notified() => {},
-                _ = tokio::time::sleep(idle) => {},
-                _ = shutdown.cancelled() => break,
-            }
-        }
-        let grace = self.settings.timeout + Duration::from_secs(5);
-        if tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
-            .await
-            .is_err()
-        {
-            tracing::warn!("attempts still running at shutdown; their leases will expire and another worker retries them");
-            tasks.abort_all();
-        }
-        drop(outcomes);
-        let _ = recorder.await;
-        stop_heartbeat.cancel();
-        let _ = heartbeat.await;
+        let timing = self.settings.timing();
+        let work = Arc::new(Deliveries {
+            dispatcher: self,
+            shared,
+            outcomes: Mutex::new(Some(outcomes)),
+            recorder: Mutex::new(Some(recorder)),
+        });
+        worker::run(work, timing, shutdown).await;
+    }
+
+    /// Claims at most `limit` deliveries due at `now`, within `room`, under a lease.
+    async fn claim(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+        room: EndpointRoom,
+    ) -> StoreResult<Vec<ClaimedDelivery>> {
+        let request = ClaimRequest {
+            now,
+            lease: chrono::Duration::from_std(self.settings.lease).unwrap_or_default(),
+            limit,
+            room,
+        };
+        self.queue.claim_deliveries(&request).await
     }
 
     /// Attempts everything due at `now`, records it, and repeats until nothing is due; returns
@@ -232,13 +183,9 @@ impl Dispatcher {
     pub async fn drain_at(&self, now: DateTime<Utc>) -> StoreResult<usize> {
         let mut total = 0;
         loop {
-            let request = ClaimRequest {
-                now,
-                lease: chrono::Duration::from_std(self.settings.lease).unwrap_or_default(),
-                limit: self.settings.claim_batch,
-                room: EndpointRoom::unlimited(),
-            };
-            let claimed = self.queue.claim_deliveries(&request).await?;
+            let claimed = self
+                .claim(now, self.settings.claim_batch, EndpointRoom::unlimited())
+                .await?;
             if claimed.is_empty() {
                 return Ok(total);
             }
@@ -260,21 +207,101 @@ impl Dispatcher {
             observe(self.operational.as_ref(), &finished, &results).await;
         }
     }
+}
 
-    /// How long to sleep after a claim at `claimed_at` took everything it could: until the next
-    /// delivery is due, at most the poll interval (work queued by another process only shows up
-    /// by polling). A delivery that was already due at `claimed_at` and not taken belongs to an
-    /// endpoint without room: only a freed slot (which wakes the loop) makes it claimable.
-    async fn idle_wait(&self, claimed_at: DateTime<Utc>) -> Duration {
-        let poll = self.settings.poll_interval;
-        match self.queue.next_due().await {
-            Ok(Some(due)) if due <= claimed_at => poll,
-            Ok(Some(due)) => (due - Utc::now()).to_std().unwrap_or_default().min(poll),
-            Ok(None) => poll,
-            Err(e) => {
-                tracing::warn!(error = %e, "reading the next due delivery failed");
-                poll
+/// One run of a [`Dispatcher`]: deliveries as [`worker`] work. Finished attempts go to the
+/// recorder, which frees their slots once their outcomes are stored.
+struct Deliveries {
+    dispatcher: Dispatcher,
+    shared: Arc<Shared>,
+    /// The recorder's input; closed when the run settles, so the recorder finishes.
+    outcomes: Mutex<Option<mpsc::UnboundedSender<Finished>>>,
+    recorder: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Work for Deliveries {
+    type Room = EndpointRoom;
+    type Item = ClaimedDelivery;
+    type Lease = (DeliveryId, LeaseToken);
+
+    const TEXTS: Texts = Texts {
+        claim_failed: "claiming deliveries failed",
+        next_due_failed: "reading the next due delivery failed",
+        leases_lost: "some leases were taken over",
+        renew_failed: "renewing leases failed",
+        still_running: "attempts still running at shutdown; their leases will expire and another worker retries them",
+    };
+
+    /// While attempts run, waits for a worthwhile batch of free slots: every claim costs a store
+    /// round trip (and on SQLite a turn of the one writer) however few it takes.
+    fn room(&self) -> Option<(usize, EndpointRoom)> {
+        let settings = &self.dispatcher.settings;
+        let (free, room) = self.shared.capacity(settings);
+        let running = settings.max_in_flight - free;
+        if free == 0 || (running > 0 && free < settings.max_in_flight / 8) {
+            return None;
+        }
+        Some((free.min(settings.claim_batch), room))
+    }
+
+    fn slot_freed(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.shared.freed.notified()
+    }
+
+    async fn claim(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+        room: EndpointRoom,
+    ) -> StoreResult<Vec<ClaimedDelivery>> {
+        self.dispatcher.claim(now, limit, room).await
+    }
+
+    fn start(self: &Arc<Self>, c: ClaimedDelivery) -> impl Future<Output = ()> + Send + 'static {
+        self.shared.start(&c);
+        let (env, shared) = (self.dispatcher.env.clone(), self.shared.clone());
+        let outcomes = lock(&self.outcomes).clone();
+        async move {
+            if let Some(rate) = c.endpoint.throttle_rate {
+                shared.throttle.wait(c.delivery.endpoint_id, rate).await;
             }
+            let outcome = attempt::run(&env, &c, Utc::now()).await;
+            // The recorder only stops after every sender is gone.
+            if let Some(outcomes) = outcomes {
+                let _ = outcomes.send((outcome, c.delivery));
+            }
+        }
+    }
+
+    async fn woken(&self) {
+        tokio::select! {
+            _ = self.dispatcher.wake.notified() => {},
+            _ = self.shared.freed.notified() => {},
+        }
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.dispatcher.queue.next_due().await
+    }
+
+    fn leases(&self) -> Vec<(DeliveryId, LeaseToken)> {
+        self.shared.leases()
+    }
+
+    async fn renew(
+        &self,
+        leases: &[(DeliveryId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        self.dispatcher.queue.renew_leases(leases, until).await
+    }
+
+    /// Closes the recorder's input and waits until it stored every outcome.
+    async fn settle(&self) {
+        drop(lock(&self.outcomes).take());
+        let recorder = lock(&self.recorder).take();
+        if let Some(recorder) = recorder {
+            let _ = recorder.await;
         }
     }
 }
@@ -348,34 +375,5 @@ fn account(outcome: &AttemptOutcome, result: &Recorded) {
     } = result
     {
         metrics::counter!(m::ENDPOINTS_DISABLED).increment(1);
-    }
-}
-
-/// Renews the leases of running attempts every third of the lease.
-async fn heartbeat(
-    queue: Arc<dyn DeliveryQueue>,
-    shared: Arc<Shared>,
-    lease: Duration,
-    stop: CancellationToken,
-) {
-    let every = lease / 3;
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {},
-            _ = stop.cancelled() => return,
-        }
-        let leases = shared.leases();
-        if leases.is_empty() {
-            continue;
-        }
-        let until =
-            Utc::now().trunc_subsecs(6) + chrono::Duration::from_std(lease).unwrap_or_default();
-        match queue.renew_leases(&leases, until).await {
-            Ok(kept) if kept < leases.len() => {
-                tracing::info!(lost = leases.len() - kept, "some leases were taken over")
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "renewing leases failed"),
-        }
     }
 }

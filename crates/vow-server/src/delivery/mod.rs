@@ -11,54 +11,16 @@
 //! - [`request`]: the signature and custom headers of one attempt.
 //! - [`attempt`]: one attempt, classified by `vow_core::retry` into the row and next state.
 //! - [`throttle`]: per-endpoint pacing.
-//! - [`backoff`]: the pause between retries of a failing store call.
 //! - [`operational`]: operational webhooks (`endpoint.disabled`, `message.attempt.*`).
-//! - [`dispatcher`]: the claim loop, in-flight bookkeeping, heartbeat and recorder.
+//! - [`settings`]: [`DeliverySettings`], how the workers of one process behave.
+//! - [`dispatcher`]: deliveries as [`crate::worker`] work: in-flight bookkeeping and the recorder.
 
 pub mod attempt;
-pub mod backoff;
 pub mod dispatcher;
 pub mod operational;
 pub mod request;
+pub mod settings;
 pub mod throttle;
 
-use std::time::Duration;
-
 pub use dispatcher::Dispatcher;
-use vow_core::RetrySchedule;
-
-/// How the delivery workers of one process behave.
-#[derive(Debug, Clone)]
-pub struct DeliverySettings {
-    /// Retry schedule for endpoints without their own.
-    pub schedule: RetrySchedule,
-    /// Per-attempt timeout for endpoints without their own.
-    pub timeout: Duration,
-    /// Attempts in flight per process.
-    pub max_in_flight: usize,
-    /// Attempts in flight per endpoint.
-    pub max_per_endpoint: usize,
-    /// Deliveries claimed per claim.
-    pub claim_batch: usize,
-    /// Lease length; renewed every third of it while an attempt runs.
-    pub lease: Duration,
-    /// Consecutive dead-letters that disable an endpoint (0 = never).
-    pub disable_after: u32,
-    /// How often an idle worker looks for work that another process queued.
-    pub poll_interval: Duration,
-}
-
-impl Default for DeliverySettings {
-    fn default() -> Self {
-        Self {
-            schedule: RetrySchedule::default(),
-            timeout: Duration::from_secs(10),
-            max_in_flight: 256,
-            max_per_endpoint: 32,
-            claim_batch: 256,
-            lease: Duration::from_secs(30),
-            disable_after: 3,
-            poll_interval: Duration::from_millis(500),
-        }
-    }
-}
+pub use settings::DeliverySettings;

@@ -85,7 +85,7 @@ impl Operational {
                         description: "vow's operational events".into(),
                         ..Default::default()
                     },
-                    secret: crate::http::api::endpoint::generate_secret(),
+                    secret: crate::secret::generate(),
                     now,
                 };
                 if let Err(e) = store.create_endpoint(new).await {

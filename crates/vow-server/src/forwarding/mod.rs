@@ -18,15 +18,15 @@ pub mod classify;
 pub mod request;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use vow_core::retry::equal_jitter;
-use vow_core::{InboundEventId, RetrySchedule};
+use vow_core::retry::next_try;
+use vow_core::InboundEventId;
 use vow_egress::EgressClient;
 use vow_store::inbound::processing::{
     ClaimedEvent, Consumer, DestinationResult, LeaseToken, NextTry, Outcome, WorkClaim,
@@ -34,9 +34,9 @@ use vow_store::inbound::processing::{
 };
 use vow_store::{InboundStore, StoreResult};
 
-use crate::delivery::backoff::Backoff;
 use crate::delivery::DeliverySettings;
 use crate::metrics as m;
+use crate::worker::{self, lock, Backoff, Texts, Work};
 
 /// Forwards inbound events until shut down.
 #[derive(Clone)]
@@ -53,7 +53,7 @@ struct Leases(Mutex<HashMap<InboundEventId, LeaseToken>>);
 
 impl Leases {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InboundEventId, LeaseToken>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.0)
     }
 }
 
@@ -87,77 +87,13 @@ impl Forwarder {
 
     /// Runs until `shutdown`, then lets running forwards finish (bounded by the timeout).
     pub async fn run(self, shutdown: CancellationToken) {
-        let this = Arc::new(self);
-        let slots = Arc::new(Semaphore::new(this.settings.max_in_flight));
-        let leases = Arc::new(Leases::default());
-        let stop_heartbeat = CancellationToken::new();
-        let heartbeat = tokio::spawn(heartbeat(
-            this.clone(),
-            leases.clone(),
-            stop_heartbeat.clone(),
-        ));
-        let mut tasks = JoinSet::new();
-        let mut backoff = Backoff::default();
-        while !shutdown.is_cancelled() {
-            while tasks.try_join_next().is_some() {}
-            let free = slots.available_permits().min(this.settings.claim_batch);
-            if free == 0 {
-                tokio::select! {
-                    freed = slots.clone().acquire_owned() => { drop(freed); continue },
-                    _ = shutdown.cancelled() => break,
-                }
-            }
-            let request = this.request(Utc::now(), free);
-            let work = match this.inbound.claim_inbound_work(&request).await {
-                Ok(work) => work,
-                Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff.delay(), "claiming inbound events failed");
-                    if !backoff.sleep_unless(&shutdown).await {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            backoff.reset();
-            account_claim(&work);
-            let full = work.claimed.len() == request.limit;
-            for claimed in work.claimed {
-                // Only this loop takes slots, so the ones counted before the claim are there.
-                let Ok(permit) = slots.clone().acquire_owned().await else {
-                    return;
-                };
-                leases
-                    .lock()
-                    .insert(claimed.event.id, claimed.lease.clone());
-                let (this, leases) = (this.clone(), leases.clone());
-                tasks.spawn(async move {
-                    let id = claimed.event.id;
-                    let outcome = forward(&this, &claimed, Utc::now()).await;
-                    this.record(outcome).await;
-                    leases.lock().remove(&id);
-                    drop(permit);
-                });
-            }
-            if full {
-                continue;
-            }
-            let idle = idle_wait(&this, request.now).await;
-            tokio::select! {
-                _ = this.wake.notified() => {},
-                _ = tokio::time::sleep(idle) => {},
-                _ = shutdown.cancelled() => break,
-            }
-        }
-        let grace = this.settings.timeout + Duration::from_secs(5);
-        if tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
-            .await
-            .is_err()
-        {
-            tracing::warn!("forwards still running at shutdown; their leases will run out");
-            tasks.abort_all();
-        }
-        stop_heartbeat.cancel();
-        let _ = heartbeat.await;
+        let timing = self.settings.timing();
+        let work = Arc::new(Forwards {
+            slots: Arc::new(Semaphore::new(self.settings.max_in_flight)),
+            leases: Leases::default(),
+            forwarder: self,
+        });
+        worker::run(work, timing, shutdown).await;
     }
 
     /// Forwards everything due at `now`, records it, and repeats until nothing is due; how
@@ -217,19 +153,92 @@ impl Forwarder {
     }
 }
 
-/// How long to sleep after a claim that took everything due: until the next event is due,
-/// at most the poll interval (another process's work only shows up by polling).
-async fn idle_wait(this: &Forwarder, claimed_at: DateTime<Utc>) -> Duration {
-    let poll = this.settings.poll_interval;
-    match this.inbound.next_inbound_due().await {
-        Ok(Some(due)) if due > claimed_at => {
-            (due - Utc::now()).to_std().unwrap_or_default().min(poll)
+/// One run of a [`Forwarder`]: inbound events as [`worker`] work, each forwarded and recorded in
+/// its own task, which holds one of the slots.
+struct Forwards {
+    forwarder: Forwarder,
+    slots: Arc<Semaphore>,
+    leases: Leases,
+}
+
+impl Work for Forwards {
+    type Room = ();
+    type Item = ClaimedEvent;
+    type Lease = (InboundEventId, LeaseToken);
+
+    const TEXTS: Texts = Texts {
+        claim_failed: "claiming inbound events failed",
+        next_due_failed: "reading the next due inbound event failed",
+        leases_lost: "some inbound leases were lost",
+        renew_failed: "renewing inbound leases failed",
+        still_running: "forwards still running at shutdown; their leases will run out",
+    };
+
+    fn room(&self) -> Option<(usize, ())> {
+        let free = self
+            .slots
+            .available_permits()
+            .min(self.forwarder.settings.claim_batch);
+        (free > 0).then_some((free, ()))
+    }
+
+    async fn slot_freed(&self) {
+        let _ = self.slots.acquire().await;
+    }
+
+    async fn claim(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+        (): (),
+    ) -> StoreResult<Vec<ClaimedEvent>> {
+        let request = self.forwarder.request(now, limit);
+        let work = self.forwarder.inbound.claim_inbound_work(&request).await?;
+        account_claim(&work);
+        Ok(work.claimed)
+    }
+
+    fn start(self: &Arc<Self>, claimed: ClaimedEvent) -> impl Future<Output = ()> + Send + 'static {
+        // Only the loop takes slots, and it claimed no more than were free.
+        let permit = self.slots.clone().try_acquire_owned().ok();
+        self.leases
+            .lock()
+            .insert(claimed.event.id, claimed.lease.clone());
+        let this = self.clone();
+        async move {
+            let id = claimed.event.id;
+            let outcome = forward(&this.forwarder, &claimed, Utc::now()).await;
+            this.forwarder.record(outcome).await;
+            this.leases.lock().remove(&id);
+            drop(permit);
         }
-        Ok(_) => poll,
-        Err(e) => {
-            tracing::warn!(error = %e, "reading the next due inbound event failed");
-            poll
-        }
+    }
+
+    async fn woken(&self) {
+        self.forwarder.wake.notified().await
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.forwarder.inbound.next_inbound_due().await
+    }
+
+    fn leases(&self) -> Vec<(InboundEventId, LeaseToken)> {
+        self.leases
+            .lock()
+            .iter()
+            .map(|(id, l)| (*id, l.clone()))
+            .collect()
+    }
+
+    async fn renew(
+        &self,
+        leases: &[(InboundEventId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        self.forwarder
+            .inbound
+            .renew_inbound_leases(leases, until)
+            .await
     }
 }
 
@@ -294,58 +303,18 @@ async fn forward(this: &Forwarder, claimed: &ClaimedEvent, now: DateTime<Utc>) -
     };
     let retry =
         claimed.content.is_some() && results.iter().any(|r| r.outcome == Outcome::Retryable);
-    let next = next_try(&this.settings.schedule, event.attempts, retry, now);
+    let next = next_try(
+        &this.settings.schedule,
+        event.attempts,
+        retry,
+        now,
+        &mut rand::thread_rng(),
+    );
     WorkOutcome {
         event: event.id,
         lease: claimed.lease.clone(),
         results,
         next,
         now: now.trunc_subsecs(6),
-    }
-}
-
-/// When an event after `attempts` attempts is due again: after the schedule's delay with
-/// jitter when `retry` is wanted and the schedule has one left, else never.
-pub fn next_try(
-    schedule: &RetrySchedule,
-    attempts: u32,
-    retry: bool,
-    now: DateTime<Utc>,
-) -> NextTry {
-    match schedule.delay_after(attempts) {
-        Some(delay) if retry => {
-            let delay = equal_jitter(delay, &mut rand::thread_rng());
-            let at = now + chrono::Duration::from_std(delay).unwrap_or_default();
-            NextTry::At(at.trunc_subsecs(6))
-        }
-        _ => NextTry::Exhausted,
-    }
-}
-
-/// Renews the leases of events being forwarded every third of the lease.
-async fn heartbeat(this: Arc<Forwarder>, leases: Arc<Leases>, stop: CancellationToken) {
-    let lease = this.settings.lease;
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(lease / 3) => {},
-            _ = stop.cancelled() => return,
-        }
-        let held: Vec<_> = leases
-            .lock()
-            .iter()
-            .map(|(id, l)| (*id, l.clone()))
-            .collect();
-        if held.is_empty() {
-            continue;
-        }
-        let until =
-            Utc::now().trunc_subsecs(6) + chrono::Duration::from_std(lease).unwrap_or_default();
-        match this.inbound.renew_inbound_leases(&held, until).await {
-            Ok(kept) if kept < held.len() => {
-                tracing::info!(lost = held.len() - kept, "some inbound leases were lost")
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "renewing inbound leases failed"),
-        }
     }
 }

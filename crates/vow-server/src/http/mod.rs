@@ -1,4 +1,5 @@
-//! The HTTP layer: the router, shared state, and the request middleware.
+//! The HTTP layer: the router and the request middleware. The state handlers share is
+//! [`crate::state`] (re-exported here).
 //!
 //! Handlers live in [`api`] (the admin API) and [`inbound`] (the public ingest routes of inbound
 //! webhooks, outside the admin token); they parse input with the [`extract`] extractors into `vow-core`
@@ -11,102 +12,20 @@ pub mod extract;
 pub mod idempotency;
 pub mod inbound;
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+pub use crate::state::{ApiSettings, AppState, Clock};
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json, Router};
-use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use vow_store::Store;
 
 use crate::auth::{self, TokenHash};
 use crate::error::{ApiError, ErrorReport};
 use extract::BodyLimit;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    /// The store.
-    pub store: Arc<dyn Store>,
-    /// The delivery queue (the same backend as `store`).
-    pub queue: Arc<dyn vow_store::DeliveryQueue>,
-    /// Inbound sources and events (the same backend as `store`).
-    pub inbound: Arc<dyn vow_store::InboundStore>,
-    /// API settings.
-    pub settings: Arc<ApiSettings>,
-    /// Wakes this process's delivery workers when work becomes due.
-    pub wake: Arc<tokio::sync::Notify>,
-    /// Wakes this process's inbound workers when an inbound event becomes due.
-    pub inbound_wake: Arc<tokio::sync::Notify>,
-    /// Where operational events go, when an operational webhook URL is configured.
-    pub operational: Option<crate::delivery::operational::Operational>,
-    /// The time handlers work in ([`AppState::now`]).
-    pub clock: Clock,
-    /// The keyed requests running on this node ([`idempotency::in_flight`]).
-    pub in_flight: Arc<idempotency::in_flight::InFlight>,
-}
-
-/// The time the API works in: the wall clock at the store's (microsecond) precision, moved by an
-/// offset that only tests set ([`Clock::advance`]), so that a test reaches an expiry hours away
-/// without waiting for it. Clones share the offset.
-#[derive(Debug, Clone, Default)]
-pub struct Clock {
-    offset_micros: Arc<AtomicI64>,
-}
-
-impl Clock {
-    /// The wall clock plus the offset, truncated to microseconds.
-    pub fn now(&self) -> DateTime<Utc> {
-        let offset = TimeDelta::microseconds(self.offset_micros.load(Ordering::Relaxed));
-        (Utc::now() + offset).trunc_subsecs(6)
-    }
-
-    /// Moves this clock (and every clone of it) `by` ahead (tests).
-    pub fn advance(&self, by: TimeDelta) {
-        let micros = by.num_microseconds().expect("a test's step fits in i64 µs");
-        self.offset_micros.fetch_add(micros, Ordering::Relaxed);
-    }
-}
-
-/// Settings the handlers need.
-#[derive(Debug, Clone)]
-pub struct ApiSettings {
-    /// Largest accepted request body.
-    pub max_body_bytes: usize,
-    /// Default grace period of a rotated-out secret.
-    pub secret_rotation_grace: Duration,
-    /// Days a payload is kept when a message does not say.
-    pub payload_retention_days: i64,
-    /// Route names on which `Idempotency-Key` is required (see [`idempotency::ROUTES`]).
-    pub idempotency_required: Vec<String>,
-    /// When a pull consumer's retryable failure is due again (the delivery schedule).
-    pub retry_schedule: vow_core::RetrySchedule,
-    /// How long `Idempotency-Key` records live (lease, replay, tombstone).
-    pub idempotency: vow_store::idempotency::Settings,
-    /// Rejection rows kept per source.
-    pub rejections_kept: u32,
-}
-
-impl ApiSettings {
-    /// Whether a request to `route` (e.g. `message.create`) must carry `Idempotency-Key`.
-    pub fn requires_idempotency_key(&self, route: &str) -> bool {
-        self.idempotency_required.iter().any(|r| r == route)
-    }
-}
-
-impl AppState {
-    /// The current time, at the store's (microsecond) precision ([`Clock::now`]).
-    pub fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
-    }
-}
 
 /// The whole HTTP application.
 pub fn router(state: AppState, admin: TokenHash) -> Router {

@@ -105,6 +105,10 @@ async fn postgres_a_create_that_dies_mid_write_leaves_no_application_behind() {
     )
     .await;
     let mut locker = sqlx::PgConnection::connect(&url).await.unwrap();
+    let locker_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut locker)
+        .await
+        .unwrap();
     let mut lock = locker.begin().await.unwrap();
     sqlx::query("LOCK TABLE messages IN EXCLUSIVE MODE")
         .execute(&mut *lock)
@@ -112,11 +116,14 @@ async fn postgres_a_create_that_dies_mid_write_leaves_no_application_behind() {
         .unwrap();
     let pending = tokio::spawn(create(app.client.clone(), app.base.clone(), Some("dies")));
     let watcher = sqlx::PgPool::connect(&url).await.unwrap();
+    // The create's session, waiting behind this lock: not any session waiting for a lock on the
+    // server (another test's), nor this app's retention sweep, which also waits on `messages`.
     let waiting = "SELECT pid FROM pg_stat_activity \
-                   WHERE wait_event_type = 'Lock' AND datname = current_database()";
+                   WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE 'INSERT INTO messages%'";
     let pid: i32 = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             if let Some(pid) = sqlx::query_scalar(waiting)
+                .bind(locker_pid)
                 .fetch_optional(&watcher)
                 .await
                 .unwrap()

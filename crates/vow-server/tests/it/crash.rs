@@ -56,7 +56,8 @@ async fn receive(State(r): State<Receiver>, headers: HeaderMap) -> StatusCode {
             id: id.clone(),
         }
     };
-    // Hold the attempt open a little, so overlapping attempts would be seen.
+    // Hold the attempt open a little, so overlapping attempts would be seen: the pause is the
+    // behaviour under test (an overlap needs two attempts open at once), not a wait for work.
     tokio::time::sleep(Duration::from_millis(5)).await;
     drop(attempt);
     *r.seen.lock().unwrap().count.entry(id).or_default() += 1;
@@ -313,6 +314,7 @@ async fn a_forwarder_killed_before_recording_leaves_the_event_uncertain(database
             if out["state"] == "uncertain" {
                 return out;
             }
+            // The poll interval of a wait for a durable state, bounded by the timeout.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
@@ -334,7 +336,11 @@ async fn a_forwarder_killed_before_recording_leaves_the_event_uncertain(database
         2,
         "the idempotent destination got a safe retry"
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Claims take only received and retryable events, so an event that stays uncertain is
+    // never forwarded again on its own: its stored state shows it, no wait needed.
+    let (_, again) = get_json(&vow.base, &path).await;
+    assert_eq!(again["state"], "uncertain", "{again}");
+    assert_eq!(again["attempts"], 2, "{again}");
     assert_eq!(
         plain.received().len(),
         1,

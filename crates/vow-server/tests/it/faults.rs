@@ -61,6 +61,7 @@ async fn serve(mut stream: TcpStream, fault: Fault, requests: Arc<AtomicUsize>) 
     let answer = match fault {
         Fault::Drop => return,
         Fault::Slow(wait) => {
+            // Slow on purpose: the fault under test.
             tokio::time::sleep(wait).await;
             "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
         }

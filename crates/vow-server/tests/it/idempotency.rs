@@ -333,6 +333,8 @@ async fn prefer_wait_replays_the_outcome_of_the_request_in_flight(app: TestApp) 
 
     let store = app.store.clone();
     let finish = tokio::spawn(async move {
+        // The first request finishes 300 ms into the second one's wait: the pause is the
+        // scenario under test (the waiter replays an outcome that arrives while it waits).
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let response = StoredResponse {
             status: 202,

@@ -115,6 +115,8 @@ async fn receive(
     let status = inner.script.lock().unwrap().pop_front().unwrap_or(200);
     let delay = *inner.delay.lock().unwrap();
     if !delay.is_zero() {
+        // A receiver that is slow on purpose ([`Receiver::answer_after`]): the behaviour a test
+        // asks for, not a wait for work.
         tokio::time::sleep(delay).await;
     }
     let mut answer = HeaderMap::new();

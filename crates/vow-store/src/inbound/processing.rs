@@ -211,14 +211,7 @@ pub struct DestinationResult {
     pub error: Option<String>,
 }
 
-/// When a retryable event is due again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NextTry {
-    /// At this time.
-    At(DateTime<Utc>),
-    /// Never: its retryable outcomes are dead-lettered.
-    Exhausted,
-}
+pub use vow_core::retry::NextTry;
 
 /// A claimed event's outcome, to record under its lease.
 #[derive(Debug, Clone)]

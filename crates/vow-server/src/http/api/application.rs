@@ -12,11 +12,14 @@ use vow_store::idempotency::{StoredResponse, Write};
 use vow_store::page::Page;
 use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Order};
 
-use super::{app_key, check_uid, ListParams, ListResponse, Metadata, Problems};
+use super::keys::app_key;
+use super::list::{ListParams, ListResponse};
+use super::lookup::{find_app, resolve_app};
+use super::validate::{check_uid, Metadata, Problems};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Application routes.
 pub fn routes() -> Router<AppState> {
@@ -151,7 +154,7 @@ async fn create_application(
             Ok((_, response)) => Ok(response),
             Err(ApiError::Conflict(detail)) if params.get_if_exists => {
                 let key = AppKey::Uid(uid.ok_or(ApiError::Conflict(detail))?);
-                let app = find(&state, &key).await?;
+                let app = find_app(&state, &key).await?;
                 Ok(idempotency::respond::stored(rendered(StatusCode::OK, &app)))
             }
             Err(e) => Err(e),
@@ -166,25 +169,11 @@ fn rendered(status: StatusCode, app: &Application) -> StoredResponse {
     idempotency::json(status, &out, Some(app.id.to_string()))
 }
 
-/// Loads the application a path names, or 404.
-pub async fn find(state: &AppState, key: &AppKey) -> ApiResult<Application> {
-    state
-        .store
-        .get_application(key)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Application"))
-}
-
-/// Resolves `{app_id}` to the application's id, or 404.
-pub async fn resolve(state: &AppState, raw: &str) -> ApiResult<AppId> {
-    Ok(find(state, &app_key(raw)?).await?.id)
-}
-
 async fn get_application(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
 ) -> ApiResult<Json<ApplicationOut>> {
-    Ok(Json(find(&state, &app_key(&app_id)?).await?.into()))
+    Ok(Json(find_app(&state, &app_key(&app_id)?).await?.into()))
 }
 
 /// PUT: update, or create when absent (with the path's uid), as Svix does.
@@ -217,7 +206,7 @@ async fn patch_application(
     Path(app_id): Path<String>,
     ValidJson(patch): ValidJson<ApplicationPatch>,
 ) -> ApiResult<Json<ApplicationOut>> {
-    let app = find(&state, &app_key(&app_id)?).await?;
+    let app = find_app(&state, &app_key(&app_id)?).await?;
     let current = app.fields;
     let merged = ApplicationIn {
         name: patch.name.unwrap_or(current.name),
@@ -234,7 +223,7 @@ async fn delete_application(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let id = resolve(&state, &app_id).await?;
+    let id = resolve_app(&state, &app_id).await?;
     state.store.delete_application(id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

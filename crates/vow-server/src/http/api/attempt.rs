@@ -15,11 +15,13 @@ use vow_store::page::Page;
 use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, ReplayFilter};
 use vow_store::{Delivery, Order};
 
-use super::{application, endpoint_key, message_key, ListParams, ListResponse, Problems};
+use super::list::{ListParams, ListResponse};
+use super::lookup::{find_endpoint, find_message, resolve_app};
+use super::validate::Problems;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Attempt, stats and replay routes.
 pub fn routes() -> Router<AppState> {
@@ -156,36 +158,13 @@ async fn list_attempts(
     Ok(Json(page.map(MessageAttemptOut::from).into()))
 }
 
-/// Resolves `{msg_id}` (id or eventId) within the application.
-pub(super) async fn find_message(
-    state: &AppState,
-    app: vow_core::AppId,
-    raw: &str,
-) -> ApiResult<MessageId> {
-    let key = message_key(raw)?;
-    match state.store.get_message(app, &key).await? {
-        Some(m) => Ok(m.id),
-        None => Err(ApiError::not_found("Message")),
-    }
-}
-
-/// Resolves `{endpoint_id}` (id or uid) within the application.
-pub(super) async fn find_endpoint(
-    state: &AppState,
-    app: vow_core::AppId,
-    raw: &str,
-) -> ApiResult<EndpointId> {
-    let key = endpoint_key(raw)?;
-    Ok(super::endpoint::find_in(state, app, &key).await?.id)
-}
-
 async fn list_attempts_by_msg(
     State(state): State<AppState>,
     Path((app_id, msg_id)): Path<(String, String)>,
     ValidQuery(list): ValidQuery<ListParams>,
     ValidQuery(query): ValidQuery<AttemptQuery>,
 ) -> ApiResult<Json<ListResponse<MessageAttemptOut>>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let mut filter = query.filter()?;
     filter.msg_id = Some(find_message(&state, app, &msg_id).await?);
     list_attempts(&state, app, list, filter).await
@@ -197,7 +176,7 @@ async fn list_attempts_by_endpoint(
     ValidQuery(list): ValidQuery<ListParams>,
     ValidQuery(query): ValidQuery<AttemptQuery>,
 ) -> ApiResult<Json<ListResponse<MessageAttemptOut>>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let mut filter = query.filter()?;
     filter.endpoint_id = Some(find_endpoint(&state, app, &endpoint_id).await?);
     list_attempts(&state, app, list, filter).await
@@ -212,7 +191,7 @@ async fn get_attempt(
     State(state): State<AppState>,
     Path((app_id, msg_id, attempt)): Path<(String, String, String)>,
 ) -> ApiResult<Json<MessageAttemptOut>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let msg = find_message(&state, app, &msg_id).await?;
     let found = state
         .queue
@@ -227,7 +206,7 @@ async fn expunge_attempt_content(
     State(state): State<AppState>,
     Path((app_id, msg_id, attempt)): Path<(String, String, String)>,
 ) -> ApiResult<StatusCode> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let msg = find_message(&state, app, &msg_id).await?;
     state
         .queue
@@ -240,7 +219,7 @@ async fn expunge_message_content(
     State(state): State<AppState>,
     Path((app_id, msg_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let msg = find_message(&state, app, &msg_id).await?;
     state.queue.expunge_message_content(app, msg).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -251,7 +230,7 @@ async fn resend_message(
     Path((app_id, msg_id, endpoint_id)): Path<(String, String, String)>,
     once: Once,
 ) -> ApiResult<Response> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &[], move |commit| async move {
         let state = commit.state();
         let write = Write::Resend {
@@ -288,7 +267,7 @@ async fn get_endpoint_stats(
     Path((app_id, endpoint_id)): Path<(String, String)>,
     ValidQuery(q): ValidQuery<StatsQuery>,
 ) -> ApiResult<Json<EndpointStatsOut>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
     let s = state
         .queue
@@ -330,7 +309,7 @@ async fn recover_endpoint(
     once: Once,
     ValidJsonBytes(body, raw): ValidJsonBytes<RecoverIn>,
 ) -> ApiResult<Response> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let now = commit.state().now();
         let write = Write::Replay {
@@ -401,7 +380,7 @@ async fn replay_endpoint(
     };
     let spacing = chrono::Duration::milliseconds(REPLAY_SPACING_MS);
     let dry_run = body.dry_run;
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let state = commit.state();
         let endpoint = find_endpoint(state, app, &endpoint_id).await?;

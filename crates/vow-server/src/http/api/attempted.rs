@@ -20,14 +20,15 @@ use vow_store::page::Page;
 use vow_store::queue::{DeliveryState, MessageStatus};
 use vow_store::{CreatedMessage, DeliveryStatus, EventType, NewMessage, Order};
 
-use super::attempt::{find_endpoint, find_message};
 use super::endpoint::EndpointOut;
+use super::list::{ListParams, ListResponse};
+use super::lookup::{find_endpoint, find_message, resolve_app};
 use super::message::{accepted, ListMessagesParams, MessageOut};
-use super::{application, ListParams, ListResponse, Problems};
+use super::validate::Problems;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::Once;
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Attempted destinations, attempted messages and send-example.
 pub fn routes() -> Router<AppState> {
@@ -98,7 +99,7 @@ async fn list_attempted_destinations(
     Path((app_id, msg_id)): Path<(String, String)>,
     ValidQuery(list): ValidQuery<ListParams>,
 ) -> ApiResult<Json<ListResponse<MessageEndpointOut>>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let msg = find_message(&state, app, &msg_id).await?;
     let order = list.order(Order::Ascending);
     let seek = list.seek(order, |it| EndpointId::parse(it).map(|_| ()))?;
@@ -149,7 +150,7 @@ async fn list_attempted_messages(
     ValidQuery(params): ValidQuery<ListMessagesParams>,
     ValidQuery(status): ValidQuery<StatusQuery>,
 ) -> ApiResult<Json<ListResponse<EndpointMessageOut>>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
     let filter = params.filter()?;
     let status = status.status()?;
@@ -234,7 +235,7 @@ async fn send_example(
     );
     p.finish()?;
     let name = name.map(EventTypeName::into_string).unwrap_or_default();
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let state = commit.state();
         let endpoint = find_endpoint(state, app, &endpoint_id).await?;

@@ -17,17 +17,19 @@ use vow_core::AppId;
 use vow_core::{
     Channel, EndpointId, EndpointUrl, EventTypeName, Patch, RetrySchedule, SignatureStyle,
 };
-use vow_signature::SymmetricKey;
 use vow_store::idempotency::Write;
 use vow_store::page::Page;
-use vow_store::{DeliveryOptions, Endpoint, EndpointFields, EndpointKey, NewEndpoint, Order};
+use vow_store::{DeliveryOptions, Endpoint, EndpointFields, NewEndpoint, Order};
 
 use super::headers::{check_headers, HeadersIn, HeadersOut, HeadersPatchIn};
-use super::{application, check_uid, endpoint_key, ListParams, ListResponse, Metadata, Problems};
+use super::keys::endpoint_key;
+use super::list::{ListParams, ListResponse};
+use super::lookup::{find_endpoint_in, resolve_app};
+use super::validate::{check_secret, check_uid, Metadata, Problems};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// The longest per-attempt timeout an endpoint may ask for.
 const MAX_TIMEOUT_MS: u32 = 60_000;
@@ -257,46 +259,10 @@ impl EndpointIn {
     }
 }
 
-/// Checks a client-supplied secret (`^(whsec_)?[a-zA-Z0-9+/=]{32,100}$`, decodable) and
-/// returns it normalised to `whsec_<base64>`.
-pub fn check_secret(p: &mut Problems, loc: &[&str], raw: &str) -> Option<String> {
-    let body = raw.strip_prefix("whsec_").unwrap_or(raw);
-    let shaped = (32..=100).contains(&body.len())
-        && body
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
-    match raw.parse::<SymmetricKey>() {
-        Ok(key) if shaped => Some(key.to_string()),
-        _ => {
-            p.require(
-                false,
-                loc,
-                "must be `whsec_` followed by 32 to 100 base64 characters",
-                "value_error.str.regex",
-            );
-            None
-        }
-    }
-}
-
-/// A new random secret, `whsec_…`.
-pub fn generate_secret() -> String {
-    SymmetricKey::generate(&mut rand::rngs::OsRng).to_string()
-}
-
 /// Loads `{endpoint_id}` within `{app_id}`, or 404.
 async fn find(state: &AppState, app_id: &str, endpoint_id: &str) -> ApiResult<Endpoint> {
-    let app = application::resolve(state, app_id).await?;
-    find_in(state, app, &endpoint_key(endpoint_id)?).await
-}
-
-/// Loads the endpoint `key` names within `app`, or 404.
-pub async fn find_in(state: &AppState, app: AppId, key: &EndpointKey) -> ApiResult<Endpoint> {
-    state
-        .store
-        .get_endpoint(app, key)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Endpoint"))
+    let app = resolve_app(state, app_id).await?;
+    find_endpoint_in(state, app, &endpoint_key(endpoint_id)?).await
 }
 
 async fn list_endpoints(
@@ -304,7 +270,7 @@ async fn list_endpoints(
     Path(app_id): Path<String>,
     ValidQuery(params): ValidQuery<ListParams>,
 ) -> ApiResult<Json<ListResponse<EndpointOut>>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let order = params.order(Order::Ascending);
     let seek = params.seek(order, |it| EndpointId::parse(it).map(|_| ()))?;
     let rows = state.store.list_endpoints(app, &seek).await?;
@@ -319,7 +285,7 @@ async fn create_endpoint(
     ValidJsonBytes(body, raw): ValidJsonBytes<EndpointIn>,
 ) -> ApiResult<Response> {
     let (fields, secret) = body.validate()?;
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let new = new_endpoint(&state, app, fields, secret);
     once.run(&state, Some(app), &raw, move |commit| async move {
         let render = |endpoint: &Endpoint| {
@@ -342,7 +308,7 @@ fn new_endpoint(
         id: EndpointId::new(),
         app_id,
         fields,
-        secret: secret.unwrap_or_else(generate_secret),
+        secret: secret.unwrap_or_else(crate::secret::generate),
         now: state.now(),
     }
 }
@@ -361,7 +327,7 @@ async fn update_endpoint(
     Path((app_id, endpoint_id)): Path<(String, String)>,
     ValidJson(body): ValidJson<EndpointIn>,
 ) -> ApiResult<impl IntoResponse> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let key = endpoint_key(&endpoint_id)?;
     let (mut fields, secret) = body.validate()?;
     if let Some(current) = state.store.get_endpoint(app, &key).await? {
@@ -523,11 +489,11 @@ async fn rotate_endpoint_secret(
     p.finish()?;
     let valid_until = state.now()
         + chrono::Duration::from_std(grace).map_err(|e| ApiError::Internal(Box::new(e)))?;
-    let key = key.unwrap_or_else(generate_secret);
-    let app = application::resolve(&state, &app_id).await?;
+    let key = key.unwrap_or_else(crate::secret::generate);
+    let app = resolve_app(&state, &app_id).await?;
     let endpoint = endpoint_key(&endpoint_id)?;
     once.run(&state, Some(app), &raw, move |commit| async move {
-        let endpoint = find_in(commit.state(), app, &endpoint).await?;
+        let endpoint = find_endpoint_in(commit.state(), app, &endpoint).await?;
         let write = Write::RotateEndpointSecret {
             app,
             endpoint: endpoint.id,

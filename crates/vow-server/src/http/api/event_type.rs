@@ -15,11 +15,12 @@ use vow_store::idempotency::Write;
 use vow_store::page::Page;
 use vow_store::{EventType, Order};
 
-use super::{ListParams, ListResponse, Problems};
+use super::list::{ListParams, ListResponse};
+use super::validate::Problems;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Event type routes.
 pub fn routes() -> Router<AppState> {

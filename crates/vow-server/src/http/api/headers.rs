@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use axum::http::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use super::Problems;
+use super::validate::Problems;
 use crate::error::ApiResult;
 
 /// Headers vow sets itself; an endpoint may not override them.

@@ -6,7 +6,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::error::ApiResult;
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Health routes (unauthenticated).
 pub fn routes() -> Router<AppState> {

@@ -21,12 +21,15 @@ use vow_store::{
     AppKey, CreatedMessage, Message, MessageFilter, NewApplication, NewMessage, Order,
 };
 
-use super::application::{self, ApplicationIn};
-use super::{app_key, message_key, ListParams, ListResponse, Problems};
+use super::application::ApplicationIn;
+use super::keys::{app_key, message_key};
+use super::list::{ListParams, ListResponse};
+use super::lookup::resolve_app;
+use super::validate::Problems;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Message routes.
 pub fn routes() -> Router<AppState> {
@@ -101,7 +104,7 @@ async fn create_message(
         // wrote nothing: the message goes to theirs, as if the uid had resolved at once.
         Err(e) if is_application_race(&e) => {
             let (once, mut new) = retry.ok_or(e)?;
-            new.app_id = application::resolve(&state, &app_id).await?;
+            new.app_id = resolve_app(&state, &app_id).await?;
             create(&state, once, new, None, &raw, with_content).await
         }
         outcome => outcome,
@@ -305,7 +308,7 @@ async fn list_messages(
     ValidQuery(list): ValidQuery<ListParams>,
     ValidQuery(params): ValidQuery<ListMessagesParams>,
 ) -> ApiResult<Json<ListResponse<MessageOut>>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let filter = params.filter()?;
     let order = list.order(Order::Descending);
     let seek = list.seek(order, |it| MessageId::parse(it).map(|_| ()))?;
@@ -321,7 +324,7 @@ async fn get_message(
     Path((app_id, msg_id)): Path<(String, String)>,
     ValidQuery(params): ValidQuery<ContentParams>,
 ) -> ApiResult<Json<MessageOut>> {
-    let app = application::resolve(&state, &app_id).await?;
+    let app = resolve_app(&state, &app_id).await?;
     let key = message_key(&msg_id)?;
     let message = state
         .store

@@ -25,14 +25,16 @@ use vow_store::inbound::{Destination, HmacSettings, Locator, NewSource, Source, 
 use vow_store::page::Page;
 use vow_store::Order;
 
-use super::endpoint::{check_secret, generate_secret};
-use super::{id_error, ListParams, ListResponse, Problems};
-use crate::error::{ApiError, ApiResult};
+use super::keys::source_key;
+use super::list::{ListParams, ListResponse};
+use super::lookup::find_source;
+use super::validate::{check_secret, Problems};
+use crate::error::ApiResult;
 use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
 use crate::http::inbound::replay::{self, Protection};
 use crate::http::inbound::scheme;
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// At most this many secrets per source.
 const MAX_SECRETS: usize = 10;
@@ -318,7 +320,7 @@ fn check_destinations(
         );
         let secret = match d.secret {
             Some(given) => check_secret(p, &at("secret"), &given),
-            None => Some(kept.map_or_else(generate_secret, |k| k.secret.clone())),
+            None => Some(kept.map_or_else(crate::secret::generate, |k| k.secret.clone())),
         };
         if let (Some(url), Some(secret)) = (url, secret) {
             out.push(Destination {
@@ -337,20 +339,6 @@ fn new_token() -> String {
     let mut bytes = [0u8; TOKEN_BYTES];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
     hex::encode(bytes)
-}
-
-/// `{source_id}`: a source id, else 422.
-pub fn source_key(raw: &str) -> ApiResult<SourceId> {
-    SourceId::parse(raw).map_err(|e| id_error(&["path", "source_id"], e))
-}
-
-/// Loads the source `{source_id}` names, or 404.
-pub async fn find(state: &AppState, raw: &str) -> ApiResult<Source> {
-    state
-        .inbound
-        .get_source(source_key(raw)?)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Source"))
 }
 
 async fn list_sources(
@@ -389,7 +377,10 @@ async fn get_source(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
 ) -> ApiResult<Json<SourceOut>> {
-    Ok(Json(SourceOut::of(&find(&state, &source_id).await?, true)))
+    Ok(Json(SourceOut::of(
+        &find_source(&state, &source_id).await?,
+        true,
+    )))
 }
 
 /// PUT: replaces every field (a destination keeps its id and secret when it names its id).
@@ -398,7 +389,7 @@ async fn update_source(
     Path(source_id): Path<String>,
     ValidJson(body): ValidJson<SourceIn>,
 ) -> ApiResult<Json<SourceOut>> {
-    let current = find(&state, &source_id).await?;
+    let current = find_source(&state, &source_id).await?;
     replace(&state, current.id, &current.fields.destinations, body).await
 }
 
@@ -420,7 +411,7 @@ async fn patch_source(
     Path(source_id): Path<String>,
     ValidJson(patch): ValidJson<SourcePatch>,
 ) -> ApiResult<Json<SourceOut>> {
-    let current = find(&state, &source_id).await?;
+    let current = find_source(&state, &source_id).await?;
     let f = current.fields;
     let kept = f
         .destinations
@@ -480,7 +471,7 @@ async fn get_source_secret(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
 ) -> ApiResult<Json<SourceSecretOut>> {
-    let source = find(&state, &source_id).await?;
+    let source = find_source(&state, &source_id).await?;
     let destinations = source
         .fields
         .destinations

@@ -26,12 +26,13 @@ use vow_store::inbound::{
 use vow_store::page::Page;
 use vow_store::Order;
 
-use super::source::{find, source_key};
-use super::{id_error, ListParams, ListResponse};
+use super::keys::{id_error, source_key};
+use super::list::{ListParams, ListResponse};
+use super::lookup::find_source;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::ValidQuery;
 use crate::http::idempotency::{self, Once};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Routes of a source's events and rejections.
 pub fn routes() -> Router<AppState> {
@@ -233,7 +234,7 @@ async fn list_source_events(
     ValidQuery(params): ValidQuery<ListParams>,
     ValidQuery(query): ValidQuery<EventQuery>,
 ) -> ApiResult<Json<ListResponse<InboundEventOut>>> {
-    let source = find(&state, &source_id).await?;
+    let source = find_source(&state, &source_id).await?;
     let filter = InboundFilter {
         state: query.state.as_deref().map(parse_state).transpose()?,
     };
@@ -305,7 +306,7 @@ async fn list_source_rejections(
     Path(source_id): Path<String>,
     ValidQuery(params): ValidQuery<ListParams>,
 ) -> ApiResult<Json<ListResponse<RejectionOut>>> {
-    let source = find(&state, &source_id).await?;
+    let source = find_source(&state, &source_id).await?;
     let order = params.order(Order::Descending);
     let seek = params.seek(order, |it| RejectionId::parse(it).map(|_| ()))?;
     let rows = state.inbound.list_rejections(source.id, &seek).await?;

@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use vow_store::inbound::RejectionCount;
 
-use super::source::find;
+use super::lookup::find_source;
 use crate::error::ApiResult;
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// The counts route.
 pub fn routes() -> Router<AppState> {
@@ -58,7 +58,7 @@ async fn get_rejection_counts(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
 ) -> ApiResult<Json<RejectionCountsOut>> {
-    let source = find(&state, &source_id).await?;
+    let source = find_source(&state, &source_id).await?;
     let counts = state.inbound.rejection_counts(source.id).await?;
     Ok(Json(RejectionCountsOut {
         total: counts.iter().map(|c| c.count).sum(),

@@ -34,6 +34,7 @@ use axum::routing::post;
 use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use vow_core::retry::next_try;
 use vow_core::DestinationId;
 use vow_store::idempotency::Write;
 use vow_store::inbound::processing::{
@@ -41,14 +42,13 @@ use vow_store::inbound::processing::{
     WorkOutcome, WorkRequest,
 };
 
-use super::id_error;
-use super::source::{find, source_key};
+use super::keys::{id_error, source_key};
+use super::lookup::find_source;
 use super::source_event::{decided_answer, event_answer, event_key, InboundEventOut};
 use crate::error::{ApiError, ApiResult};
-use crate::forwarding::next_try;
 use crate::http::extract::{MaybeJson, ValidJsonBytes};
 use crate::http::idempotency::{self, Once};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// The longest a pull consumer may lease an event, in seconds.
 const MAX_LEASE_SECONDS: u32 = 3600;
@@ -97,7 +97,7 @@ async fn selected(
     };
     let at = ["body", "destination"];
     let id = DestinationId::parse(raw).map_err(|e| id_error(&at, e))?;
-    let source = find(state, source_id).await?;
+    let source = find_source(state, source_id).await?;
     if !source.fields.destinations.iter().any(|d| d.id == id) {
         let msg = "is not a destination of this source";
         return Err(ApiError::invalid(&at, msg, "value_error.destination"));
@@ -256,7 +256,7 @@ async fn claim_source_events(
     let once = once.replayed_within(Duration::from_secs(lease_seconds.into()));
     once.run(&state, None, &raw, move |commit| async move {
         let state = commit.state();
-        let source = find(state, &source_id).await?;
+        let source = find_source(state, &source_id).await?;
         if !source.fields.destinations.is_empty() {
             return Err(ApiError::Conflict(
                 "this source forwards to destinations, so vow's workers process its events; pull mode is for sources without destinations".into(),
@@ -364,6 +364,7 @@ async fn finish(
             event.attempts,
             retryable,
             now,
+            &mut rand::thread_rng(),
         );
         let recorded = WorkOutcome {
             event: id,

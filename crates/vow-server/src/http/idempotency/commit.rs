@@ -16,7 +16,7 @@ use vow_store::{Application, CreatedMessage, Delivery, Endpoint, EventType, Stor
 
 use super::respond;
 use crate::error::{ApiError, ApiResult};
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Where the owner's record stands after its operation ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

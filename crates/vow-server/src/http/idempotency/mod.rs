@@ -62,7 +62,7 @@ use vow_store::idempotency::{
 use vow_store::StoreError;
 
 use crate::error::{ApiError, ApiResult};
-use crate::http::AppState;
+use crate::state::AppState;
 pub use commit::{Commit, Produced};
 use commit::{Owned, Progress};
 use in_flight::Entered;

@@ -13,9 +13,9 @@ use vow_store::idempotency::Scope;
 
 use super::{Route, PRINCIPAL};
 use crate::error::{ApiError, ApiResult};
-use crate::http::api::application;
+use crate::http::api::lookup::resolve_app;
 use crate::http::extract::ValidQuery;
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// The key-status route.
 pub fn routes() -> Router<AppState> {
@@ -55,7 +55,7 @@ async fn get_idempotency_key(
         )
     })?;
     let application = match (route.has_application(), q.app_id) {
-        (true, Some(app)) => Some(application::resolve(&state, &app).await?.to_string()),
+        (true, Some(app)) => Some(resolve_app(&state, &app).await?.to_string()),
         (true, None) => {
             return Err(ApiError::invalid(
                 &["query", "app_id"],

@@ -41,8 +41,8 @@ use vow_store::inbound::{Claim, InboundEvent, NewInboundEvent, NewRejection, Sou
 use vow_store::StoreResult;
 
 use crate::error::ApiError;
-use crate::http::AppState;
 use crate::metrics as names;
+use crate::state::AppState;
 
 /// The ingest routes.
 pub fn routes() -> Router<AppState> {

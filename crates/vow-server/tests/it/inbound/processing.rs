@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{TimeDelta, Utc};
 use serde_json::{json, Value};
 use vow_core::{DestinationId, InboundEventId, SourceId};
 use vow_store::inbound::processing::{Consumer, Outcome, WorkRequest};
@@ -102,6 +102,7 @@ async fn wait_for_state(
         if event.state == state {
             return event;
         }
+        // The poll interval of a wait for a durable condition, bounded by the loop.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!(
@@ -112,7 +113,8 @@ async fn wait_for_state(
 }
 
 async fn an_event_is_forwarded_once_with_its_bytes_and_the_destinations_signature(app: TestApp) {
-    let app = TestApp::spawn_with(app.backend, delivery_config("1s", &[])).await;
+    let config = delivery_config("1s", &[]);
+    let app = TestApp::spawn_with(app.backend, config.clone()).await;
     let destination = Receiver::start(&[]).await;
     let (source, dests) = forwarding_source(&app, &[(&destination.url, false)], json!({})).await;
     let body = br#"{"ref":"refs/heads/main",  "after":"abc"}"#;
@@ -143,14 +145,20 @@ async fn an_event_is_forwarded_once_with_its_bytes_and_the_destinations_signatur
     let full = stored(&app, source, id).await;
     assert_eq!(outcome_at(&full, dests[0]), Outcome::Completed);
     assert_eq!(full.forwards[0].status, Some(200));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        app.forward_at(&config, Utc::now()).await,
+        0,
+        "nothing is due again"
+    );
+    assert_eq!(full.event.attempts, 1, "claimed once");
     assert_eq!(destination.received().len(), 1, "forwarded once");
 }
 
 async fn fifty_concurrent_deliveries_are_stored_once_and_forwarded_once_per_destination(
     app: TestApp,
 ) {
-    let app = TestApp::spawn_with(app.backend, delivery_config("1s", &[])).await;
+    let config = delivery_config("1s", &[]);
+    let app = TestApp::spawn_with(app.backend, config.clone()).await;
     let (a, b) = (Receiver::start(&[]).await, Receiver::start(&[]).await);
     let (source, _) = forwarding_source(&app, &[(&a.url, false), (&b.url, true)], json!({})).await;
     let body = br#"{"action":"opened","number":7}"#;
@@ -162,8 +170,13 @@ async fn fifty_concurrent_deliveries_are_stored_once_and_forwarded_once_per_dest
     let events = stored_events(&app, source, None).await;
     assert_eq!(events.len(), 1, "one stored row");
     assert_eq!(events[0].duplicates, 49);
-    wait_for_state(&app, source, events[0].id, InboundState::Completed).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let event = wait_for_state(&app, source, events[0].id, InboundState::Completed).await;
+    assert_eq!(
+        app.forward_at(&config, Utc::now()).await,
+        0,
+        "nothing is due again"
+    );
+    assert_eq!(event.attempts, 1, "claimed once");
     assert_eq!(
         (a.received().len(), b.received().len()),
         (1, 1),
@@ -489,7 +502,7 @@ async fn pull_mode_claims_completes_and_fails_through_the_api(app: TestApp) {
         1,
         "the retry is not due yet: {out}"
     );
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    app.clock.advance(TimeDelta::milliseconds(1100));
     let (status, out) = app.post(&claim, json!({})).await;
     assert_eq!(
         (status, out["data"].as_array().map(Vec::len)),

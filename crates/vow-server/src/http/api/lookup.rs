@@ -1,0 +1,69 @@
+//! Loading what a path names, or 404: the application, endpoint, message and source lookups the
+//! API modules share.
+
+use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::inbound::Source;
+use vow_store::{AppKey, Application, Endpoint, EndpointKey};
+
+use super::keys::{app_key, endpoint_key, message_key, source_key};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Loads the application a path names, or 404.
+pub async fn find_app(state: &AppState, key: &AppKey) -> ApiResult<Application> {
+    state
+        .store
+        .get_application(key)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Application"))
+}
+
+/// Resolves `{app_id}` to the application's id, or 404.
+pub async fn resolve_app(state: &AppState, raw: &str) -> ApiResult<AppId> {
+    Ok(find_app(state, &app_key(raw)?).await?.id)
+}
+
+/// Loads the endpoint `key` names within `app`, or 404.
+pub async fn find_endpoint_in(
+    state: &AppState,
+    app: AppId,
+    key: &EndpointKey,
+) -> ApiResult<Endpoint> {
+    state
+        .store
+        .get_endpoint(app, key)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Endpoint"))
+}
+
+/// Resolves `{msg_id}` (id or eventId) within the application.
+pub async fn find_message(
+    state: &AppState,
+    app: vow_core::AppId,
+    raw: &str,
+) -> ApiResult<MessageId> {
+    let key = message_key(raw)?;
+    match state.store.get_message(app, &key).await? {
+        Some(m) => Ok(m.id),
+        None => Err(ApiError::not_found("Message")),
+    }
+}
+
+/// Resolves `{endpoint_id}` (id or uid) within the application.
+pub async fn find_endpoint(
+    state: &AppState,
+    app: vow_core::AppId,
+    raw: &str,
+) -> ApiResult<EndpointId> {
+    let key = endpoint_key(raw)?;
+    Ok(find_endpoint_in(state, app, &key).await?.id)
+}
+
+/// Loads the source `{source_id}` names, or 404.
+pub async fn find_source(state: &AppState, raw: &str) -> ApiResult<Source> {
+    state
+        .inbound
+        .get_source(source_key(raw)?)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Source"))
+}

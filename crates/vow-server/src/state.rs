@@ -1,0 +1,91 @@
+//! What every handler and worker can reach: [`AppState`] (the stores, the wake-ups, the
+//! settings, the clock), [`ApiSettings`] and the API's [`Clock`]. Below `http`, `metrics` and the
+//! workers, so each of them can use it without importing another.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
+use vow_store::Store;
+
+use crate::delivery::operational::Operational;
+use crate::http::idempotency::in_flight::InFlight;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The delivery queue (the same backend as `store`).
+    pub queue: Arc<dyn vow_store::DeliveryQueue>,
+    /// Inbound sources and events (the same backend as `store`).
+    pub inbound: Arc<dyn vow_store::InboundStore>,
+    /// API settings.
+    pub settings: Arc<ApiSettings>,
+    /// Wakes this process's delivery workers when work becomes due.
+    pub wake: Arc<tokio::sync::Notify>,
+    /// Wakes this process's inbound workers when an inbound event becomes due.
+    pub inbound_wake: Arc<tokio::sync::Notify>,
+    /// Where operational events go, when an operational webhook URL is configured.
+    pub operational: Option<Operational>,
+    /// The time handlers work in ([`AppState::now`]).
+    pub clock: Clock,
+    /// The keyed requests running on this node ([`crate::http::idempotency::in_flight`]).
+    pub in_flight: Arc<InFlight>,
+}
+
+/// The time the API works in: the wall clock at the store's (microsecond) precision, moved by an
+/// offset that only tests set ([`Clock::advance`]), so that a test reaches an expiry hours away
+/// without waiting for it. Clones share the offset.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    offset_micros: Arc<AtomicI64>,
+}
+
+impl Clock {
+    /// The wall clock plus the offset, truncated to microseconds.
+    pub fn now(&self) -> DateTime<Utc> {
+        let offset = TimeDelta::microseconds(self.offset_micros.load(Ordering::Relaxed));
+        (Utc::now() + offset).trunc_subsecs(6)
+    }
+
+    /// Moves this clock (and every clone of it) `by` ahead (tests).
+    pub fn advance(&self, by: TimeDelta) {
+        let micros = by.num_microseconds().expect("a test's step fits in i64 µs");
+        self.offset_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}
+
+/// Settings the handlers need.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Default grace period of a rotated-out secret.
+    pub secret_rotation_grace: Duration,
+    /// Days a payload is kept when a message does not say.
+    pub payload_retention_days: i64,
+    /// Route names on which `Idempotency-Key` is required (see [`crate::http::idempotency::ROUTES`]).
+    pub idempotency_required: Vec<String>,
+    /// When a pull consumer's retryable failure is due again (the delivery schedule).
+    pub retry_schedule: vow_core::RetrySchedule,
+    /// How long `Idempotency-Key` records live (lease, replay, tombstone).
+    pub idempotency: vow_store::idempotency::Settings,
+    /// Rejection rows kept per source.
+    pub rejections_kept: u32,
+}
+
+impl ApiSettings {
+    /// Whether a request to `route` (e.g. `message.create`) must carry `Idempotency-Key`.
+    pub fn requires_idempotency_key(&self, route: &str) -> bool {
+        self.idempotency_required.iter().any(|r| r == route)
+    }
+}
+
+impl AppState {
+    /// The current time, at the store's (microsecond) precision ([`Clock::now`]).
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+}

@@ -1,0 +1,37 @@
+//! [`Stores`]: the one backend a process runs on, seen through each of its traits, with the
+//! wake-ups of its workers. Below start-up and the workers that are handed it (the cleaner).
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use vow_store::{DeliveryQueue, InboundStore, Store};
+
+/// One backend, seen through each of its traits.
+#[derive(Clone)]
+pub struct Stores {
+    /// Everything the API reads and writes.
+    pub store: Arc<dyn Store>,
+    /// The delivery queue.
+    pub queue: Arc<dyn DeliveryQueue>,
+    /// Inbound sources and events.
+    pub inbound: Arc<dyn InboundStore>,
+    /// Notified whenever delivery work may have become due (by this process or, on
+    /// PostgreSQL, by any process).
+    pub wake: Arc<Notify>,
+    /// Notified whenever an inbound event became due to be forwarded by this process.
+    pub inbound_wake: Arc<Notify>,
+}
+
+impl Stores {
+    /// Wraps a backend.
+    pub fn new<S: Store + DeliveryQueue + InboundStore>(backend: S) -> Self {
+        let backend = Arc::new(backend);
+        Self {
+            store: backend.clone(),
+            queue: backend.clone(),
+            inbound: backend,
+            wake: Arc::new(Notify::new()),
+            inbound_wake: Arc::new(Notify::new()),
+        }
+    }
+}
