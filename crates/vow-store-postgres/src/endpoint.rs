@@ -2,11 +2,15 @@
 //! exists under another application is simply not found. An endpoint is created together with
 //! its first secret (see `secret` for the rest of the secrets' life).
 
+use crate::PgStore;
+use async_trait::async_trait;
 use std::collections::BTreeMap;
+use vow_store::EndpointSecret;
+use vow_store::Endpoints;
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{Connection, PgConnection, PgPool, Postgres, QueryBuilder};
+use sqlx::{Connection, PgConnection, Postgres, QueryBuilder};
 use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::{Endpoint, EndpointFields, EndpointKey, Metadata, NewEndpoint, Seek, StoreResult};
 
@@ -117,27 +121,6 @@ pub(crate) async fn create(conn: &mut PgConnection, new: NewEndpoint) -> StoreRe
     row.into_model()
 }
 
-pub(crate) async fn get(
-    pool: &PgPool,
-    app: AppId,
-    key: &EndpointKey,
-) -> StoreResult<Option<Endpoint>> {
-    let (column, value) = match key {
-        EndpointKey::Id(id) => ("id", id.to_string()),
-        EndpointKey::Uid(uid) => ("uid", uid.clone()),
-    };
-    sqlx::query_as::<_, EndpointRow>(&format!(
-        "SELECT {COLUMNS} FROM endpoints WHERE app_id = $1 AND {column} = $2"
-    ))
-    .bind(app.to_string())
-    .bind(value)
-    .fetch_optional(pool)
-    .await
-    .map_err(db_error)?
-    .map(EndpointRow::into_model)
-    .transpose()
-}
-
 /// An application's endpoints; with `msg`, only those that message has a delivery to.
 pub(crate) async fn list<'c>(
     ex: impl sqlx::PgExecutor<'c>,
@@ -164,55 +147,102 @@ pub(crate) async fn list<'c>(
         .collect()
 }
 
-pub(crate) async fn update(
-    pool: &PgPool,
-    app: AppId,
-    id: EndpointId,
-    f: EndpointFields,
-) -> StoreResult<Endpoint> {
-    let (style, timeout_ms, schedule) = convert::delivery_options_params(&f.delivery)?;
-    // No clock in the trait here; `updated_at` never moves backwards (see application.rs).
-    sqlx::query_as::<_, EndpointRow>(&format!(
-        "UPDATE endpoints
-         SET uid = $3, url = $4, description = $5, disabled = $6, event_types = $7,
-             channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
-             signature_style = $13, timeout_ms = $14, retry_schedule = $15,
-             updated_at = GREATEST(updated_at, $12)
-         WHERE app_id = $1 AND id = $2
-         RETURNING {COLUMNS}"
-    ))
-    .bind(app.to_string())
-    .bind(id.to_string())
-    .bind(f.uid)
-    .bind(f.url)
-    .bind(f.description)
-    .bind(f.disabled)
-    .bind(f.event_types)
-    .bind(f.channels)
-    .bind(convert::rate_param(f.throttle_rate))
-    .bind(Json(f.metadata))
-    .bind(Json(f.headers))
-    .bind(Utc::now())
-    .bind(style)
-    .bind(timeout_ms)
-    .bind(schedule)
-    .fetch_optional(pool)
-    .await
-    .map_err(db_error)?
-    .ok_or_else(|| not_found("endpoint"))?
-    .into_model()
-}
+#[async_trait]
+impl Endpoints for PgStore {
+    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
+        create(&mut *self.conn().await?, new).await
+    }
 
-/// Deletes the endpoint; its secrets and deliveries go with it (ON DELETE CASCADE).
-pub(crate) async fn delete(pool: &PgPool, app: AppId, id: EndpointId) -> StoreResult<()> {
-    let done = sqlx::query("DELETE FROM endpoints WHERE app_id = $1 AND id = $2")
+    async fn get_endpoint(&self, app: AppId, key: &EndpointKey) -> StoreResult<Option<Endpoint>> {
+        let (column, value) = match key {
+            EndpointKey::Id(id) => ("id", id.to_string()),
+            EndpointKey::Uid(uid) => ("uid", uid.clone()),
+        };
+        sqlx::query_as::<_, EndpointRow>(&format!(
+            "SELECT {COLUMNS} FROM endpoints WHERE app_id = $1 AND {column} = $2"
+        ))
+        .bind(app.to_string())
+        .bind(value)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .map(EndpointRow::into_model)
+        .transpose()
+    }
+
+    async fn list_endpoints(&self, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
+        list(&self.pool, app, None, seek).await
+    }
+
+    async fn update_endpoint(
+        &self,
+        app: AppId,
+        id: EndpointId,
+        f: EndpointFields,
+    ) -> StoreResult<Endpoint> {
+        let (style, timeout_ms, schedule) = convert::delivery_options_params(&f.delivery)?;
+        // No clock in the trait here; `updated_at` never moves backwards (see application.rs).
+        sqlx::query_as::<_, EndpointRow>(&format!(
+            "UPDATE endpoints
+             SET uid = $3, url = $4, description = $5, disabled = $6, event_types = $7,
+                 channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
+                 signature_style = $13, timeout_ms = $14, retry_schedule = $15,
+                 updated_at = GREATEST(updated_at, $12)
+             WHERE app_id = $1 AND id = $2
+             RETURNING {COLUMNS}"
+        ))
         .bind(app.to_string())
         .bind(id.to_string())
-        .execute(pool)
+        .bind(f.uid)
+        .bind(f.url)
+        .bind(f.description)
+        .bind(f.disabled)
+        .bind(f.event_types)
+        .bind(f.channels)
+        .bind(convert::rate_param(f.throttle_rate))
+        .bind(Json(f.metadata))
+        .bind(Json(f.headers))
+        .bind(Utc::now())
+        .bind(style)
+        .bind(timeout_ms)
+        .bind(schedule)
+        .fetch_optional(&self.pool)
         .await
-        .map_err(db_error)?;
-    if done.rows_affected() == 0 {
-        return Err(not_found("endpoint"));
+        .map_err(db_error)?
+        .ok_or_else(|| not_found("endpoint"))?
+        .into_model()
     }
-    Ok(())
+
+    async fn delete_endpoint(&self, app: AppId, id: EndpointId) -> StoreResult<()> {
+        let done = sqlx::query("DELETE FROM endpoints WHERE app_id = $1 AND id = $2")
+            .bind(app.to_string())
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("endpoint"));
+        }
+        Ok(())
+    }
+
+    async fn endpoint_secrets(
+        &self,
+        app: AppId,
+        id: EndpointId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<EndpointSecret>> {
+        crate::secret::valid_at(&self.pool, app, id, now).await
+    }
+
+    async fn rotate_endpoint_secret(
+        &self,
+        app: AppId,
+        id: EndpointId,
+        new_key: String,
+        old_valid_until: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let mut conn = self.conn().await?;
+        crate::secret::rotate(&mut conn, app, id, new_key, old_valid_until).await
+    }
 }

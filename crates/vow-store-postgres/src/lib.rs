@@ -52,7 +52,6 @@ mod queue;
 mod secret;
 mod seek;
 mod settings;
-mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -1,8 +1,12 @@
 //! Applications: the tenants. Deleting one cascades (foreign keys) to everything under it.
 
-use chrono::{DateTime, Utc};
+use crate::now;
+use crate::SqliteStore;
+use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::AppId;
+use vow_store::Applications;
+use vow_store::StoreResult;
 use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Seek, StoreError};
 
 use crate::error::Result;
@@ -64,69 +68,92 @@ pub(crate) fn create(conn: &Connection, new: NewApplication) -> Result<Applicati
     })
 }
 
-pub(crate) fn get(conn: &Connection, key: &AppKey) -> Result<Option<Application>> {
-    let (sql, value) = match key {
-        AppKey::Id(id) => (
-            format!("SELECT {COLUMNS} FROM applications WHERE id = ?1"),
-            id.to_string(),
-        ),
-        AppKey::Uid(uid) => (
-            format!("SELECT {COLUMNS} FROM applications WHERE uid = ?1"),
-            uid.clone(),
-        ),
-    };
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row([value], from_row)
-        .optional()?)
-}
-
-pub(crate) fn list(conn: &Connection, seek: &Seek) -> Result<Vec<Application>> {
-    let sql = seek_sql(
-        &format!("{COLUMNS} FROM applications"),
-        &[],
-        "id",
-        seek,
-        1,
-        2,
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-pub(crate) fn update(
-    conn: &Connection,
-    app: AppId,
-    fields: ApplicationFields,
-    now: DateTime<Utc>,
-) -> Result<Application> {
-    let sql = format!(
-        "UPDATE applications SET uid = ?2, name = ?3, throttle_rate = ?4, metadata = ?5,
-         updated_at = ?6 WHERE id = ?1 RETURNING {COLUMNS}"
-    );
-    conn.prepare_cached(&sql)?
-        .query_row(
-            params![
-                app.to_string(),
-                fields.uid,
-                fields.name,
-                fields.throttle_rate,
-                to_json(&fields.metadata)?,
-                micros(now),
-            ],
-            from_row,
-        )
-        .optional()?
-        .ok_or_else(|| StoreError::NotFound("application").into())
-}
-
-pub(crate) fn delete(conn: &Connection, app: AppId) -> Result<()> {
-    let n = conn
-        .prepare_cached("DELETE FROM applications WHERE id = ?1")?
-        .execute([app.to_string()])?;
-    if n == 0 {
-        return Err(StoreError::NotFound("application").into());
+#[async_trait]
+impl Applications for SqliteStore {
+    async fn create_application(&self, new: NewApplication) -> StoreResult<Application> {
+        self.write(move |c| create(c, new)).await
     }
-    Ok(())
+
+    async fn get_application(&self, key: &AppKey) -> StoreResult<Option<Application>> {
+        let key = key.clone();
+        self.read(move |conn| {
+            let key: &AppKey = &key;
+            let (sql, value) = match key {
+                AppKey::Id(id) => (
+                    format!("SELECT {COLUMNS} FROM applications WHERE id = ?1"),
+                    id.to_string(),
+                ),
+                AppKey::Uid(uid) => (
+                    format!("SELECT {COLUMNS} FROM applications WHERE uid = ?1"),
+                    uid.clone(),
+                ),
+            };
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row([value], from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn list_applications(&self, seek: &Seek) -> StoreResult<Vec<Application>> {
+        let seek = seek.clone();
+        self.read(move |conn| {
+            let seek: &Seek = &seek;
+            let sql = seek_sql(
+                &format!("{COLUMNS} FROM applications"),
+                &[],
+                "id",
+                seek,
+                1,
+                2,
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    async fn update_application(
+        &self,
+        app: AppId,
+        fields: ApplicationFields,
+    ) -> StoreResult<Application> {
+        let now = now();
+        self.write(move |conn| {
+            let sql = format!(
+                "UPDATE applications SET uid = ?2, name = ?3, throttle_rate = ?4, metadata = ?5,
+                 updated_at = ?6 WHERE id = ?1 RETURNING {COLUMNS}"
+            );
+            conn.prepare_cached(&sql)?
+                .query_row(
+                    params![
+                        app.to_string(),
+                        fields.uid,
+                        fields.name,
+                        fields.throttle_rate,
+                        to_json(&fields.metadata)?,
+                        micros(now),
+                    ],
+                    from_row,
+                )
+                .optional()?
+                .ok_or_else(|| StoreError::NotFound("application").into())
+        })
+        .await
+    }
+
+    async fn delete_application(&self, app: AppId) -> StoreResult<()> {
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached("DELETE FROM applications WHERE id = ?1")?
+                .execute([app.to_string()])?;
+            if n == 0 {
+                return Err(StoreError::NotFound("application").into());
+            }
+            Ok(())
+        })
+        .await
+    }
 }

@@ -1,6 +1,10 @@
 //! Event types: global (not per application), keyed and listed by name.
 
+use crate::SqliteStore;
+use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
+use vow_store::EventTypes;
+use vow_store::StoreResult;
 use vow_store::{EventType, Seek, StoreError};
 
 use crate::error::Result;
@@ -45,37 +49,6 @@ pub(crate) fn create(conn: &Connection, new: EventType) -> Result<EventType> {
     })
 }
 
-pub(crate) fn get(conn: &Connection, name: &str) -> Result<Option<EventType>> {
-    let sql = format!("SELECT {COLUMNS} FROM event_types WHERE name = ?1");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row([name], from_row)
-        .optional()?)
-}
-
-pub(crate) fn list(
-    conn: &Connection,
-    seek: &Seek,
-    include_archived: bool,
-) -> Result<Vec<EventType>> {
-    let filters: &[&str] = if include_archived {
-        &[]
-    } else {
-        &["archived = 0"]
-    };
-    let sql = seek_sql(
-        &format!("{COLUMNS} FROM event_types"),
-        filters,
-        "name",
-        seek,
-        1,
-        2,
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
 pub(crate) fn update(conn: &Connection, updated: EventType) -> Result<EventType> {
     let sql = format!(
         "UPDATE event_types SET description = ?2, archived = ?3, deprecated = ?4,
@@ -98,12 +71,69 @@ pub(crate) fn update(conn: &Connection, updated: EventType) -> Result<EventType>
         .ok_or_else(|| StoreError::NotFound("event type").into())
 }
 
-pub(crate) fn expunge(conn: &Connection, name: &str) -> Result<()> {
-    let n = conn
-        .prepare_cached("DELETE FROM event_types WHERE name = ?1")?
-        .execute([name])?;
-    if n == 0 {
-        return Err(StoreError::NotFound("event type").into());
+#[async_trait]
+impl EventTypes for SqliteStore {
+    async fn create_event_type(&self, new: EventType) -> StoreResult<EventType> {
+        self.write(move |c| create(c, new)).await
     }
-    Ok(())
+
+    async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>> {
+        let name = name.to_owned();
+        self.read(move |conn| {
+            let name: &str = &name;
+            let sql = format!("SELECT {COLUMNS} FROM event_types WHERE name = ?1");
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row([name], from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn list_event_types(
+        &self,
+        seek: &Seek,
+        include_archived: bool,
+    ) -> StoreResult<Vec<EventType>> {
+        let seek = seek.clone();
+        self.read(move |conn| {
+            let seek: &Seek = &seek;
+            let filters: &[&str] = if include_archived {
+                &[]
+            } else {
+                &["archived = 0"]
+            };
+            let sql = seek_sql(
+                &format!("{COLUMNS} FROM event_types"),
+                filters,
+                "name",
+                seek,
+                1,
+                2,
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType> {
+        self.write(move |c| update(c, updated)).await
+    }
+
+    async fn expunge_event_type(&self, name: &str) -> StoreResult<()> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            let name: &str = &name;
+            let n = conn
+                .prepare_cached("DELETE FROM event_types WHERE name = ?1")?
+                .execute([name])?;
+            if n == 0 {
+                return Err(StoreError::NotFound("event type").into());
+            }
+            Ok(())
+        })
+        .await
+    }
 }

@@ -10,7 +10,10 @@
 //! the reads took its deliveries with it (ON DELETE CASCADE), so such a delivery no longer exists
 //! and is simply left out of the answer.
 
+use crate::PgStore;
+use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
+use vow_store::queue::DeliveryClaims;
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -281,4 +284,23 @@ pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>
     .fetch_one(pool)
     .await
     .map_err(db_error)
+}
+
+#[async_trait]
+impl DeliveryClaims for PgStore {
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+        claim(&self.pool, req).await
+    }
+
+    async fn renew_leases(
+        &self,
+        leases: &[(DeliveryId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        renew(&self.pool, leases, until).await
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        next_due(&self.pool).await
+    }
 }

@@ -14,7 +14,10 @@
 //!    `updated_at` strictly grows so workers caching by it notice) and its pending deliveries
 //!    that hold no lease are moved to `held`. Only an enabled endpoint counts dead-letters.
 
+use crate::PgStore;
+use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
+use vow_store::queue::DeliveryOutcomes;
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
@@ -392,4 +395,15 @@ async fn count_dead_letters(
         .map_err(db_error)?;
     }
     Ok(())
+}
+
+#[async_trait]
+impl DeliveryOutcomes for PgStore {
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+        disable_after: u32,
+    ) -> StoreResult<Vec<Recorded>> {
+        record(&self.pool, outcomes, disable_after).await
+    }
 }

@@ -6,13 +6,13 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Duration, Utc};
 use vow_core::{AttemptId, DeliveryId, EndpointId, MessageId, RetrySchedule, SignatureStyle};
+use vow_store::prelude::*;
 use vow_store::queue::{
     AttemptFilter, AttemptOutcome, AttemptTrigger, ClaimRequest, ClaimedDelivery, DeliveryStats,
     EndpointRoom, LeaseToken, NewAttempt, NextState, Recorded, ReplayFilter,
 };
 use vow_store::{
-    AppKey, DeliveryOptions, DeliveryQueue, DeliveryStatus, EndpointKey, MessageKey, Order, Seek,
-    Store, StoreError,
+    AppKey, DeliveryOptions, DeliveryStatus, EndpointKey, MessageKey, Order, Seek, StoreError,
 };
 use vow_store_postgres::testing::fresh_store;
 use vow_store_postgres::PgStore;

@@ -3,7 +3,12 @@
 //! operators' decisions. Every function runs inside one writer job, so one transaction
 //! serialised with every other write: a claim and the marks it reads cannot race.
 
+use crate::SqliteStore;
+use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
+use vow_store::inbound::processing::Resolution;
+use vow_store::inbound::{InboundDecisions, InboundWork};
+use vow_store::StoreResult;
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
@@ -323,7 +328,7 @@ fn lease(
     Ok((leased, token, until))
 }
 
-/// `vow_store::InboundStore::claim_inbound_work`.
+/// `vow_store::inbound::InboundWork::claim_inbound_work`.
 pub(crate) fn claim(conn: &Connection, request: &WorkRequest) -> Result<WorkClaim> {
     let mut sources = Sources::new(conn);
     let mut work = WorkClaim {
@@ -365,7 +370,7 @@ pub(crate) fn claim(conn: &Connection, request: &WorkRequest) -> Result<WorkClai
     Ok(work)
 }
 
-/// `vow_store::InboundStore::record_inbound_work`.
+/// `vow_store::inbound::InboundWork::record_inbound_work`.
 pub(crate) fn record(conn: &Connection, outcome: WorkOutcome) -> Result<WorkRecorded> {
     let held = conn
         .prepare_cached(
@@ -404,7 +409,7 @@ pub(crate) fn record(conn: &Connection, outcome: WorkOutcome) -> Result<WorkReco
     Ok(WorkRecorded::Stored(Box::new(event)))
 }
 
-/// `vow_store::InboundStore::renew_inbound_leases`.
+/// `vow_store::inbound::InboundWork::renew_inbound_leases`.
 pub(crate) fn renew(
     conn: &Connection,
     leases: &[(InboundEventId, LeaseToken)],
@@ -421,7 +426,7 @@ pub(crate) fn renew(
     Ok(kept)
 }
 
-/// `vow_store::InboundStore::next_inbound_due`.
+/// `vow_store::inbound::InboundWork::next_inbound_due`.
 pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
     Ok(conn
         .prepare_cached(
@@ -442,7 +447,7 @@ fn state_of(conn: &Connection, source: SourceId, id: InboundEventId) -> Result<I
     Ok(InboundState::parse(&state).ok_or_else(|| unknown(0, state))?)
 }
 
-/// `vow_store::InboundStore::resolve_uncertain` and `replay_inbound`: the forwards
+/// `vow_store::inbound::InboundDecisions::resolve_uncertain` and `replay_inbound`: the forwards
 /// [`decisions::targets`] names get the decision's outcome, the event its aggregate (due at
 /// `now` when retryable, with fresh attempts when forwarded again).
 pub(crate) fn decide(
@@ -477,4 +482,56 @@ pub(crate) fn decide(
         .filter(|f| targets.contains(&f.destination))
         .collect();
     Ok(Decided { event, changed })
+}
+
+#[async_trait]
+impl InboundWork for SqliteStore {
+    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
+        let request = request.clone();
+        self.write(move |c| claim(c, &request)).await
+    }
+
+    async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
+        self.write(move |c| record(c, outcome)).await
+    }
+
+    async fn renew_inbound_leases(
+        &self,
+        leases: &[(InboundEventId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        let leases = leases.to_vec();
+        self.write(move |c| renew(c, &leases, until)).await
+    }
+
+    async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.read(next_due).await
+    }
+}
+
+#[async_trait]
+impl InboundDecisions for SqliteStore {
+    async fn resolve_uncertain(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        resolution: Resolution,
+        destination: Option<DestinationId>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Decided> {
+        let decision = Decision::Resolve(resolution);
+        self.write(move |c| decide(c, source, id, decision, destination, now))
+            .await
+    }
+
+    async fn replay_inbound(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        destination: Option<DestinationId>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Decided> {
+        self.write(move |c| decide(c, source, id, Decision::Replay, destination, now))
+            .await
+    }
 }

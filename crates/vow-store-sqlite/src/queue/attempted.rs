@@ -2,7 +2,11 @@
 //! messages an endpoint was sent): the endpoint or message listing restricted by a subquery on
 //! `deliveries`, then the page's delivery rows, both read in one transaction (one snapshot).
 
+use crate::SqliteStore;
+use async_trait::async_trait;
 use std::collections::HashMap;
+use vow_store::queue::AttemptedListings;
+use vow_store::StoreResult;
 
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
@@ -50,32 +54,6 @@ fn states(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub(crate) fn destinations(
-    conn: &Connection,
-    app: AppId,
-    msg: MessageId,
-    now: DateTime<Utc>,
-    seek: &Seek,
-) -> Result<Vec<AttemptedDestination>> {
-    let tx = conn.unchecked_transaction()?;
-    let found = endpoints::list(&tx, app, Some(msg), seek)?;
-    let ids = found.iter().map(|e| e.id.to_string()).collect();
-    let states = states(
-        &tx,
-        app,
-        ("msg_id", msg.to_string()),
-        ("endpoint_id", ids),
-        now,
-    )?;
-    let key = |e: &Endpoint| e.id.to_string();
-    Ok(DeliveryState::pair(
-        found,
-        states,
-        key,
-        |endpoint, delivery| AttemptedDestination { endpoint, delivery },
-    ))
-}
-
 pub(crate) fn messages(
     conn: &Connection,
     app: AppId,
@@ -102,4 +80,52 @@ pub(crate) fn messages(
         key,
         |message, delivery| AttemptedMessage { message, delivery },
     ))
+}
+
+#[async_trait]
+impl AttemptedListings for SqliteStore {
+    async fn list_attempted_destinations(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedDestination>> {
+        let seek = seek.clone();
+        self.read(move |conn| {
+            let seek: &Seek = &seek;
+            let tx = conn.unchecked_transaction()?;
+            let found = endpoints::list(&tx, app, Some(msg), seek)?;
+            let ids = found.iter().map(|e| e.id.to_string()).collect();
+            let states = states(
+                &tx,
+                app,
+                ("msg_id", msg.to_string()),
+                ("endpoint_id", ids),
+                now,
+            )?;
+            let key = |e: &Endpoint| e.id.to_string();
+            Ok(DeliveryState::pair(
+                found,
+                states,
+                key,
+                |endpoint, delivery| AttemptedDestination { endpoint, delivery },
+            ))
+        })
+        .await
+    }
+
+    async fn list_attempted_messages(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &MessageFilter,
+        status: Option<MessageStatus>,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedMessage>> {
+        let (filter, seek) = (filter.clone(), seek.clone());
+        self.read(move |c| messages(c, app, endpoint, &filter, status, now, &seek))
+            .await
+    }
 }

@@ -1,11 +1,16 @@
 //! The attempts log: writing an attempt row, listing and reading them per application, and
 //! removing content (expunge on request, retention purges).
 
+use crate::SqliteStore;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{AppId, AttemptId, MessageId};
+use vow_store::queue::Attempts;
+use vow_store::queue::Retention;
 use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, NewAttempt};
+use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
 use crate::error::Result;
@@ -90,130 +95,155 @@ pub(crate) fn insert(conn: &Connection, owner: &Owner<'_>, a: &NewAttempt) -> Re
     Ok(())
 }
 
-pub(crate) fn list(
-    conn: &Connection,
-    app: AppId,
-    filter: &AttemptFilter,
-    seek: &Seek,
-) -> Result<Vec<Attempt>> {
-    // As for messages: only the conditions in use appear, every parameter is always bound.
-    let mut filters = vec!["app_id = ?1"];
-    if filter.msg_id.is_some() {
-        filters.push("msg_id = ?2");
+#[async_trait]
+impl Attempts for SqliteStore {
+    async fn list_attempts(
+        &self,
+        app: AppId,
+        filter: &AttemptFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<Attempt>> {
+        let filter = filter.clone();
+        let seek = seek.clone();
+        self.read(move |conn| {
+            let filter: &AttemptFilter = &filter;
+            let seek: &Seek = &seek;
+            // As for messages: only the conditions in use appear, every parameter is always bound.
+            let mut filters = vec!["app_id = ?1"];
+            if filter.msg_id.is_some() {
+                filters.push("msg_id = ?2");
+            }
+            if filter.endpoint_id.is_some() {
+                filters.push("endpoint_id = ?3");
+            }
+            if filter.success.is_some() {
+                filters.push("success = ?4");
+            }
+            if filter.status_code.is_some() {
+                filters.push("response_status = ?5");
+            }
+            if filter.before.is_some() {
+                filters.push("started_at < ?6");
+            }
+            if filter.after.is_some() {
+                filters.push("started_at > ?7");
+            }
+            let sql = seek_sql(
+                &format!("{COLUMNS} FROM attempts"),
+                &filters,
+                "id",
+                seek,
+                8,
+                9,
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(
+                params![
+                    app.to_string(),
+                    filter.msg_id.map(|m| m.to_string()),
+                    filter.endpoint_id.map(|e| e.to_string()),
+                    filter.success,
+                    filter.status_code,
+                    filter.before.map(micros),
+                    filter.after.map(micros),
+                    seek.after,
+                    seek.fetch(),
+                ],
+                from_row,
+            )?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
     }
-    if filter.endpoint_id.is_some() {
-        filters.push("endpoint_id = ?3");
+
+    async fn get_attempt(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        attempt: AttemptId,
+    ) -> StoreResult<Option<Attempt>> {
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM attempts WHERE id = ?1 AND app_id = ?2 AND msg_id = ?3"
+            );
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row(
+                    [attempt.to_string(), app.to_string(), msg.to_string()],
+                    from_row,
+                )
+                .optional()?)
+        })
+        .await
     }
-    if filter.success.is_some() {
-        filters.push("success = ?4");
+
+    async fn expunge_attempt_content(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        attempt: AttemptId,
+    ) -> StoreResult<()> {
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached(
+                    "UPDATE attempts SET response = '' WHERE id = ?1 AND app_id = ?2 AND msg_id = ?3",
+                )?
+                .execute([attempt.to_string(), app.to_string(), msg.to_string()])?;
+            if n == 0 {
+                return Err(StoreError::NotFound("attempt").into());
+            }
+            Ok(())
+        })
+        .await
     }
-    if filter.status_code.is_some() {
-        filters.push("response_status = ?5");
-    }
-    if filter.before.is_some() {
-        filters.push("started_at < ?6");
-    }
-    if filter.after.is_some() {
-        filters.push("started_at > ?7");
-    }
-    let sql = seek_sql(
-        &format!("{COLUMNS} FROM attempts"),
-        &filters,
-        "id",
-        seek,
-        8,
-        9,
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(
-        params![
-            app.to_string(),
-            filter.msg_id.map(|m| m.to_string()),
-            filter.endpoint_id.map(|e| e.to_string()),
-            filter.success,
-            filter.status_code,
-            filter.before.map(micros),
-            filter.after.map(micros),
-            seek.after,
-            seek.fetch(),
-        ],
-        from_row,
-    )?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub(crate) fn get(
-    conn: &Connection,
-    app: AppId,
-    msg: MessageId,
-    attempt: AttemptId,
-) -> Result<Option<Attempt>> {
-    let sql =
-        format!("SELECT {COLUMNS} FROM attempts WHERE id = ?1 AND app_id = ?2 AND msg_id = ?3");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(
-            [attempt.to_string(), app.to_string(), msg.to_string()],
-            from_row,
-        )
-        .optional()?)
-}
-
-/// Drops a message's payload and its attempts' response bodies.
-pub(crate) fn expunge_message(conn: &Connection, app: AppId, msg: MessageId) -> Result<()> {
-    let ids = [app.to_string(), msg.to_string()];
-    let n = conn
-        .prepare_cached("UPDATE messages SET payload = NULL WHERE app_id = ?1 AND id = ?2")?
-        .execute(params![ids[0], ids[1]])?;
-    if n == 0 {
-        return Err(StoreError::NotFound("message").into());
+#[async_trait]
+impl Retention for SqliteStore {
+    async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()> {
+        self.write(move |conn| {
+            let ids = [app.to_string(), msg.to_string()];
+            let n = conn
+                .prepare_cached("UPDATE messages SET payload = NULL WHERE app_id = ?1 AND id = ?2")?
+                .execute(params![ids[0], ids[1]])?;
+            if n == 0 {
+                return Err(StoreError::NotFound("message").into());
+            }
+            conn.prepare_cached(
+                "UPDATE attempts SET response = '' WHERE app_id = ?1 AND msg_id = ?2 AND response <> ''",
+            )?
+            .execute(params![ids[0], ids[1]])?;
+            Ok(())
+        })
+        .await
     }
-    conn.prepare_cached(
-        "UPDATE attempts SET response = '' WHERE app_id = ?1 AND msg_id = ?2 AND response <> ''",
-    )?
-    .execute(params![ids[0], ids[1]])?;
-    Ok(())
-}
 
-/// Drops one attempt's response body.
-pub(crate) fn expunge_one(
-    conn: &Connection,
-    app: AppId,
-    msg: MessageId,
-    attempt: AttemptId,
-) -> Result<()> {
-    let n = conn
-        .prepare_cached(
-            "UPDATE attempts SET response = '' WHERE id = ?1 AND app_id = ?2 AND msg_id = ?3",
-        )?
-        .execute([attempt.to_string(), app.to_string(), msg.to_string()])?;
-    if n == 0 {
-        return Err(StoreError::NotFound("attempt").into());
+    async fn purge_expired(
+        &self,
+        now: DateTime<Utc>,
+        responses_before: DateTime<Utc>,
+        batch: usize,
+    ) -> StoreResult<u64> {
+        if batch == 0 {
+            return Ok(0);
+        }
+        self.write(move |conn| {
+            let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+            let payloads = conn
+                .prepare_cached(
+                    "UPDATE messages SET payload = NULL WHERE rowid IN (
+                         SELECT rowid FROM messages
+                          WHERE payload IS NOT NULL AND payload_expires_at <= ?1 LIMIT ?2)",
+                )?
+                .execute(params![micros(now), batch])?;
+            let responses = conn
+                .prepare_cached(
+                    "UPDATE attempts SET response = '' WHERE rowid IN (
+                         SELECT rowid FROM attempts WHERE response <> '' AND started_at < ?1 LIMIT ?2)",
+                )?
+                .execute(params![micros(responses_before), batch])?;
+            Ok((payloads + responses) as u64)
+        })
+        .await
     }
-    Ok(())
-}
-
-/// Retention: at most `batch` expired payloads and `batch` old response bodies, each walked
-/// through its partial index (SQLite has no `UPDATE … LIMIT` by default, hence `rowid IN`).
-pub(crate) fn purge(
-    conn: &Connection,
-    now: DateTime<Utc>,
-    responses_before: DateTime<Utc>,
-    batch: usize,
-) -> Result<u64> {
-    let batch = i64::try_from(batch).unwrap_or(i64::MAX);
-    let payloads = conn
-        .prepare_cached(
-            "UPDATE messages SET payload = NULL WHERE rowid IN (
-                 SELECT rowid FROM messages
-                  WHERE payload IS NOT NULL AND payload_expires_at <= ?1 LIMIT ?2)",
-        )?
-        .execute(params![micros(now), batch])?;
-    let responses = conn
-        .prepare_cached(
-            "UPDATE attempts SET response = '' WHERE rowid IN (
-                 SELECT rowid FROM attempts WHERE response <> '' AND started_at < ?1 LIMIT ?2)",
-        )?
-        .execute(params![micros(responses_before), batch])?;
-    Ok((payloads + responses) as u64)
 }

@@ -14,8 +14,12 @@
 //! The cost is one seek per endpoint with pending work plus at most `limit` rows, never the
 //! backlog.
 
+use crate::SqliteStore;
+use async_trait::async_trait;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use vow_store::queue::DeliveryClaims;
+use vow_store::StoreResult;
 
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -205,6 +209,30 @@ pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
         .query_row([], |r| r.get(0))?;
     let due = unleased.into_iter().chain(leased).min();
     Ok(due.and_then(DateTime::from_timestamp_micros))
+}
+
+#[async_trait]
+impl DeliveryClaims for SqliteStore {
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+        let req = req.clone();
+        self.write(move |c| claim(c, &req)).await
+    }
+
+    async fn renew_leases(
+        &self,
+        leases: &[(DeliveryId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let leases = leases.to_vec();
+        self.write(move |c| renew(c, &leases, until)).await
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.read(next_due).await
+    }
 }
 
 #[cfg(test)]
