@@ -1,7 +1,6 @@
 //! Applications: the tenants. Deleting one cascades (in the schema) to its endpoints, their
 //! secrets, its messages and their deliveries.
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -15,6 +14,7 @@ use vow_store::{
 use crate::convert::{self, not_found};
 use crate::error::db_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`AppRow`] reads.
 const COLUMNS: &str = "id, uid, name, throttle_rate, metadata, created_at, updated_at";

@@ -2,21 +2,21 @@
 //! exists under another application is simply not found. An endpoint is created together with
 //! its first secret (see `secret` for the rest of the secrets' life).
 
-use crate::PgStore;
-use async_trait::async_trait;
 use std::collections::BTreeMap;
-use vow_store::EndpointSecret;
-use vow_store::Endpoints;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{Connection, PgConnection, Postgres, QueryBuilder};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::EndpointSecret;
+use vow_store::Endpoints;
 use vow_store::{Endpoint, EndpointFields, EndpointKey, Metadata, NewEndpoint, Seek, StoreResult};
 
 use crate::convert::{self, not_found};
 use crate::error::db_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`EndpointRow`] reads.
 const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
@@ -147,6 +147,56 @@ pub(crate) async fn list<'c>(
         .collect()
 }
 
+// ---- signing secrets ----------------------------------------------------------------------------
+//
+// Endpoint signing secrets: one current secret (`valid_until IS NULL`, at most one per endpoint
+// by a partial unique index) and the rotated-out ones, each valid until the end of its grace
+// period. Rows are never updated otherwise and only deleted with their endpoint.
+
+/// Makes `new_key` current, the previous current secret valid until `old_valid_until`. The
+/// endpoint row is locked (`FOR NO KEY UPDATE`: rotations of one endpoint take turns, deliveries
+/// may still be written for it) so two rotations cannot both retire the same secret.
+pub(crate) async fn rotate_secret(
+    conn: &mut PgConnection,
+    app: AppId,
+    id: EndpointId,
+    new_key: String,
+    old_valid_until: DateTime<Utc>,
+) -> StoreResult<()> {
+    let app = app.to_string();
+    let id = id.to_string();
+    let mut tx = conn.begin().await.map_err(db_error)?;
+    sqlx::query("SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2 FOR NO KEY UPDATE")
+        .bind(&app)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| not_found("endpoint"))?;
+    sqlx::query(
+        "UPDATE endpoint_secrets SET valid_until = $3
+         WHERE app_id = $1 AND endpoint_id = $2 AND valid_until IS NULL",
+    )
+    .bind(&app)
+    .bind(&id)
+    .bind(old_valid_until)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    sqlx::query(
+        "INSERT INTO endpoint_secrets (app_id, endpoint_id, key, created_at)
+         VALUES ($1, $2, $3, $4)",
+    )
+    .bind(&app)
+    .bind(&id)
+    .bind(new_key)
+    .bind(Utc::now())
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)
+}
+
 #[async_trait]
 impl Endpoints for PgStore {
     async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
@@ -232,7 +282,37 @@ impl Endpoints for PgStore {
         id: EndpointId,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<EndpointSecret>> {
-        crate::secret::valid_at(&self.pool, app, id, now).await
+        let app = app.to_string();
+        let id = id.to_string();
+        let rows: Vec<(String, Option<DateTime<Utc>>)> = sqlx::query_as(
+            "SELECT key, valid_until FROM endpoint_secrets
+             WHERE app_id = $1 AND endpoint_id = $2 AND (valid_until IS NULL OR valid_until > $3)
+             ORDER BY valid_until IS NULL DESC, seq DESC",
+        )
+        .bind(&app)
+        .bind(&id)
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        if rows.is_empty() {
+            // Every endpoint has a current secret, so no rows means no endpoint; check to be sure.
+            let exists: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2)",
+            )
+            .bind(&app)
+            .bind(&id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+            if !exists {
+                return Err(not_found("endpoint"));
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(key, valid_until)| EndpointSecret { key, valid_until })
+            .collect())
     }
 
     async fn rotate_endpoint_secret(
@@ -243,6 +323,6 @@ impl Endpoints for PgStore {
         old_valid_until: DateTime<Utc>,
     ) -> StoreResult<()> {
         let mut conn = self.conn().await?;
-        crate::secret::rotate(&mut conn, app, id, new_key, old_valid_until).await
+        rotate_secret(&mut conn, app, id, new_key, old_valid_until).await
     }
 }

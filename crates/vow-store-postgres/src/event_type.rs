@@ -1,7 +1,6 @@
 //! Event types: global (not per application), keyed and listed by name. Archiving is a flag;
 //! only `expunge` deletes the row.
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
@@ -11,6 +10,7 @@ use vow_store::{EventType, Seek, StoreResult};
 use crate::convert::not_found;
 use crate::error::db_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`EventTypeRow`] reads.
 const COLUMNS: &str =

@@ -4,7 +4,6 @@
 //! entity module that owns it, renders the response and completes the record, so the write and
 //! its stored response commit together or not at all.
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
@@ -17,10 +16,11 @@ use vow_store::inbound::decisions::Decision;
 use vow_store::IdempotencyRecords;
 use vow_store::{StoreError, StoreResult};
 
-use crate::error::db_error;
+use crate::error::{db_error, record_error};
 use crate::inbound::{events, operators, sources, work};
 use crate::queue::operator;
-use crate::{application, endpoint, event_type, message, secret};
+use crate::PgStore;
+use crate::{application, endpoint, event_type, message};
 
 /// [`vow_store::IdempotencyRecords::apply`] as ONE transaction: with a completion, locks the record by its
 /// token (fence), runs the write ([`perform`]), renders the response and completes the record,
@@ -148,7 +148,7 @@ async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> 
             new_key,
             old_valid_until,
         } => {
-            secret::rotate(conn, app, endpoint, new_key, old_valid_until).await?;
+            endpoint::rotate_secret(conn, app, endpoint, new_key, old_valid_until).await?;
             Written::SecretRotated
         }
         Write::Resend {
@@ -204,15 +204,6 @@ async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> 
             ))
         }
     })
-}
-
-/// The record store's error as the contract's.
-pub(crate) fn record_error(e: vow_idempotency::Error) -> StoreError {
-    match e {
-        vow_idempotency::Error::Fenced => StoreError::Fenced,
-        vow_idempotency::Error::Postgres(e) => db_error(e),
-        other => StoreError::Backend(Box::new(other)),
-    }
 }
 
 #[async_trait]

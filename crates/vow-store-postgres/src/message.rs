@@ -5,20 +5,19 @@
 //! change what the endpoint's signature covers. With `only`, a message goes to that one endpoint
 //! whatever its filters (send-example).
 
-use crate::PgStore;
-use async_trait::async_trait;
 use std::sync::LazyLock;
-use vow_core::MessageId;
-use vow_store::Delivery;
-use vow_store::Messages;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::{Arguments, PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
+use vow_core::MessageId;
 use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::Recorded;
+use vow_store::Delivery;
+use vow_store::Messages;
 use vow_store::{
     CreatedMessage, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
     StoreError, StoreResult,
@@ -26,8 +25,9 @@ use vow_store::{
 
 use crate::convert::{self, not_found};
 use crate::error::db_error;
-use crate::idempotency::record_error;
+use crate::error::record_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`MessageRow`] reads.
 const COLUMNS: &str =

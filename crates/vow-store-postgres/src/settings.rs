@@ -6,13 +6,13 @@
 //! even when that row was committed while our insert waited on it (a single statement with a CTE
 //! would not).
 
-use crate::PgStore;
 use async_trait::async_trait;
 use sqlx::PgPool;
 use vow_store::Admin;
 use vow_store::StoreResult;
 
 use crate::error::{corrupt, db_error};
+use crate::PgStore;
 
 /// The key of the admin token hash.
 const ADMIN_TOKEN_HASH: &str = "admin_token_hash";

@@ -3,7 +3,6 @@
 //! entity module that owns it, renders the response and completes the record, so the write and
 //! its stored response commit together or not at all.
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
@@ -20,21 +19,22 @@ use vow_store::StoreResult;
 use crate::error::{from_sqlite, Error, Result};
 use crate::inbound::{events, sources, work};
 use crate::queue::operator;
-use crate::{apps, endpoints, event_types, messages};
+use crate::SqliteStore;
+use crate::{application, endpoint, event_type, message};
 
 /// Runs `write` with the entity module that owns its SQL.
 fn perform(conn: &Connection, write: Write) -> Result<Written> {
     Ok(match write {
-        Write::CreateApplication(new) => Written::Application(apps::create(conn, new)?),
-        Write::CreateEventType(new) => Written::EventType(event_types::create(conn, new)?),
-        Write::UpdateEventType(updated) => Written::EventType(event_types::update(conn, updated)?),
-        Write::CreateEndpoint(new) => Written::Endpoint(endpoints::create(conn, new)?),
+        Write::CreateApplication(new) => Written::Application(application::create(conn, new)?),
+        Write::CreateEventType(new) => Written::EventType(event_type::create(conn, new)?),
+        Write::UpdateEventType(updated) => Written::EventType(event_type::update(conn, updated)?),
+        Write::CreateEndpoint(new) => Written::Endpoint(endpoint::create(conn, new)?),
         Write::CreateSource(new) => Written::Source(sources::create(conn, new)?),
         Write::CreateMessage { new, only, app } => {
             if let Some(app) = app {
-                apps::create(conn, app)?;
+                application::create(conn, app)?;
             }
-            Written::Message(messages::create(conn, new, only)?)
+            Written::Message(message::create(conn, new, only)?)
         }
         Write::RotateEndpointSecret {
             app,
@@ -42,7 +42,7 @@ fn perform(conn: &Connection, write: Write) -> Result<Written> {
             new_key,
             old_valid_until,
         } => {
-            endpoints::rotate_secret(conn, app, endpoint, &new_key, old_valid_until)?;
+            endpoint::rotate_secret(conn, app, endpoint, &new_key, old_valid_until)?;
             Written::SecretRotated
         }
         Write::Resend {

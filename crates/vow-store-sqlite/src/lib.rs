@@ -13,37 +13,39 @@
 //! ```
 //!
 //! # Layout
-//! - [`SqliteStore`] (this file): opening (pragmas, migrations) and the `Store` impl, which
-//!   routes each method to the writer or the readers.
-//! - `queue`: the [`vow_store::DeliveryQueue`] impl (claims with leases, outcomes, attempts,
+//! - [`SqliteStore`] (this file): opening (pragmas, migrations), and `read`/`write`, which run a
+//!   closure on a read connection or in the writer; every entity module implements its
+//!   `vow_store` trait with them.
+//! - `queue`: the [`vow_store::DeliveryQueue`] traits (claims with leases, outcomes, attempts,
 //!   resend/replay, retention).
-//! - `inbound`: the [`vow_store::InboundStore`] impl (sources, the atomic claim of inbound
+//! - `inbound`: the [`vow_store::InboundStore`] traits (sources, the atomic claim of inbound
 //!   events, quarantine, rejections, retention).
 //! - `writer`: the writer thread, batching and group commit.
 //! - `readers`: the read connection pool.
 //! - `checkpointer`: WAL checkpoints on their own thread, off the writer's path.
 //! - `migrate`: the embedded, forward-only migrations in `migrations/`.
 //! - `error`: SQLite errors → [`vow_store::StoreError`] (unique violations → `Conflict`, ...).
-//! - `rows`: column encodings shared by the entity modules (times, ids, JSON, keyset seeks).
-//! - `apps`, `event_types`, `endpoints`, `messages`, `settings`: the SQL of each entity.
+//! - `convert`: column encodings shared by the entity modules (times, ids, JSON, keyset seeks).
+//! - `application`, `event_type`, `endpoint`, `message`, `settings` (with ping): each entity's
+//!   trait impl and SQL.
 //! - `idempotency`: `Idempotency-Key` records, completed in the writer job of the write they
 //!   protect.
 //! - `testing` (feature `testing`): a fresh store in a temporary directory.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod apps;
+mod application;
 mod checkpointer;
-mod endpoints;
+mod convert;
+mod endpoint;
 mod error;
-mod event_types;
+mod event_type;
 mod idempotency;
 mod inbound;
-mod messages;
+mod message;
 mod migrate;
 mod queue;
 mod readers;
-mod rows;
 mod settings;
 mod writer;
 

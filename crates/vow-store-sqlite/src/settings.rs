@@ -1,6 +1,5 @@
 //! Process-wide settings: a key/value table (today only the admin token's hash).
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension};
 use vow_store::Admin;
@@ -8,6 +7,7 @@ use vow_store::StoreError;
 use vow_store::StoreResult;
 
 use crate::error::Result;
+use crate::SqliteStore;
 
 const ADMIN_TOKEN_HASH: &str = "admin_token_hash";
 

@@ -4,7 +4,6 @@
 //! refused replay rolls back), operators' decisions on quarantined events, listings and
 //! retention. A missing source is the foreign key `*_source_fkey` (→ `NotFound("source")`).
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
@@ -23,6 +22,7 @@ use super::forwards;
 use crate::convert::{self, not_found};
 use crate::error::{corrupt, db_error};
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`EventRow`] reads.
 pub(crate) const COLUMNS: &str = "id, source_id, account, event_id, state, conflicts_with, \

@@ -1,7 +1,7 @@
-//! [`InboundStore`] on PostgreSQL: a claim is one transaction (see `events`), and so is each
-//! processing write (see `work`: its functions run in the transaction they are given, here a
-//! fresh one, in `crate::idempotency::apply` the keyed API write's); several processes may
-//! share the tables.
+//! [`vow_store::InboundStore`] on PostgreSQL: a claim is one transaction (see `events`), and so is
+//! each processing write (see `work`: its functions run in the transaction they are given, here a
+//! fresh one, in `crate::idempotency::apply` the keyed API write's); several processes may share
+//! the tables.
 //!
 //! # Layout
 //! - `sources`: the `sources` table.

@@ -4,7 +4,6 @@
 //! write completes its idempotency record in it), under the event's row lock (the lock a
 //! worker's record takes too); nothing changes on an error.
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -19,6 +18,7 @@ use vow_store::{StoreError, StoreResult};
 use super::events::{one_event, EventRow, COLUMNS};
 use super::forwards::{self, destination_key};
 use crate::error::{corrupt, db_error};
+use crate::PgStore;
 
 /// Locks the event `id` of `source`; its state. `NotFound("inbound event")` when absent.
 async fn lock_state(

@@ -1,7 +1,6 @@
 //! Sources of inbound webhooks: one row each, with the scheme's settings, the secrets, the
 //! locators and the destinations as JSONB. A taken token is `sources_token_key` (→ `Conflict`).
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
@@ -16,6 +15,7 @@ use vow_store::{Seek, StoreResult};
 use crate::convert::{self, not_found};
 use crate::error::db_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`SourceRow`] reads.
 const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \

@@ -21,11 +21,9 @@
 //!    claim;
 //! 4. supersede and claim (one statement each), and read which destinations are still owed.
 
-use crate::PgStore;
-use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
-use vow_store::inbound::InboundWork;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
@@ -34,6 +32,7 @@ use vow_store::inbound::processing::{
     aggregate, supersedes, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim,
     WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
+use vow_store::inbound::InboundWork;
 use vow_store::inbound::{Destination, InboundEvent, InboundState};
 use vow_store::StoreResult;
 
@@ -42,6 +41,7 @@ use super::forwards::{self, destination_key, ForwardColumns, PULL};
 use crate::convert;
 use crate::error::{corrupt, db_error};
 use crate::queue::new_token;
+use crate::PgStore;
 
 /// How many expired leases one claim settles at most (the next claim settles more).
 const SETTLE_BATCH: i64 = 100;

@@ -1,7 +1,6 @@
 //! Attempt rows: one per HTTP request made for a delivery, written by `record`. Here: listing
 //! and reading them (always scoped by application), and expunging one's response body.
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{Postgres, QueryBuilder};
@@ -13,6 +12,7 @@ use vow_store::{Seek, StoreResult};
 use crate::convert::{self, not_found};
 use crate::error::{corrupt, db_error};
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`AttemptRow`] reads.
 const COLUMNS: &str = "id, app_id, msg_id, endpoint_id, delivery_id, started_at, url, \

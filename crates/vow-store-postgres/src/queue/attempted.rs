@@ -3,14 +3,13 @@
 //! `deliveries`, then the page's delivery rows, both in one `REPEATABLE READ` transaction so the
 //! statuses are those of the listed rows' snapshot.
 
-use crate::PgStore;
-use async_trait::async_trait;
 use std::collections::HashMap;
-use vow_store::queue::AttemptedListings;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::queue::AttemptedListings;
 use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
 use vow_store::{Endpoint, Message, MessageFilter, Seek, StoreResult};
 
@@ -18,6 +17,7 @@ use crate::delivery::{DeliveryRow, COLUMNS};
 use crate::endpoint;
 use crate::error::db_error;
 use crate::message::{self, DeliveredTo};
+use crate::PgStore;
 
 /// The condition over `deliveries` for a status at `$now`, as `stats` counts them.
 fn status_sql(status: MessageStatus) -> &'static str {

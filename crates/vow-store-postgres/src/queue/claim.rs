@@ -10,21 +10,21 @@
 //! the reads took its deliveries with it (ON DELETE CASCADE), so such a delivery no longer exists
 //! and is simply left out of the answer.
 
-use crate::PgStore;
-use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
-use vow_store::queue::DeliveryClaims;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::PgPool;
 use vow_core::DeliveryId;
+use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
 use vow_store::{EndpointSecret, StoreResult};
 
 use crate::convert;
 use crate::delivery::{DeliveryRow, COLUMNS};
 use crate::error::db_error;
+use crate::PgStore;
 
 /// `endpoints_with_work (ep)`: every endpoint with pending rows, by a loose scan of the index on
 /// pending rows' `(endpoint_id, next_attempt_at)`: one seek per endpoint (the last row is NULL).

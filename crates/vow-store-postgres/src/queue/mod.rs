@@ -1,4 +1,5 @@
-//! The [`DeliveryQueue`] impl of [`PgStore`]: the store is the queue.
+//! The [`vow_store::DeliveryQueue`] traits of [`crate::PgStore`], one module each: the store is
+//! the queue.
 //!
 //! Several processes share one database, so every promise of the trait holds across pools:
 //! - a claim is one statement (`FOR UPDATE SKIP LOCKED` picks due, un-leased rows nobody else is

@@ -1,7 +1,6 @@
 //! What operators do to deliveries: resend one, replay an endpoint's failures, and count an
 //! endpoint's deliveries by state.
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
@@ -13,6 +12,7 @@ use vow_store::{Delivery, StoreResult};
 use crate::convert::not_found;
 use crate::delivery::{DeliveryRow, COLUMNS};
 use crate::error::db_error;
+use crate::PgStore;
 
 /// Makes the delivery of `msg` to `endpoint` pending and due at `now`, with a fresh run of the
 /// schedule (attempts and client errors at 0, no lease: a worker still holding the old lease

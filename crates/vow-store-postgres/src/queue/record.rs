@@ -14,18 +14,18 @@
 //!    `updated_at` strictly grows so workers caching by it notice) and its pending deliveries
 //!    that hold no lease are moved to `held`. Only an enabled endpoint counts dead-letters.
 
-use crate::PgStore;
-use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
-use vow_store::queue::DeliveryOutcomes;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
+use vow_store::queue::DeliveryOutcomes;
 use vow_store::queue::{AttemptOutcome, AttemptTrigger, NextState, Recorded};
 use vow_store::{DeliveryStatus, StoreResult};
 
 use crate::convert;
 use crate::error::db_error;
+use crate::PgStore;
 
 /// A delivery as locked by step 1.
 #[derive(sqlx::FromRow)]

@@ -1,7 +1,6 @@
 //! Removing content: an operator expunging one message's payload (and its attempts' response
 //! bodies), and retention purging whatever expired, in bounded batches.
 
-use crate::PgStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, MessageId};
@@ -10,6 +9,7 @@ use vow_store::StoreResult;
 
 use crate::convert::{self, not_found};
 use crate::error::db_error;
+use crate::PgStore;
 
 #[async_trait]
 impl Retention for PgStore {

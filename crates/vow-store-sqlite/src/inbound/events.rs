@@ -2,7 +2,6 @@
 //! with every other write; with a replay guard, `digests` after the insert), operators' decisions
 //! on quarantined events, listings and retention.
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
@@ -17,8 +16,9 @@ use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
 use super::sources;
+use crate::convert::{id, micros, opt_json, opt_time, seek_sql, time, to_json};
 use crate::error::Result;
-use crate::rows::{id, micros, opt_json, opt_time, seek_sql, time, to_json};
+use crate::SqliteStore;
 
 pub(crate) const COLUMNS: &str =
     "id, source_id, account, event_id, state, conflicts_with, sha256, size, duplicates, version, \
@@ -205,7 +205,7 @@ pub(crate) fn get(
     let Some((event, content)) = found else {
         return Ok(None);
     };
-    let forwards = super::work::forwards(conn, event.id)?;
+    let forwards = super::forwards::forwards(conn, event.id)?;
     Ok(Some(StoredInbound {
         event,
         content,

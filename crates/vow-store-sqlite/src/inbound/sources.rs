@@ -1,7 +1,6 @@
 //! Sources of inbound webhooks: one row each, with the scheme's settings, the secrets, the
 //! locators and the destinations as JSON columns.
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
@@ -12,8 +11,9 @@ use vow_store::inbound::{NewSource, Source, SourceFields};
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
+use crate::convert::{id, json, micros, opt_json, seek_sql, time, to_json, to_opt_json, truncate};
 use crate::error::Result;
-use crate::rows::{id, json, micros, opt_json, seek_sql, time, to_json, to_opt_json, truncate};
+use crate::SqliteStore;
 
 const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
                        account, version_pointer, entity_pointer, destinations, created_at, \

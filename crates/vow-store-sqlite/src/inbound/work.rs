@@ -3,97 +3,32 @@
 //! operators' decisions. Every function runs inside one writer job, so one transaction
 //! serialised with every other write: a claim and the marks it reads cannot race.
 
-use crate::SqliteStore;
-use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
-use vow_store::inbound::processing::Resolution;
-use vow_store::inbound::{InboundDecisions, InboundWork};
-use vow_store::StoreResult;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{DestinationId, InboundEventId, SourceId};
 use vow_store::inbound::decisions::{self, Decided, Decision};
+use vow_store::inbound::processing::Resolution;
 use vow_store::inbound::processing::{
-    aggregate, supersedes, ClaimedEvent, Consumer, Forward, LeaseToken, NextTry, Outcome,
-    WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, supersedes, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim,
+    WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
+use vow_store::inbound::{InboundDecisions, InboundWork};
 use vow_store::StoreError;
+use vow_store::StoreResult;
 
 use super::events::{content_from_row, from_row, COLUMNS};
+use super::forwards::{destination_key, forwards, put_forward, unknown, PULL};
 use super::sources;
+use crate::convert::{micros, opt_time};
 use crate::error::Result;
-use crate::rows::{micros, opt_time, time};
+use crate::SqliteStore;
 
 /// Expired leases settled per claim at most (the rest wait for the next claim).
 const EXPIRED_BATCH: usize = 256;
-
-/// The destination column's value for a pull consumer.
-const PULL: &str = "pull";
-
-fn destination_key(destination: Option<DestinationId>) -> String {
-    destination.map_or_else(|| PULL.to_owned(), |d| d.to_string())
-}
-
-fn unknown(column: usize, value: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(column, Type::Text, value.into())
-}
-
-fn forward_from_row(row: &Row<'_>) -> rusqlite::Result<Forward> {
-    let destination: String = row.get(0)?;
-    let outcome: String = row.get(1)?;
-    Ok(Forward {
-        destination: match destination.as_str() {
-            PULL => None,
-            other => Some(other.parse().map_err(|_| unknown(0, destination.clone()))?),
-        },
-        outcome: Outcome::parse(&outcome).ok_or_else(|| unknown(1, outcome))?,
-        attempts: row.get(2)?,
-        status: row.get(3)?,
-        error: row.get(4)?,
-        updated_at: time(row, 5)?,
-    })
-}
-
-/// Every recorded outcome of `event`, by destination.
-pub(crate) fn forwards(conn: &Connection, event: InboundEventId) -> Result<Vec<Forward>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT destination, outcome, attempts, status, error, updated_at FROM inbound_forwards
-         WHERE event_id = ?1 ORDER BY destination",
-    )?;
-    let rows = stmt.query_map([event.to_string()], forward_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// Records one more attempt at `destination` with this outcome.
-fn put_forward(
-    conn: &Connection,
-    event: InboundEventId,
-    destination: Option<DestinationId>,
-    outcome: Outcome,
-    status: Option<u16>,
-    error: Option<&str>,
-    now: DateTime<Utc>,
-) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO inbound_forwards (event_id, destination, outcome, attempts, status, error,
-             updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6)
-         ON CONFLICT (event_id, destination) DO UPDATE SET outcome = excluded.outcome,
-             attempts = attempts + 1, status = excluded.status, error = excluded.error,
-             updated_at = excluded.updated_at",
-    )?
-    .execute(params![
-        event.to_string(),
-        destination_key(destination),
-        outcome.as_str(),
-        status,
-        error,
-        micros(now),
-    ])?;
-    Ok(())
-}
 
 /// Moves `event` to the aggregate of its outcomes (due at `retry_at` when that is
 /// `retryable`) and ends its lease; `last_error` replaces the stored one unless `None`.

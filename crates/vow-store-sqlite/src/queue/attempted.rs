@@ -2,22 +2,22 @@
 //! messages an endpoint was sent): the endpoint or message listing restricted by a subquery on
 //! `deliveries`, then the page's delivery rows, both read in one transaction (one snapshot).
 
-use crate::SqliteStore;
-use async_trait::async_trait;
 use std::collections::HashMap;
-use vow_store::queue::AttemptedListings;
-use vow_store::StoreResult;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::queue::AttemptedListings;
 use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
+use vow_store::StoreResult;
 use vow_store::{Endpoint, Message, MessageFilter, Seek};
 
+use crate::convert::{micros, opt_time, to_json};
 use crate::error::Result;
-use crate::messages::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS, DELIVERY_COLUMN_COUNT};
-use crate::rows::{micros, opt_time, to_json};
-use crate::{endpoints, messages};
+use crate::message::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS, DELIVERY_COLUMN_COUNT};
+use crate::SqliteStore;
+use crate::{endpoint, message};
 
 /// The condition over `deliveries` for a status at `?7` (now), as `stats` counts them.
 fn status_sql(status: MessageStatus) -> &'static str {
@@ -69,7 +69,7 @@ pub(crate) fn messages(
         status: status.map(status_sql),
         now: micros(now),
     };
-    let found = messages::list(&tx, app, filter, Some(&to), seek)?;
+    let found = message::list(&tx, app, filter, Some(&to), seek)?;
     let ids = found.iter().map(|m| m.id.to_string()).collect();
     let key = ("endpoint_id", endpoint.to_string());
     let states = states(&tx, app, key, ("msg_id", ids), now)?;
@@ -95,7 +95,7 @@ impl AttemptedListings for SqliteStore {
         self.read(move |conn| {
             let seek: &Seek = &seek;
             let tx = conn.unchecked_transaction()?;
-            let found = endpoints::list(&tx, app, Some(msg), seek)?;
+            let found = endpoint::list(&tx, app, Some(msg), seek)?;
             let ids = found.iter().map(|e| e.id.to_string()).collect();
             let states = states(
                 &tx,

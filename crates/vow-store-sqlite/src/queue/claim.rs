@@ -14,23 +14,23 @@
 //! The cost is one seek per endpoint with pending work plus at most `limit` rows, never the
 //! backlog.
 
-use crate::SqliteStore;
-use async_trait::async_trait;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use vow_store::queue::DeliveryClaims;
-use vow_store::StoreResult;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{DeliveryId, EndpointId, MessageId};
+use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
 use vow_store::StoreError;
+use vow_store::StoreResult;
 
-use crate::endpoints;
+use crate::convert::{id, micros, truncate};
+use crate::endpoint;
 use crate::error::Result;
-use crate::messages::{delivery_from_row, DELIVERY_COLUMNS};
-use crate::rows::{id, micros, truncate};
+use crate::message::{delivery_from_row, DELIVERY_COLUMNS};
+use crate::SqliteStore;
 
 /// The next endpoint (after `?1`) with unleased pending rows, and its earliest due time.
 const NEXT_ENDPOINT: &str = "SELECT endpoint_id, next_attempt_at FROM deliveries
@@ -158,7 +158,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Claimed
         let endpoint = match targets.entry(delivery.endpoint_id) {
             Entry::Occupied(found) => found.get().clone(),
             Entry::Vacant(slot) => {
-                let target = endpoints::target(conn, &slot.key().to_string(), now)?
+                let target = endpoint::target(conn, &slot.key().to_string(), now)?
                     .ok_or_else(|| orphan(delivery.id, "endpoint"))?;
                 slot.insert(target).clone()
             }

@@ -1,16 +1,16 @@
-//! [`DeliveryQueue`] on SQLite: every method that changes state is one writer job (so one
-//! transaction, and serialised with every other write: two claims can never overlap); listings,
-//! stats and `next_due` run on the read connections.
+//! [`vow_store::DeliveryQueue`] on SQLite (one trait per module): every method that changes state
+//! is one writer job (so one transaction, and serialised with every other write: two claims can
+//! never overlap); listings, stats and `next_due` run on the read connections.
 //!
 //! # Layout
 //! - `claim`: claiming with leases, renewing them, `next_due`.
 //! - `record`: recording outcomes (fencing by lease token, auto-disabling endpoints).
-//! - `attempts`: the attempts log, expunging and retention.
+//! - `attempt`: the attempts log, expunging and retention.
 //! - `operator`: resend, replay, endpoint stats.
 //! - `attempted`: attempted destinations of a message, attempted messages of an endpoint.
 
+mod attempt;
 mod attempted;
-mod attempts;
 mod claim;
 pub(crate) mod operator;
 mod record;

@@ -1,6 +1,5 @@
 //! What operators do to deliveries: resend one, replay an endpoint's failed ones, count them.
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
@@ -10,10 +9,11 @@ use vow_store::queue::{DeliveryStats, ReplayFilter};
 use vow_store::StoreResult;
 use vow_store::{Delivery, StoreError};
 
-use crate::endpoints;
+use crate::convert::{micros, to_json};
+use crate::endpoint;
 use crate::error::Result;
-use crate::messages::{delivery_from_row, DELIVERY_COLUMNS};
-use crate::rows::{micros, to_json};
+use crate::message::{delivery_from_row, DELIVERY_COLUMNS};
+use crate::SqliteStore;
 
 /// Makes the delivery of `msg` to `ep` pending and due at `now` with a fresh run of the
 /// schedule, writing it if the message never went to that endpoint.
@@ -33,7 +33,7 @@ pub(crate) fn resend(
     if !has_message {
         return Err(StoreError::NotFound("message").into());
     }
-    endpoints::require(conn, &app, &ep)?;
+    endpoint::require(conn, &app, &ep)?;
     let now = micros(now);
     let sql = format!(
         "UPDATE deliveries SET status = 'pending', next_attempt_at = ?4, attempts = 0,
@@ -107,7 +107,7 @@ pub(crate) fn replay(
     spacing: chrono::Duration,
     dry_run: bool,
 ) -> Result<u64> {
-    endpoints::require(conn, &app, &ep)?;
+    endpoint::require(conn, &app, &ep)?;
     let (conds, values) = replay_where(app, ep, filter)?;
     let params = rusqlite::params_from_iter(values.iter());
     if dry_run {
@@ -176,7 +176,7 @@ impl DeliveryOperators for SqliteStore {
         now: DateTime<Utc>,
     ) -> StoreResult<DeliveryStats> {
         self.read(move |conn| {
-            endpoints::require(conn, &app, &ep)?;
+            endpoint::require(conn, &app, &ep)?;
             let mut conds = "app_id = ?1 AND endpoint_id = ?2".to_string();
             if since.is_some() {
                 conds.push_str(" AND created_at >= ?3");

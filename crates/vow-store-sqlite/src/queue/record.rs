@@ -2,7 +2,6 @@
 //! consecutive dead-letter count with auto-disabling. One writer job records a whole batch, in
 //! order, so a later outcome sees what an earlier one of the same batch did.
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::should_disable;
@@ -10,9 +9,10 @@ use vow_store::queue::DeliveryOutcomes;
 use vow_store::queue::{AttemptOutcome, NextState, Recorded};
 use vow_store::StoreResult;
 
+use crate::convert::micros;
 use crate::error::Result;
-use crate::queue::attempts::{self, Owner};
-use crate::rows::micros;
+use crate::queue::attempt::{self, Owner};
+use crate::SqliteStore;
 
 pub(crate) fn record(
     conn: &Connection,
@@ -74,7 +74,7 @@ fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Resu
             endpoint: &endpoint,
             delivery: &delivery,
         };
-        attempts::insert(conn, &owner, attempt)?;
+        attempt::insert(conn, &owner, attempt)?;
     }
     let endpoint_disabled = match &o.next {
         NextState::Delivered => {

@@ -1,7 +1,5 @@
 //! Applications: the tenants. Deleting one cascades (foreign keys) to everything under it.
 
-use crate::now;
-use crate::SqliteStore;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::AppId;
@@ -9,8 +7,10 @@ use vow_store::Applications;
 use vow_store::StoreResult;
 use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Seek, StoreError};
 
+use crate::convert::{id, json, micros, seek_sql, throttle, time, to_json, truncate};
 use crate::error::Result;
-use crate::rows::{id, json, micros, seek_sql, throttle, time, to_json, truncate};
+use crate::now;
+use crate::SqliteStore;
 
 const COLUMNS: &str = "id, uid, name, throttle_rate, metadata, created_at, updated_at";
 

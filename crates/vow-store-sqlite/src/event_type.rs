@@ -1,14 +1,14 @@
 //! Event types: global (not per application), keyed and listed by name.
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_store::EventTypes;
 use vow_store::StoreResult;
 use vow_store::{EventType, Seek, StoreError};
 
+use crate::convert::{micros, opt_json, seek_sql, time, to_opt_json, truncate};
 use crate::error::Result;
-use crate::rows::{micros, opt_json, seek_sql, time, to_opt_json, truncate};
+use crate::SqliteStore;
 
 const COLUMNS: &str =
     "name, description, archived, deprecated, feature_flag, schemas, created_at, updated_at";

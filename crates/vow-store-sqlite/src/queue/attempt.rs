@@ -1,7 +1,6 @@
 //! The attempts log: writing an attempt row, listing and reading them per application, and
 //! removing content (expunge on request, retention purges).
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
@@ -13,8 +12,9 @@ use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, NewAttempt};
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
+use crate::convert::{id, micros, seek_sql, status_code, time};
 use crate::error::Result;
-use crate::rows::{id, micros, seek_sql, status_code, time};
+use crate::SqliteStore;
 
 const COLUMNS: &str = "id, app_id, msg_id, endpoint_id, delivery_id, started_at, url, \
                        response_status, response, duration_ms, success, error, trigger";

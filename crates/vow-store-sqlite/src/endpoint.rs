@@ -4,8 +4,6 @@
 //! Secrets live in `endpoint_secrets`: exactly one current row (`valid_until IS NULL`, enforced
 //! by a partial unique index) plus rotated-out rows that stay valid until their deadline.
 
-use crate::now;
-use crate::SqliteStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
@@ -19,11 +17,13 @@ use vow_store::{
     StoreError,
 };
 
-use crate::apps;
-use crate::error::Result;
-use crate::rows::{
+use crate::application;
+use crate::convert::{
     id, json, micros, opt_json, opt_time, seek_sql, throttle, time, to_json, to_opt_json, truncate,
 };
+use crate::error::Result;
+use crate::now;
+use crate::SqliteStore;
 
 const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
                        throttle_rate, metadata, headers, created_at, updated_at, \
@@ -93,7 +93,7 @@ pub(crate) fn require(conn: &Connection, app: &AppId, ep: &EndpointId) -> Result
 }
 
 pub(crate) fn create(conn: &Connection, new: NewEndpoint) -> Result<Endpoint> {
-    apps::require(conn, &new.app_id)?;
+    application::require(conn, &new.app_id)?;
     let f = &new.fields;
     conn.prepare_cached(
         "INSERT INTO endpoints (id, app_id, uid, url, description, disabled, event_types,

@@ -6,7 +6,6 @@
 //! `held` when the endpoint is disabled. Its savepoint makes the whole of it all-or-nothing.
 //! With `only`, the message goes to that one endpoint whatever its filters (send-example).
 
-use crate::SqliteStore;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
@@ -17,9 +16,10 @@ use vow_store::{
     CreatedMessage, Delivery, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
 };
 
+use crate::convert::{id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json};
 use crate::error::Result;
-use crate::rows::{id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json};
-use crate::{apps, endpoints};
+use crate::SqliteStore;
+use crate::{application, endpoint};
 
 const COLUMNS: &str =
     "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at";
@@ -42,9 +42,9 @@ pub(crate) fn create(
     new: NewMessage,
     only: Option<EndpointId>,
 ) -> Result<CreatedMessage> {
-    apps::require(conn, &new.app_id)?;
+    application::require(conn, &new.app_id)?;
     if let Some(ep) = &only {
-        endpoints::require(conn, &new.app_id, ep)?;
+        endpoint::require(conn, &new.app_id, ep)?;
     }
     let app = new.app_id.to_string();
     let msg = new.id.to_string();
