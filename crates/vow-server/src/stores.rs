@@ -24,7 +24,7 @@ pub struct Stores {
 
 impl Stores {
     /// Wraps a backend.
-    pub fn new<S: Store + DeliveryQueue + InboundStore>(backend: S) -> Self {
+    pub fn new<S: Store>(backend: S) -> Self {
         let backend = Arc::new(backend);
         Self {
             store: backend.clone(),

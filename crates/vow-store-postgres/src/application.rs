@@ -1,10 +1,12 @@
 //! Applications: the tenants. Deleting one cascades (in the schema) to its endpoints, their
 //! secrets, its messages and their deliveries.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, Postgres, QueryBuilder};
 use vow_core::AppId;
+use vow_store::Applications;
 use vow_store::{
     AppKey, Application, ApplicationFields, Metadata, NewApplication, Seek, StoreResult,
 };
@@ -12,6 +14,7 @@ use vow_store::{
 use crate::convert::{self, not_found};
 use crate::error::db_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`AppRow`] reads.
 const COLUMNS: &str = "id, uid, name, throttle_rate, metadata, created_at, updated_at";
@@ -66,70 +69,77 @@ pub(crate) async fn create(
     .into_model()
 }
 
-pub(crate) async fn get(pool: &PgPool, key: &AppKey) -> StoreResult<Option<Application>> {
-    let (column, value) = match key {
-        AppKey::Id(id) => ("id", id.to_string()),
-        AppKey::Uid(uid) => ("uid", uid.clone()),
-    };
-    sqlx::query_as::<_, AppRow>(&format!(
-        "SELECT {COLUMNS} FROM applications WHERE {column} = $1"
-    ))
-    .bind(value)
-    .fetch_optional(pool)
-    .await
-    .map_err(db_error)?
-    .map(AppRow::into_model)
-    .transpose()
-}
+#[async_trait]
+impl Applications for PgStore {
+    async fn create_application(&self, new: NewApplication) -> StoreResult<Application> {
+        create(&mut *self.conn().await?, new).await
+    }
 
-pub(crate) async fn list(pool: &PgPool, seek: &Seek) -> StoreResult<Vec<Application>> {
-    let mut qb =
-        QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM applications WHERE TRUE"));
-    push_seek(&mut qb, "id", seek);
-    qb.build_query_as::<AppRow>()
-        .fetch_all(pool)
+    async fn get_application(&self, key: &AppKey) -> StoreResult<Option<Application>> {
+        let (column, value) = match key {
+            AppKey::Id(id) => ("id", id.to_string()),
+            AppKey::Uid(uid) => ("uid", uid.clone()),
+        };
+        sqlx::query_as::<_, AppRow>(&format!(
+            "SELECT {COLUMNS} FROM applications WHERE {column} = $1"
+        ))
+        .bind(value)
+        .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?
-        .into_iter()
         .map(AppRow::into_model)
-        .collect()
-}
-
-pub(crate) async fn update(
-    pool: &PgPool,
-    id: AppId,
-    f: ApplicationFields,
-) -> StoreResult<Application> {
-    // The trait gives no clock here; `updated_at` never moves backwards, even when this node's
-    // clock is behind the one that wrote the row.
-    sqlx::query_as::<_, AppRow>(&format!(
-        "UPDATE applications
-         SET uid = $2, name = $3, throttle_rate = $4, metadata = $5,
-             updated_at = GREATEST(updated_at, $6)
-         WHERE id = $1
-         RETURNING {COLUMNS}"
-    ))
-    .bind(id.to_string())
-    .bind(f.uid)
-    .bind(f.name)
-    .bind(convert::rate_param(f.throttle_rate))
-    .bind(Json(f.metadata))
-    .bind(Utc::now())
-    .fetch_optional(pool)
-    .await
-    .map_err(db_error)?
-    .ok_or_else(|| not_found("application"))?
-    .into_model()
-}
-
-pub(crate) async fn delete(pool: &PgPool, id: AppId) -> StoreResult<()> {
-    let done = sqlx::query("DELETE FROM applications WHERE id = $1")
-        .bind(id.to_string())
-        .execute(pool)
-        .await
-        .map_err(db_error)?;
-    if done.rows_affected() == 0 {
-        return Err(not_found("application"));
+        .transpose()
     }
-    Ok(())
+
+    async fn list_applications(&self, seek: &Seek) -> StoreResult<Vec<Application>> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM applications WHERE TRUE"));
+        push_seek(&mut qb, "id", seek);
+        qb.build_query_as::<AppRow>()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?
+            .into_iter()
+            .map(AppRow::into_model)
+            .collect()
+    }
+
+    async fn update_application(
+        &self,
+        id: AppId,
+        f: ApplicationFields,
+    ) -> StoreResult<Application> {
+        // The trait gives no clock here; `updated_at` never moves backwards, even when this node's
+        // clock is behind the one that wrote the row.
+        sqlx::query_as::<_, AppRow>(&format!(
+            "UPDATE applications
+             SET uid = $2, name = $3, throttle_rate = $4, metadata = $5,
+                 updated_at = GREATEST(updated_at, $6)
+             WHERE id = $1
+             RETURNING {COLUMNS}"
+        ))
+        .bind(id.to_string())
+        .bind(f.uid)
+        .bind(f.name)
+        .bind(convert::rate_param(f.throttle_rate))
+        .bind(Json(f.metadata))
+        .bind(Utc::now())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| not_found("application"))?
+        .into_model()
+    }
+
+    async fn delete_application(&self, id: AppId) -> StoreResult<()> {
+        let done = sqlx::query("DELETE FROM applications WHERE id = $1")
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("application"));
+        }
+        Ok(())
+    }
 }

@@ -4,15 +4,19 @@
 
 use std::collections::BTreeMap;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{Connection, PgConnection, PgPool, Postgres, QueryBuilder};
+use sqlx::{Connection, PgConnection, Postgres, QueryBuilder};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::EndpointSecret;
+use vow_store::Endpoints;
 use vow_store::{Endpoint, EndpointFields, EndpointKey, Metadata, NewEndpoint, Seek, StoreResult};
 
 use crate::convert::{self, not_found};
 use crate::error::db_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`EndpointRow`] reads.
 const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
@@ -117,27 +121,6 @@ pub(crate) async fn create(conn: &mut PgConnection, new: NewEndpoint) -> StoreRe
     row.into_model()
 }
 
-pub(crate) async fn get(
-    pool: &PgPool,
-    app: AppId,
-    key: &EndpointKey,
-) -> StoreResult<Option<Endpoint>> {
-    let (column, value) = match key {
-        EndpointKey::Id(id) => ("id", id.to_string()),
-        EndpointKey::Uid(uid) => ("uid", uid.clone()),
-    };
-    sqlx::query_as::<_, EndpointRow>(&format!(
-        "SELECT {COLUMNS} FROM endpoints WHERE app_id = $1 AND {column} = $2"
-    ))
-    .bind(app.to_string())
-    .bind(value)
-    .fetch_optional(pool)
-    .await
-    .map_err(db_error)?
-    .map(EndpointRow::into_model)
-    .transpose()
-}
-
 /// An application's endpoints; with `msg`, only those that message has a delivery to.
 pub(crate) async fn list<'c>(
     ex: impl sqlx::PgExecutor<'c>,
@@ -164,55 +147,182 @@ pub(crate) async fn list<'c>(
         .collect()
 }
 
-pub(crate) async fn update(
-    pool: &PgPool,
+// ---- signing secrets ----------------------------------------------------------------------------
+//
+// Endpoint signing secrets: one current secret (`valid_until IS NULL`, at most one per endpoint
+// by a partial unique index) and the rotated-out ones, each valid until the end of its grace
+// period. Rows are never updated otherwise and only deleted with their endpoint.
+
+/// Makes `new_key` current, the previous current secret valid until `old_valid_until`. The
+/// endpoint row is locked (`FOR NO KEY UPDATE`: rotations of one endpoint take turns, deliveries
+/// may still be written for it) so two rotations cannot both retire the same secret.
+pub(crate) async fn rotate_secret(
+    conn: &mut PgConnection,
     app: AppId,
     id: EndpointId,
-    f: EndpointFields,
-) -> StoreResult<Endpoint> {
-    let (style, timeout_ms, schedule) = convert::delivery_options_params(&f.delivery)?;
-    // No clock in the trait here; `updated_at` never moves backwards (see application.rs).
-    sqlx::query_as::<_, EndpointRow>(&format!(
-        "UPDATE endpoints
-         SET uid = $3, url = $4, description = $5, disabled = $6, event_types = $7,
-             channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
-             signature_style = $13, timeout_ms = $14, retry_schedule = $15,
-             updated_at = GREATEST(updated_at, $12)
-         WHERE app_id = $1 AND id = $2
-         RETURNING {COLUMNS}"
-    ))
-    .bind(app.to_string())
-    .bind(id.to_string())
-    .bind(f.uid)
-    .bind(f.url)
-    .bind(f.description)
-    .bind(f.disabled)
-    .bind(f.event_types)
-    .bind(f.channels)
-    .bind(convert::rate_param(f.throttle_rate))
-    .bind(Json(f.metadata))
-    .bind(Json(f.headers))
-    .bind(Utc::now())
-    .bind(style)
-    .bind(timeout_ms)
-    .bind(schedule)
-    .fetch_optional(pool)
+    new_key: String,
+    old_valid_until: DateTime<Utc>,
+) -> StoreResult<()> {
+    let app = app.to_string();
+    let id = id.to_string();
+    let mut tx = conn.begin().await.map_err(db_error)?;
+    sqlx::query("SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2 FOR NO KEY UPDATE")
+        .bind(&app)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| not_found("endpoint"))?;
+    sqlx::query(
+        "UPDATE endpoint_secrets SET valid_until = $3
+         WHERE app_id = $1 AND endpoint_id = $2 AND valid_until IS NULL",
+    )
+    .bind(&app)
+    .bind(&id)
+    .bind(old_valid_until)
+    .execute(&mut *tx)
     .await
-    .map_err(db_error)?
-    .ok_or_else(|| not_found("endpoint"))?
-    .into_model()
+    .map_err(db_error)?;
+    sqlx::query(
+        "INSERT INTO endpoint_secrets (app_id, endpoint_id, key, created_at)
+         VALUES ($1, $2, $3, $4)",
+    )
+    .bind(&app)
+    .bind(&id)
+    .bind(new_key)
+    .bind(Utc::now())
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)
 }
 
-/// Deletes the endpoint; its secrets and deliveries go with it (ON DELETE CASCADE).
-pub(crate) async fn delete(pool: &PgPool, app: AppId, id: EndpointId) -> StoreResult<()> {
-    let done = sqlx::query("DELETE FROM endpoints WHERE app_id = $1 AND id = $2")
+#[async_trait]
+impl Endpoints for PgStore {
+    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
+        create(&mut *self.conn().await?, new).await
+    }
+
+    async fn get_endpoint(&self, app: AppId, key: &EndpointKey) -> StoreResult<Option<Endpoint>> {
+        let (column, value) = match key {
+            EndpointKey::Id(id) => ("id", id.to_string()),
+            EndpointKey::Uid(uid) => ("uid", uid.clone()),
+        };
+        sqlx::query_as::<_, EndpointRow>(&format!(
+            "SELECT {COLUMNS} FROM endpoints WHERE app_id = $1 AND {column} = $2"
+        ))
+        .bind(app.to_string())
+        .bind(value)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .map(EndpointRow::into_model)
+        .transpose()
+    }
+
+    async fn list_endpoints(&self, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
+        list(&self.pool, app, None, seek).await
+    }
+
+    async fn update_endpoint(
+        &self,
+        app: AppId,
+        id: EndpointId,
+        f: EndpointFields,
+    ) -> StoreResult<Endpoint> {
+        let (style, timeout_ms, schedule) = convert::delivery_options_params(&f.delivery)?;
+        // No clock in the trait here; `updated_at` never moves backwards (see application.rs).
+        sqlx::query_as::<_, EndpointRow>(&format!(
+            "UPDATE endpoints
+             SET uid = $3, url = $4, description = $5, disabled = $6, event_types = $7,
+                 channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
+                 signature_style = $13, timeout_ms = $14, retry_schedule = $15,
+                 updated_at = GREATEST(updated_at, $12)
+             WHERE app_id = $1 AND id = $2
+             RETURNING {COLUMNS}"
+        ))
         .bind(app.to_string())
         .bind(id.to_string())
-        .execute(pool)
+        .bind(f.uid)
+        .bind(f.url)
+        .bind(f.description)
+        .bind(f.disabled)
+        .bind(f.event_types)
+        .bind(f.channels)
+        .bind(convert::rate_param(f.throttle_rate))
+        .bind(Json(f.metadata))
+        .bind(Json(f.headers))
+        .bind(Utc::now())
+        .bind(style)
+        .bind(timeout_ms)
+        .bind(schedule)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| not_found("endpoint"))?
+        .into_model()
+    }
+
+    async fn delete_endpoint(&self, app: AppId, id: EndpointId) -> StoreResult<()> {
+        let done = sqlx::query("DELETE FROM endpoints WHERE app_id = $1 AND id = $2")
+            .bind(app.to_string())
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("endpoint"));
+        }
+        Ok(())
+    }
+
+    async fn endpoint_secrets(
+        &self,
+        app: AppId,
+        id: EndpointId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<EndpointSecret>> {
+        let app = app.to_string();
+        let id = id.to_string();
+        let rows: Vec<(String, Option<DateTime<Utc>>)> = sqlx::query_as(
+            "SELECT key, valid_until FROM endpoint_secrets
+             WHERE app_id = $1 AND endpoint_id = $2 AND (valid_until IS NULL OR valid_until > $3)
+             ORDER BY valid_until IS NULL DESC, seq DESC",
+        )
+        .bind(&app)
+        .bind(&id)
+        .bind(now)
+        .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
-    if done.rows_affected() == 0 {
-        return Err(not_found("endpoint"));
+        if rows.is_empty() {
+            // Every endpoint has a current secret, so no rows means no endpoint; check to be sure.
+            let exists: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2)",
+            )
+            .bind(&app)
+            .bind(&id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+            if !exists {
+                return Err(not_found("endpoint"));
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(key, valid_until)| EndpointSecret { key, valid_until })
+            .collect())
     }
-    Ok(())
+
+    async fn rotate_endpoint_secret(
+        &self,
+        app: AppId,
+        id: EndpointId,
+        new_key: String,
+        old_valid_until: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let mut conn = self.conn().await?;
+        rotate_secret(&mut conn, app, id, new_key, old_valid_until).await
+    }
 }

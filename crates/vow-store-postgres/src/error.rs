@@ -140,6 +140,15 @@ pub(crate) fn corrupt(what: impl Into<String>) -> StoreError {
 #[error("corrupt row: {0}")]
 pub(crate) struct CorruptRow(String);
 
+/// The record store's error as the contract's.
+pub(crate) fn record_error(e: vow_idempotency::Error) -> StoreError {
+    match e {
+        vow_idempotency::Error::Fenced => StoreError::Fenced,
+        vow_idempotency::Error::Postgres(e) => db_error(e),
+        other => StoreError::Backend(Box::new(other)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,16 @@
 //! Event types: global (not per application), keyed and listed by name. Archiving is a flag;
 //! only `expunge` deletes the row.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, Postgres, QueryBuilder};
+use vow_store::EventTypes;
 use vow_store::{EventType, Seek, StoreResult};
 
 use crate::convert::not_found;
 use crate::error::db_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`EventTypeRow`] reads.
 const COLUMNS: &str =
@@ -63,36 +66,6 @@ pub(crate) async fn create(conn: &mut PgConnection, new: EventType) -> StoreResu
     .map_err(db_error)
 }
 
-pub(crate) async fn get(pool: &PgPool, name: &str) -> StoreResult<Option<EventType>> {
-    sqlx::query_as::<_, EventTypeRow>(&format!(
-        "SELECT {COLUMNS} FROM event_types WHERE name = $1"
-    ))
-    .bind(name)
-    .fetch_optional(pool)
-    .await
-    .map(|row| row.map(EventType::from))
-    .map_err(db_error)
-}
-
-pub(crate) async fn list(
-    pool: &PgPool,
-    seek: &Seek,
-    include_archived: bool,
-) -> StoreResult<Vec<EventType>> {
-    let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM event_types WHERE "));
-    qb.push(if include_archived {
-        "TRUE"
-    } else {
-        "NOT archived"
-    });
-    push_seek(&mut qb, "name", seek);
-    qb.build_query_as::<EventTypeRow>()
-        .fetch_all(pool)
-        .await
-        .map(|rows| rows.into_iter().map(EventType::from).collect())
-        .map_err(db_error)
-}
-
 pub(crate) async fn update(conn: &mut PgConnection, updated: EventType) -> StoreResult<EventType> {
     sqlx::query_as::<_, EventTypeRow>(&format!(
         "UPDATE event_types
@@ -115,14 +88,56 @@ pub(crate) async fn update(conn: &mut PgConnection, updated: EventType) -> Store
     .ok_or_else(|| not_found("event type"))
 }
 
-pub(crate) async fn expunge(pool: &PgPool, name: &str) -> StoreResult<()> {
-    let done = sqlx::query("DELETE FROM event_types WHERE name = $1")
-        .bind(name)
-        .execute(pool)
-        .await
-        .map_err(db_error)?;
-    if done.rows_affected() == 0 {
-        return Err(not_found("event type"));
+#[async_trait]
+impl EventTypes for PgStore {
+    async fn create_event_type(&self, new: EventType) -> StoreResult<EventType> {
+        create(&mut *self.conn().await?, new).await
     }
-    Ok(())
+
+    async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>> {
+        sqlx::query_as::<_, EventTypeRow>(&format!(
+            "SELECT {COLUMNS} FROM event_types WHERE name = $1"
+        ))
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+        .map(|row| row.map(EventType::from))
+        .map_err(db_error)
+    }
+
+    async fn list_event_types(
+        &self,
+        seek: &Seek,
+        include_archived: bool,
+    ) -> StoreResult<Vec<EventType>> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM event_types WHERE "));
+        qb.push(if include_archived {
+            "TRUE"
+        } else {
+            "NOT archived"
+        });
+        push_seek(&mut qb, "name", seek);
+        qb.build_query_as::<EventTypeRow>()
+            .fetch_all(&self.pool)
+            .await
+            .map(|rows| rows.into_iter().map(EventType::from).collect())
+            .map_err(db_error)
+    }
+
+    async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType> {
+        update(&mut *self.conn().await?, updated).await
+    }
+
+    async fn expunge_event_type(&self, name: &str) -> StoreResult<()> {
+        let done = sqlx::query("DELETE FROM event_types WHERE name = $1")
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("event type"));
+        }
+        Ok(())
+    }
 }

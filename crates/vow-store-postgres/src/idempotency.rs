@@ -4,6 +4,7 @@
 //! entity module that owns it, renders the response and completes the record, so the write and
 //! its stored response commit together or not at all.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
@@ -12,56 +13,16 @@ use vow_store::idempotency::{
     StoredResponse, Write, Written,
 };
 use vow_store::inbound::decisions::Decision;
+use vow_store::IdempotencyRecords;
 use vow_store::{StoreError, StoreResult};
 
-use crate::error::db_error;
+use crate::error::{db_error, record_error};
 use crate::inbound::{events, operators, sources, work};
 use crate::queue::operator;
-use crate::{application, endpoint, event_type, message, secret};
+use crate::PgStore;
+use crate::{application, endpoint, event_type, message};
 
-pub(crate) async fn begin(
-    pool: &PgPool,
-    scope: &Scope,
-    fingerprint: &Fingerprint,
-    canonical_body: &str,
-    now: DateTime<Utc>,
-    settings: &Settings,
-) -> StoreResult<Begun> {
-    let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::begin(&mut conn, scope, fingerprint, canonical_body, now, settings)
-        .await
-        .map_err(record_error)
-}
-
-pub(crate) async fn release(pool: &PgPool, scope: &Scope, token: &LeaseToken) -> StoreResult<bool> {
-    let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::release(&mut conn, scope, token)
-        .await
-        .map_err(record_error)
-}
-
-pub(crate) async fn purge(pool: &PgPool, now: DateTime<Utc>, batch: usize) -> StoreResult<usize> {
-    let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::purge(&mut conn, now, batch)
-        .await
-        .map_err(record_error)
-}
-
-pub(crate) async fn complete(
-    pool: &PgPool,
-    scope: &Scope,
-    token: &LeaseToken,
-    response: &StoredResponse,
-    now: DateTime<Utc>,
-    settings: &Settings,
-) -> StoreResult<()> {
-    let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::complete(&mut conn, scope, token, response, now, settings)
-        .await
-        .map_err(record_error)
-}
-
-/// [`vow_store::Store::apply`] as ONE transaction: with a completion, locks the record by its
+/// [`vow_store::IdempotencyRecords::apply`] as ONE transaction: with a completion, locks the record by its
 /// token (fence), runs the write ([`perform`]), renders the response and completes the record,
 /// so the write and its stored response commit together or not at all.
 pub(crate) async fn apply(
@@ -187,7 +148,7 @@ async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> 
             new_key,
             old_valid_until,
         } => {
-            secret::rotate(conn, app, endpoint, new_key, old_valid_until).await?;
+            endpoint::rotate_secret(conn, app, endpoint, new_key, old_valid_until).await?;
             Written::SecretRotated
         }
         Write::Resend {
@@ -245,32 +206,79 @@ async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> 
     })
 }
 
-pub(crate) async fn status(
-    pool: &PgPool,
-    scope: &Scope,
-    now: DateTime<Utc>,
-) -> StoreResult<Option<KeyStatus>> {
-    let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::status(&mut conn, scope, now)
-        .await
-        .map_err(record_error)
-}
+#[async_trait]
+impl IdempotencyRecords for PgStore {
+    async fn begin_idempotent(
+        &self,
+        scope: &Scope,
+        fingerprint: &Fingerprint,
+        canonical_body: &str,
+        now: DateTime<Utc>,
+        settings: &Settings,
+    ) -> StoreResult<Begun> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        records::begin(&mut conn, scope, fingerprint, canonical_body, now, settings)
+            .await
+            .map_err(record_error)
+    }
 
-pub(crate) async fn oldest_claim(
-    pool: &PgPool,
-    settings: &Settings,
-) -> StoreResult<Option<DateTime<Utc>>> {
-    let mut conn = pool.acquire().await.map_err(db_error)?;
-    records::oldest_in_progress(&mut conn, settings)
-        .await
-        .map_err(record_error)
-}
+    async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        records::release(&mut conn, scope, token)
+            .await
+            .map_err(record_error)
+    }
 
-/// The record store's error as the contract's.
-pub(crate) fn record_error(e: vow_idempotency::Error) -> StoreError {
-    match e {
-        vow_idempotency::Error::Fenced => StoreError::Fenced,
-        vow_idempotency::Error::Postgres(e) => db_error(e),
-        other => StoreError::Backend(Box::new(other)),
+    async fn purge_idempotent(&self, now: DateTime<Utc>, batch: usize) -> StoreResult<usize> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        records::purge(&mut conn, now, batch)
+            .await
+            .map_err(record_error)
+    }
+
+    async fn complete_idempotent(
+        &self,
+        scope: &Scope,
+        token: &LeaseToken,
+        response: StoredResponse,
+        now: DateTime<Utc>,
+        settings: &Settings,
+    ) -> StoreResult<()> {
+        let response: &StoredResponse = &response;
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        records::complete(&mut conn, scope, token, response, now, settings)
+            .await
+            .map_err(record_error)
+    }
+
+    async fn apply(
+        &self,
+        write: Write,
+        completion: Option<Completion>,
+    ) -> StoreResult<(Written, Option<StoredResponse>)> {
+        let (written, response) = apply(&self.pool, write, completion).await?;
+        self.notifier.written(&written);
+        Ok((written, response))
+    }
+
+    async fn idempotency_status(
+        &self,
+        scope: &Scope,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<KeyStatus>> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        records::status(&mut conn, scope, now)
+            .await
+            .map_err(record_error)
+    }
+
+    async fn oldest_idempotent_claim(
+        &self,
+        settings: &Settings,
+    ) -> StoreResult<Option<DateTime<Utc>>> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        records::oldest_in_progress(&mut conn, settings)
+            .await
+            .map_err(record_error)
     }
 }

@@ -20,13 +20,13 @@
 //! - [`PgStore`] (here): the pool, [`PgStore::connect`], a `Debug` that never shows the DSN.
 //! - `migrate`: the embedded migrations (`migrations/*.sql`), [`PgStore::migrate`] and
 //!   [`PgStore::pending_migrations`].
-//! - `store`: the [`vow_store::Store`] impl, delegating to one module per entity:
-//!   `settings`, `application`, `event_type`, `endpoint`, `secret` (signing secrets and their
+//! - one module per entity, each implementing its `vow_store` trait with its SQL:
+//!   `settings`, `application`, `event_type`, `endpoint` (with its signing secrets and their
 //!   rotation), `message` (with the fan-out into deliveries), `delivery` and `idempotency`
 //!   (`Idempotency-Key` records, completed in the transaction of the write they protect).
-//! - `queue`: the [`vow_store::DeliveryQueue`] impl: leased claims, fenced records, attempts,
+//! - `queue`: the [`vow_store::DeliveryQueue`] traits: leased claims, fenced records, attempts,
 //!   resend/replay, retention; one module per concern.
-//! - `inbound`: the [`vow_store::InboundStore`] impl: sources, the atomic claim of inbound
+//! - `inbound`: the [`vow_store::InboundStore`] traits: sources, the atomic claim of inbound
 //!   events, quarantine, rejections, retention.
 //! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
 //!   process's workers.
@@ -47,10 +47,8 @@ mod listen;
 mod message;
 mod migrate;
 mod queue;
-mod secret;
 mod seek;
 mod settings;
-mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 

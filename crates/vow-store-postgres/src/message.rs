@@ -7,13 +7,17 @@
 
 use std::sync::LazyLock;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::{Arguments, PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
+use vow_core::MessageId;
 use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::Recorded;
+use vow_store::Delivery;
+use vow_store::Messages;
 use vow_store::{
     CreatedMessage, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
     StoreError, StoreResult,
@@ -21,8 +25,9 @@ use vow_store::{
 
 use crate::convert::{self, not_found};
 use crate::error::db_error;
-use crate::idempotency::record_error;
+use crate::error::record_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`MessageRow`] reads.
 const COLUMNS: &str =
@@ -327,27 +332,6 @@ where
         .map_err(|e| db_error(sqlx::Error::Encode(e)))
 }
 
-pub(crate) async fn get(
-    pool: &PgPool,
-    app: AppId,
-    key: &MessageKey,
-) -> StoreResult<Option<Message>> {
-    let (column, value) = match key {
-        MessageKey::Id(id) => ("id", id.to_string()),
-        MessageKey::EventId(event_id) => ("event_id", event_id.clone()),
-    };
-    sqlx::query_as::<_, MessageRow>(&format!(
-        "SELECT {COLUMNS} FROM messages WHERE app_id = $1 AND {column} = $2"
-    ))
-    .bind(app.to_string())
-    .bind(value)
-    .fetch_optional(pool)
-    .await
-    .map_err(db_error)?
-    .map(MessageRow::into_model)
-    .transpose()
-}
-
 /// Restricts a message listing to the messages with a delivery to one endpoint, optionally in
 /// one state (an SQL condition over `deliveries`; `$now` stands for the bound time).
 pub(crate) struct DeliveredTo {
@@ -404,4 +388,53 @@ pub(crate) async fn list<'c>(
         .into_iter()
         .map(MessageRow::into_model)
         .collect()
+}
+
+#[async_trait]
+impl Messages for PgStore {
+    async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
+        let created = create(&self.pool, new, None).await?;
+        self.notifier.created(&created);
+        Ok(created)
+    }
+
+    async fn create_message_to_endpoint(
+        &self,
+        new: NewMessage,
+        endpoint: EndpointId,
+    ) -> StoreResult<CreatedMessage> {
+        let created = create(&self.pool, new, Some(endpoint)).await?;
+        self.notifier.created(&created);
+        Ok(created)
+    }
+
+    async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {
+        let (column, value) = match key {
+            MessageKey::Id(id) => ("id", id.to_string()),
+            MessageKey::EventId(event_id) => ("event_id", event_id.clone()),
+        };
+        sqlx::query_as::<_, MessageRow>(&format!(
+            "SELECT {COLUMNS} FROM messages WHERE app_id = $1 AND {column} = $2"
+        ))
+        .bind(app.to_string())
+        .bind(value)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?
+        .map(MessageRow::into_model)
+        .transpose()
+    }
+
+    async fn list_messages(
+        &self,
+        app: AppId,
+        filter: &MessageFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<Message>> {
+        list(&self.pool, app, filter, None, seek).await
+    }
+
+    async fn list_deliveries(&self, app: AppId, msg: MessageId) -> StoreResult<Vec<Delivery>> {
+        crate::delivery::list_for_message(&self.pool, app, msg).await
+    }
 }

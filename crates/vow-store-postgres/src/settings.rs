@@ -6,26 +6,16 @@
 //! even when that row was committed while our insert waited on it (a single statement with a CTE
 //! would not).
 
+use async_trait::async_trait;
 use sqlx::PgPool;
+use vow_store::Admin;
 use vow_store::StoreResult;
 
 use crate::error::{corrupt, db_error};
+use crate::PgStore;
 
 /// The key of the admin token hash.
 const ADMIN_TOKEN_HASH: &str = "admin_token_hash";
-
-/// Stores `hash` unless a hash is stored; returns the one in force.
-pub(crate) async fn init_admin_token_hash(pool: &PgPool, hash: &str) -> StoreResult<String> {
-    sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
-        .bind(ADMIN_TOKEN_HASH)
-        .bind(hash)
-        .execute(pool)
-        .await
-        .map_err(db_error)?;
-    admin_token_hash(pool)
-        .await?
-        .ok_or_else(|| corrupt("the admin token hash vanished right after it was stored"))
-}
 
 /// The stored admin token hash.
 pub(crate) async fn admin_token_hash(pool: &PgPool) -> StoreResult<Option<String>> {
@@ -34,4 +24,37 @@ pub(crate) async fn admin_token_hash(pool: &PgPool) -> StoreResult<Option<String
         .fetch_optional(pool)
         .await
         .map_err(db_error)
+}
+
+#[async_trait]
+impl Admin for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(db_error)
+    }
+
+    async fn init_admin_token_hash(&self, hash: &str) -> StoreResult<String> {
+        sqlx::query(
+            "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(ADMIN_TOKEN_HASH)
+        .bind(hash)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        admin_token_hash(&self.pool)
+            .await?
+            .ok_or_else(|| corrupt("the admin token hash vanished right after it was stored"))
+    }
+
+    async fn admin_token_hash(&self) -> StoreResult<Option<String>> {
+        admin_token_hash(&self.pool).await
+    }
 }

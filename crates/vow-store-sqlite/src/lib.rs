@@ -13,35 +13,37 @@
 //! ```
 //!
 //! # Layout
-//! - [`SqliteStore`] (this file): opening (pragmas, migrations) and the `Store` impl, which
-//!   routes each method to the writer or the readers.
-//! - `queue`: the [`vow_store::DeliveryQueue`] impl (claims with leases, outcomes, attempts,
+//! - [`SqliteStore`] (this file): opening (pragmas, migrations), and `read`/`write`, which run a
+//!   closure on a read connection or in the writer; every entity module implements its
+//!   `vow_store` trait with them.
+//! - `queue`: the [`vow_store::DeliveryQueue`] traits (claims with leases, outcomes, attempts,
 //!   resend/replay, retention).
-//! - `inbound`: the [`vow_store::InboundStore`] impl (sources, the atomic claim of inbound
+//! - `inbound`: the [`vow_store::InboundStore`] traits (sources, the atomic claim of inbound
 //!   events, quarantine, rejections, retention).
 //! - `writer`: the writer thread, batching and group commit.
 //! - `readers`: the read connection pool.
 //! - `checkpointer`: WAL checkpoints on their own thread, off the writer's path.
 //! - `migrate`: the embedded, forward-only migrations in `migrations/`.
 //! - `error`: SQLite errors → [`vow_store::StoreError`] (unique violations → `Conflict`, ...).
-//! - `rows`: column encodings shared by the entity modules (times, ids, JSON, keyset seeks).
-//! - `apps`, `event_types`, `endpoints`, `messages`, `settings`: the SQL of each entity.
+//! - `convert`: column encodings shared by the entity modules (times, ids, JSON, keyset seeks).
+//! - `application`, `event_type`, `endpoint`, `message`, `settings` (with ping): each entity's
+//!   trait impl and SQL.
 //! - `idempotency`: `Idempotency-Key` records, completed in the writer job of the write they
 //!   protect.
 //! - `testing` (feature `testing`): a fresh store in a temporary directory.
 
-mod apps;
+mod application;
 mod checkpointer;
-mod endpoints;
+mod convert;
+mod endpoint;
 mod error;
-mod event_types;
+mod event_type;
 mod idempotency;
 mod inbound;
-mod messages;
+mod message;
 mod migrate;
 mod queue;
 mod readers;
-mod rows;
 mod settings;
 mod writer;
 
@@ -53,19 +55,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
-use vow_core::{AppId, EndpointId, MessageId};
-use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Scope, Settings, StoredResponse, Write,
-    Written,
-};
-use vow_store::{
-    AppKey, Application, ApplicationFields, CreatedMessage, Delivery, Endpoint, EndpointFields,
-    EndpointKey, EndpointSecret, EventType, Message, MessageFilter, MessageKey, NewApplication,
-    NewEndpoint, NewMessage, Seek, Store, StoreError, StoreResult,
-};
+use vow_store::{StoreError, StoreResult};
 
 use crate::checkpointer::Checkpointer;
 use crate::readers::Readers;
@@ -262,234 +254,4 @@ fn set_journal_mode_wal(conn: &Connection) -> rusqlite::Result<()> {
 /// The time `update_*` stamps as `updated_at` (the trait passes no clock for those).
 fn now() -> DateTime<Utc> {
     Utc::now()
-}
-
-#[async_trait]
-impl Store for SqliteStore {
-    fn backend(&self) -> &'static str {
-        "sqlite"
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        if !self.writer.is_running() {
-            return Err(StoreError::Unavailable(Box::new(error::WriterGone)));
-        }
-        self.read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
-            .await
-    }
-
-    async fn init_admin_token_hash(&self, hash: &str) -> StoreResult<String> {
-        let hash = hash.to_owned();
-        self.write(move |c| settings::init_admin_token_hash(c, &hash))
-            .await
-    }
-
-    async fn admin_token_hash(&self) -> StoreResult<Option<String>> {
-        self.read(settings::admin_token_hash).await
-    }
-
-    async fn create_application(&self, new: NewApplication) -> StoreResult<Application> {
-        self.write(move |c| apps::create(c, new)).await
-    }
-
-    async fn get_application(&self, key: &AppKey) -> StoreResult<Option<Application>> {
-        let key = key.clone();
-        self.read(move |c| apps::get(c, &key)).await
-    }
-
-    async fn list_applications(&self, seek: &Seek) -> StoreResult<Vec<Application>> {
-        let seek = seek.clone();
-        self.read(move |c| apps::list(c, &seek)).await
-    }
-
-    async fn update_application(
-        &self,
-        id: AppId,
-        fields: ApplicationFields,
-    ) -> StoreResult<Application> {
-        let now = now();
-        self.write(move |c| apps::update(c, id, fields, now)).await
-    }
-
-    async fn delete_application(&self, id: AppId) -> StoreResult<()> {
-        self.write(move |c| apps::delete(c, id)).await
-    }
-
-    async fn create_event_type(&self, new: EventType) -> StoreResult<EventType> {
-        self.write(move |c| event_types::create(c, new)).await
-    }
-
-    async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>> {
-        let name = name.to_owned();
-        self.read(move |c| event_types::get(c, &name)).await
-    }
-
-    async fn list_event_types(
-        &self,
-        seek: &Seek,
-        include_archived: bool,
-    ) -> StoreResult<Vec<EventType>> {
-        let seek = seek.clone();
-        self.read(move |c| event_types::list(c, &seek, include_archived))
-            .await
-    }
-
-    async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType> {
-        self.write(move |c| event_types::update(c, updated)).await
-    }
-
-    async fn expunge_event_type(&self, name: &str) -> StoreResult<()> {
-        let name = name.to_owned();
-        self.write(move |c| event_types::expunge(c, &name)).await
-    }
-
-    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
-        self.write(move |c| endpoints::create(c, new)).await
-    }
-
-    async fn get_endpoint(&self, app: AppId, key: &EndpointKey) -> StoreResult<Option<Endpoint>> {
-        let key = key.clone();
-        self.read(move |c| endpoints::get(c, app, &key)).await
-    }
-
-    async fn list_endpoints(&self, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
-        let seek = seek.clone();
-        self.read(move |c| endpoints::list(c, app, None, &seek))
-            .await
-    }
-
-    async fn update_endpoint(
-        &self,
-        app: AppId,
-        id: EndpointId,
-        fields: EndpointFields,
-    ) -> StoreResult<Endpoint> {
-        let now = now();
-        self.write(move |c| endpoints::update(c, app, id, fields, now))
-            .await
-    }
-
-    async fn delete_endpoint(&self, app: AppId, id: EndpointId) -> StoreResult<()> {
-        self.write(move |c| endpoints::delete(c, app, id)).await
-    }
-
-    async fn endpoint_secrets(
-        &self,
-        app: AppId,
-        id: EndpointId,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<EndpointSecret>> {
-        self.read(move |c| endpoints::secrets(c, app, id, now))
-            .await
-    }
-
-    async fn rotate_endpoint_secret(
-        &self,
-        app: AppId,
-        id: EndpointId,
-        new_key: String,
-        old_valid_until: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        self.write(move |c| endpoints::rotate_secret(c, app, id, &new_key, old_valid_until))
-            .await
-    }
-
-    async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
-        self.write(move |c| messages::create(c, new, None)).await
-    }
-
-    async fn create_message_to_endpoint(
-        &self,
-        new: NewMessage,
-        endpoint: EndpointId,
-    ) -> StoreResult<CreatedMessage> {
-        self.write(move |c| messages::create(c, new, Some(endpoint)))
-            .await
-    }
-
-    async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {
-        let key = key.clone();
-        self.read(move |c| messages::get(c, app, &key)).await
-    }
-
-    async fn list_messages(
-        &self,
-        app: AppId,
-        filter: &MessageFilter,
-        seek: &Seek,
-    ) -> StoreResult<Vec<Message>> {
-        let filter = filter.clone();
-        let seek = seek.clone();
-        self.read(move |c| messages::list(c, app, &filter, None, &seek))
-            .await
-    }
-
-    async fn list_deliveries(&self, app: AppId, msg: MessageId) -> StoreResult<Vec<Delivery>> {
-        self.read(move |c| messages::deliveries(c, app, msg)).await
-    }
-
-    async fn begin_idempotent(
-        &self,
-        scope: &Scope,
-        fingerprint: &Fingerprint,
-        canonical_body: &str,
-        now: DateTime<Utc>,
-        settings: &Settings,
-    ) -> StoreResult<Begun> {
-        let (scope, fingerprint, settings) = (scope.clone(), *fingerprint, *settings);
-        let body = canonical_body.to_owned();
-        self.write(move |c| idempotency::begin(c, &scope, &fingerprint, &body, now, &settings))
-            .await
-    }
-
-    async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool> {
-        let (scope, token) = (scope.clone(), token.clone());
-        self.write(move |c| idempotency::release(c, &scope, &token))
-            .await
-    }
-
-    async fn purge_idempotent(&self, now: DateTime<Utc>, batch: usize) -> StoreResult<usize> {
-        self.write(move |c| idempotency::purge(c, now, batch)).await
-    }
-
-    async fn complete_idempotent(
-        &self,
-        scope: &Scope,
-        token: &LeaseToken,
-        response: StoredResponse,
-        now: DateTime<Utc>,
-        settings: &Settings,
-    ) -> StoreResult<()> {
-        let (scope, token, settings) = (scope.clone(), token.clone(), *settings);
-        self.write(move |c| idempotency::complete(c, &scope, &token, &response, now, &settings))
-            .await
-    }
-
-    async fn apply(
-        &self,
-        write: Write,
-        completion: Option<Completion>,
-    ) -> StoreResult<(Written, Option<StoredResponse>)> {
-        self.write(move |c| idempotency::apply(c, write, completion))
-            .await
-    }
-
-    async fn idempotency_status(
-        &self,
-        scope: &Scope,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Option<KeyStatus>> {
-        let scope = scope.clone();
-        self.read(move |c| idempotency::status(c, &scope, now))
-            .await
-    }
-
-    async fn oldest_idempotent_claim(
-        &self,
-        settings: &Settings,
-    ) -> StoreResult<Option<DateTime<Utc>>> {
-        let settings = *settings;
-        self.read(move |c| idempotency::oldest_claim(c, &settings))
-            .await
-    }
 }

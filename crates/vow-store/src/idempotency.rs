@@ -1,5 +1,5 @@
 //! `Idempotency-Key` records in the store (ADR 6): the types the [`crate::Store`] methods
-//! `begin_idempotent`, `release_idempotent` and [`crate::Store::apply`] take, re-exported from
+//! `begin_idempotent`, `release_idempotent` and [`crate::IdempotencyRecords::apply`] take, re-exported from
 //! `vow-idempotency`, plus what a create carries to complete its record in the same transaction:
 //! the write itself ([`Write`]), what it produced ([`Written`]) and the [`Completion`].
 //!
@@ -10,13 +10,14 @@
 //! Every API write that honours the header (the creates, and the inbound operations: a pull
 //! consumer's claim, complete and fail, an operator's resolve, replay, release and discard) is
 //! one [`Write`]: one store method
-//! ([`crate::Store::apply`]) runs any of them in one transaction, with or without a record to
+//! ([`crate::IdempotencyRecords::apply`]) runs any of them in one transaction, with or without a record to
 //! complete, so each backend owns that transaction once instead of once per route.
 
 pub use vow_idempotency::{
     Begun, Fingerprint, KeyState, KeyStatus, LeaseToken, Recorded, Scope, Settings, StoredResponse,
 };
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, DestinationId, EndpointId, InboundEventId, MessageId, SourceId};
 
@@ -25,22 +26,22 @@ use crate::inbound::processing::{Resolution, WorkClaim, WorkOutcome, WorkRequest
 use crate::inbound::{InboundEvent, InboundState, NewSource, Source};
 use crate::queue::ReplayFilter;
 use crate::{Application, CreatedMessage, Delivery, Endpoint, EventType, NewApplication};
-use crate::{NewEndpoint, NewMessage};
+use crate::{NewEndpoint, NewMessage, StoreResult};
 
 /// A write the API makes at most once per `Idempotency-Key`: each variant is the input of the
 /// store method of the same name. Its `Debug` names the variant only (secrets ride in some).
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum Write {
-    /// [`crate::Store::create_application`].
+    /// [`crate::Applications::create_application`].
     CreateApplication(NewApplication),
-    /// [`crate::Store::create_event_type`].
+    /// [`crate::EventTypes::create_event_type`].
     CreateEventType(EventType),
-    /// [`crate::Store::update_event_type`] (reviving an archived event type on create).
+    /// [`crate::EventTypes::update_event_type`] (reviving an archived event type on create).
     UpdateEventType(EventType),
-    /// [`crate::Store::create_endpoint`].
+    /// [`crate::Endpoints::create_endpoint`].
     CreateEndpoint(NewEndpoint),
-    /// [`crate::Store::create_message`], or [`crate::Store::create_message_to_endpoint`] when
+    /// [`crate::Messages::create_message`], or [`crate::Messages::create_message_to_endpoint`] when
     /// `only` names the endpoint.
     CreateMessage {
         /// The message.
@@ -52,7 +53,7 @@ pub enum Write {
         /// meanwhile is a [`crate::StoreError::Conflict`], and nothing is written.
         app: Option<NewApplication>,
     },
-    /// [`crate::Store::rotate_endpoint_secret`].
+    /// [`crate::Endpoints::rotate_endpoint_secret`].
     RotateEndpointSecret {
         /// The application.
         app: AppId,
@@ -63,7 +64,7 @@ pub enum Write {
         /// Until when the previous secret stays valid.
         old_valid_until: DateTime<Utc>,
     },
-    /// [`crate::DeliveryQueue::resend`].
+    /// [`crate::queue::DeliveryOperators::resend`].
     Resend {
         /// The application.
         app: AppId,
@@ -74,7 +75,7 @@ pub enum Write {
         /// When.
         now: DateTime<Utc>,
     },
-    /// [`crate::DeliveryQueue::replay`] (never a dry run: a dry run writes nothing).
+    /// [`crate::queue::DeliveryOperators::replay`] (never a dry run: a dry run writes nothing).
     Replay {
         /// The application.
         app: AppId,
@@ -87,16 +88,16 @@ pub enum Write {
         /// How far apart the replayed deliveries are scheduled.
         spacing: chrono::Duration,
     },
-    /// [`crate::InboundStore::create_source`].
+    /// [`crate::inbound::Sources::create_source`].
     CreateSource(NewSource),
-    /// [`crate::InboundStore::claim_inbound_work`] (a pull consumer's claim).
+    /// [`crate::inbound::InboundWork::claim_inbound_work`] (a pull consumer's claim).
     ClaimInboundWork(WorkRequest),
-    /// [`crate::InboundStore::record_inbound_work`] (a pull consumer's complete or fail),
+    /// [`crate::inbound::InboundWork::record_inbound_work`] (a pull consumer's complete or fail),
     /// producing [`Written::InboundEvent`]; a lost lease is the error
     /// [`crate::inbound::processing::lease_lost`]
     /// ([`crate::inbound::processing::WorkRecorded::into_event`]).
     RecordInboundWork(WorkOutcome),
-    /// [`crate::InboundStore::resolve_uncertain`], producing [`Written::Decided`].
+    /// [`crate::inbound::InboundDecisions::resolve_uncertain`], producing [`Written::Decided`].
     ResolveUncertain {
         /// The source.
         source: SourceId,
@@ -109,7 +110,7 @@ pub enum Write {
         /// When.
         now: DateTime<Utc>,
     },
-    /// [`crate::InboundStore::replay_inbound`], producing [`Written::Decided`].
+    /// [`crate::inbound::InboundDecisions::replay_inbound`], producing [`Written::Decided`].
     ReplayInbound {
         /// The source.
         source: SourceId,
@@ -120,7 +121,7 @@ pub enum Write {
         /// When.
         now: DateTime<Utc>,
     },
-    /// [`crate::InboundStore::resolve_quarantined`] (release or discard).
+    /// [`crate::inbound::InboundEvents::resolve_quarantined`] (release or discard).
     ResolveQuarantined {
         /// The source.
         source: SourceId,
@@ -274,4 +275,70 @@ impl std::fmt::Debug for Completion {
             .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
+}
+
+/// `Idempotency-Key` records: claimed, completed (alone or in the transaction of the write they
+/// protect), released, aged and inspected.
+#[async_trait]
+pub trait IdempotencyRecords: Send + Sync + 'static {
+    /// Claims `scope` for a request with `fingerprint` and `canonical_body` at `now`, in its own
+    /// short transaction, or says why not ([`Begun`]). A claim (new, or taken over) gets
+    /// `settings`' lease and expiry.
+    async fn begin_idempotent(
+        &self,
+        scope: &Scope,
+        fingerprint: &Fingerprint,
+        canonical_body: &str,
+        now: DateTime<Utc>,
+        settings: &Settings,
+    ) -> StoreResult<Begun>;
+
+    /// Deletes the `in_progress` record `token` owns (an outcome that is not final). Whether
+    /// there was one.
+    async fn release_idempotent(&self, scope: &Scope, token: &LeaseToken) -> StoreResult<bool>;
+
+    /// Ages idempotency records at `now`, at most `batch` rows: an expired completed record
+    /// becomes a tombstone (scope, fingerprint, resource; no bodies), and ended tombstones and
+    /// abandoned claims are deleted. How many rows changed. Each row carries its own deadlines,
+    /// set from the [`Settings`] it was written with.
+    async fn purge_idempotent(&self, now: DateTime<Utc>, batch: usize) -> StoreResult<usize>;
+
+    /// Completes the record `token` owns with `response`, on its own: for a final outcome that
+    /// wrote nothing (the create answered 404 or 409), so a retry replays it.
+    /// [`crate::StoreError::Fenced`] when the token no longer owns the record. Its expiry and
+    /// tombstone count from `now` by `settings`.
+    async fn complete_idempotent(
+        &self,
+        scope: &Scope,
+        token: &LeaseToken,
+        response: StoredResponse,
+        now: DateTime<Utc>,
+        settings: &Settings,
+    ) -> StoreResult<()>;
+
+    /// Runs `write` in ONE transaction, and with a `completion`, completes its idempotency
+    /// record in that same transaction: checks the token first (fence), runs the write, renders
+    /// the response and stores it, completed at `completion.now` with `completion.settings`'
+    /// expiry and tombstone. Without one it is the write's
+    /// own store method. [`crate::StoreError::Fenced`] when the token no longer owns the record; nothing
+    /// is written on any error. Returns what the write produced and the stored response.
+    async fn apply(
+        &self,
+        write: Write,
+        completion: Option<Completion>,
+    ) -> StoreResult<(Written, Option<StoredResponse>)>;
+
+    /// Where `scope`'s key stands at `now` (`None`: the key is free).
+    async fn idempotency_status(
+        &self,
+        scope: &Scope,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<KeyStatus>>;
+
+    /// When the oldest idempotency claim still in progress began, if any (a stuck request
+    /// shows here until its record expires): its lease's end less `settings`' lease.
+    async fn oldest_idempotent_claim(
+        &self,
+        settings: &Settings,
+    ) -> StoreResult<Option<DateTime<Utc>>>;
 }

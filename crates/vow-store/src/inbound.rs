@@ -2,7 +2,7 @@
 //! from them. What the ingest route (`POST /in/{source_id}`) and the operators' API need from a
 //! store; implemented by every backend next to [`crate::Store`].
 //!
-//! The heart of it is [`InboundStore::claim_inbound`]: ONE transaction whose first statement is
+//! The heart of it is [`crate::inbound::InboundEvents::claim_inbound`]: ONE transaction whose first statement is
 //! an insert under a unique constraint on (source, account, provider event id), so under any
 //! race exactly one delivery of an id becomes the `received` row. A later delivery of the same
 //! id with the same payload digest is a [`Claim::Duplicate`] (nothing new is stored); with a
@@ -410,7 +410,7 @@ pub struct NewRejection {
 pub type Rejection = NewRejection;
 
 /// How many refusals of one reason a source has had, exactly (the log keeps only the newest
-/// rows; see [`InboundStore::record_rejection`]).
+/// rows; see [`crate::inbound::InboundEvents::record_rejection`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectionCount {
     /// The reason code.
@@ -430,15 +430,21 @@ pub struct InboundFilter {
     pub state: Option<InboundState>,
 }
 
-/// The error of [`InboundStore::resolve_quarantined`] on an event that is not quarantined
+/// The error of [`crate::inbound::InboundEvents::resolve_quarantined`] on an event that is not quarantined
 /// (every backend says the same).
 pub fn not_quarantined() -> crate::StoreError {
     crate::StoreError::Conflict("this inbound event is not quarantined".into())
 }
 
-/// The inbound side of a store. Implemented by every backend next to [`crate::Store`].
+/// The inbound side of a store: every inbound trait of a backend, in one (blanket impl). Part of
+/// [`crate::Store`].
+pub trait InboundStore: Sources + InboundEvents + InboundWork + InboundDecisions {}
+
+impl<T: Sources + InboundEvents + InboundWork + InboundDecisions> InboundStore for T {}
+
+/// Sources of inbound webhooks.
 #[async_trait]
-pub trait InboundStore: Send + Sync + 'static {
+pub trait Sources: Send + Sync + 'static {
     /// Creates a source. `Conflict` when its id or token is taken.
     async fn create_source(&self, new: NewSource) -> StoreResult<Source>;
 
@@ -461,7 +467,12 @@ pub trait InboundStore: Send + Sync + 'static {
 
     /// Deletes a source with its events and rejections. `NotFound` when absent.
     async fn delete_source(&self, id: SourceId) -> StoreResult<()>;
+}
 
+/// Inbound events as they arrive (the claim), their listing, quarantine and retention, and the
+/// rejection log.
+#[async_trait]
+pub trait InboundEvents: Send + Sync + 'static {
     /// Claims a verified delivery in ONE transaction (see the module docs), durable when this
     /// returns; with a [`ReplayGuard`], a new row whose content the guard saw within its
     /// window is rolled back ([`Claim::Replayed`]). `NotFound("source")` when the source is
@@ -512,7 +523,11 @@ pub trait InboundStore: Send + Sync + 'static {
     /// counts stay).
     /// Rows changed. The events themselves stay, so their ids still deduplicate.
     async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64>;
+}
 
+/// Processing inbound events (see [`processing`]): claims with leases, outcomes, renewals.
+#[async_trait]
+pub trait InboundWork: Send + Sync + 'static {
     // ---- processing (see [`processing`]) -------------------------------------------------------
 
     /// Settles the events whose lease ran out before `request.now`, then claims at most
@@ -533,7 +548,11 @@ pub trait InboundStore: Send + Sync + 'static {
 
     /// The earliest time a push claim could take something, if anything waits.
     async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
+}
 
+/// Operators' decisions on an inbound event's destinations (see [`decisions`]).
+#[async_trait]
+pub trait InboundDecisions: Send + Sync + 'static {
     /// An operator's decision on the `uncertain` destinations of an event (only `destination`'s
     /// when named): they become completed, or retryable with the event's attempts reset; the
     /// event becomes the aggregate of its outcomes. Other destinations are untouched.
@@ -551,7 +570,7 @@ pub trait InboundStore: Send + Sync + 'static {
     /// Forwards an event again to its `dead_lettered` and `rejected` destinations (only
     /// `destination` when named): they become retryable, the event's attempts are reset and
     /// it is due at `now`; other destinations (an `uncertain` one too) are untouched.
-    /// `NotFound` / `Conflict` as for [`InboundStore::resolve_uncertain`].
+    /// `NotFound` / `Conflict` as for [`crate::inbound::InboundDecisions::resolve_uncertain`].
     async fn replay_inbound(
         &self,
         source: SourceId,

@@ -157,7 +157,7 @@ impl std::fmt::Debug for NewEndpoint {
     }
 }
 
-/// A stored endpoint. Secrets are read separately ([`crate::Store::endpoint_secrets`]) so they
+/// A stored endpoint. Secrets are read separately ([`crate::Endpoints::endpoint_secrets`]) so they
 /// never ride along where they are not needed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {

@@ -1,7 +1,7 @@
 //! The delivery queue: what the delivery workers and the attempt/replay API need from a store.
 //!
 //! The store is the queue. A delivery row (written with its message, see
-//! [`Store::create_message`](crate::Store::create_message)) is *claimed* by a worker with an
+//! [`crate::Messages::create_message`](crate::Messages::create_message)) is *claimed* by a worker with an
 //! expiring lease and a fresh lease token; the worker attempts it and *records* the outcome, which
 //! only lands while the token still matches (fencing: a worker whose lease expired and was taken
 //! over cannot overwrite the newer owner's result). Claims and records are batched so one
@@ -330,9 +330,28 @@ pub struct AttemptedMessage {
     pub delivery: DeliveryState,
 }
 
-/// The delivery queue. Implemented by every backend next to [`crate::Store`].
+/// The delivery queue: every queue trait of a backend, in one (blanket impl). Part of
+/// [`crate::Store`].
+pub trait DeliveryQueue:
+    DeliveryClaims + DeliveryOutcomes + Attempts + DeliveryOperators + AttemptedListings + Retention
+{
+}
+
+impl<
+        T: DeliveryClaims
+            + DeliveryOutcomes
+            + Attempts
+            + DeliveryOperators
+            + AttemptedListings
+            + Retention,
+    > DeliveryQueue for T
+{
+}
+
+/// Workers' side of the queue: claiming due deliveries with leases, renewing them, and when
+/// to look again.
 #[async_trait]
-pub trait DeliveryQueue: Send + Sync + 'static {
+pub trait DeliveryClaims: Send + Sync + 'static {
     /// Claims due deliveries (see [`ClaimRequest`]), each with a new lease token, in one
     /// transaction. Two concurrent claims never return the same delivery.
     async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>>;
@@ -344,6 +363,14 @@ pub trait DeliveryQueue: Send + Sync + 'static {
         until: DateTime<Utc>,
     ) -> StoreResult<usize>;
 
+    /// The earliest `next_attempt_at` of any pending delivery, so an idle worker knows when to
+    /// look again.
+    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
+}
+
+/// Recording what the attempts of claimed deliveries came to.
+#[async_trait]
+pub trait DeliveryOutcomes: Send + Sync + 'static {
     /// Records outcomes, in one transaction, each only if its lease token still matches. A
     /// dead-letter increments the endpoint's count of consecutive dead-letters and disables the
     /// endpoint when it reaches `disable_after` (0 = never); a delivery resets the count. The
@@ -353,11 +380,11 @@ pub trait DeliveryQueue: Send + Sync + 'static {
         outcomes: Vec<AttemptOutcome>,
         disable_after: u32,
     ) -> StoreResult<Vec<Recorded>>;
+}
 
-    /// The earliest `next_attempt_at` of any pending delivery, so an idle worker knows when to
-    /// look again.
-    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
-
+/// The attempts log.
+#[async_trait]
+pub trait Attempts: Send + Sync + 'static {
     /// Lists an application's attempts, newest first unless `seek` says otherwise.
     async fn list_attempts(
         &self,
@@ -374,6 +401,18 @@ pub trait DeliveryQueue: Send + Sync + 'static {
         id: AttemptId,
     ) -> StoreResult<Option<Attempt>>;
 
+    /// Removes one attempt's response body. `NotFound` when absent.
+    async fn expunge_attempt_content(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        id: AttemptId,
+    ) -> StoreResult<()>;
+}
+
+/// An operator's hand on deliveries: resend, replay, stats.
+#[async_trait]
+pub trait DeliveryOperators: Send + Sync + 'static {
     /// Makes the delivery of `msg` to `endpoint` due now again (creating the delivery row if the
     /// message never went to that endpoint). `NotFound` for a missing message or endpoint.
     async fn resend(
@@ -406,7 +445,11 @@ pub trait DeliveryQueue: Send + Sync + 'static {
         until: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> StoreResult<DeliveryStats>;
+}
 
+/// Deliveries seen from a message (its destinations) or from an endpoint (its messages).
+#[async_trait]
+pub trait AttemptedListings: Send + Sync + 'static {
     /// The endpoints `msg` has a delivery to, ordered by endpoint id, each with that delivery's
     /// status at `now`. Empty when the message is not `app`'s.
     async fn list_attempted_destinations(
@@ -418,7 +461,7 @@ pub trait DeliveryQueue: Send + Sync + 'static {
     ) -> StoreResult<Vec<AttemptedDestination>>;
 
     /// The messages of `app` with a delivery to `endpoint`, ordered by message id, filtered as
-    /// [`crate::Store::list_messages`] does and, with `status`, by the delivery's status at
+    /// [`crate::Messages::list_messages`] does and, with `status`, by the delivery's status at
     /// `now`. Empty when the endpoint is not `app`'s.
     async fn list_attempted_messages(
         &self,
@@ -429,17 +472,13 @@ pub trait DeliveryQueue: Send + Sync + 'static {
         now: DateTime<Utc>,
         seek: &Seek,
     ) -> StoreResult<Vec<AttemptedMessage>>;
+}
 
+/// Retention of message payloads and attempt response bodies.
+#[async_trait]
+pub trait Retention: Send + Sync + 'static {
     /// Removes a message's payload (and its attempts' response bodies). `NotFound` when absent.
     async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()>;
-
-    /// Removes one attempt's response body. `NotFound` when absent.
-    async fn expunge_attempt_content(
-        &self,
-        app: AppId,
-        msg: MessageId,
-        id: AttemptId,
-    ) -> StoreResult<()>;
 
     /// Retention: clears payloads whose `payload_expires_at <= now` and attempt response bodies
     /// older than `responses_before`, at most `batch` rows of each; returns rows changed.

@@ -4,12 +4,14 @@
 //! refused replay rolls back), operators' decisions on quarantined events, listings and
 //! retention. A missing source is the foreign key `*_source_fkey` (→ `NotFound("source")`).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryAs;
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use vow_core::{InboundEventId, SourceId};
+use vow_store::inbound::InboundEvents;
 use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
     NewRejection, Rejection, RejectionCount, StoredInbound,
@@ -20,6 +22,7 @@ use super::forwards;
 use crate::convert::{self, not_found};
 use crate::error::{corrupt, db_error};
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`EventRow`] reads.
 pub(crate) const COLUMNS: &str = "id, source_id, account, event_id, state, conflicts_with, \
@@ -193,7 +196,7 @@ async fn repeat(
     one_event(query, conn).await
 }
 
-/// [`vow_store::InboundStore::claim_inbound`] as ONE transaction.
+/// [`vow_store::inbound::InboundEvents::claim_inbound`] as ONE transaction.
 pub(crate) async fn claim(pool: &PgPool, new: NewInboundEvent) -> StoreResult<Claim> {
     let mut tx = pool.begin().await.map_err(db_error)?;
     let claim = claim_in(&mut tx, &new).await?;
@@ -310,7 +313,7 @@ pub(crate) async fn list(
         .collect()
 }
 
-/// [`vow_store::InboundStore::resolve_quarantined`] on `conn` (one statement when it applies;
+/// [`vow_store::inbound::InboundEvents::resolve_quarantined`] on `conn` (one statement when it applies;
 /// the caller's transaction, if any, holds it with the rest).
 pub(crate) async fn resolve(
     conn: &mut PgConnection,
@@ -491,4 +494,54 @@ pub(crate) async fn purge(pool: &PgPool, before: DateTime<Utc>, batch: usize) ->
     .await
     .map_err(db_error)?;
     Ok(u64::try_from(changed).unwrap_or_default())
+}
+
+#[async_trait]
+impl InboundEvents for PgStore {
+    async fn claim_inbound(&self, new: NewInboundEvent) -> StoreResult<Claim> {
+        claim(&self.pool, new).await
+    }
+
+    async fn get_inbound_event(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+    ) -> StoreResult<Option<StoredInbound>> {
+        get(&self.pool, source, id).await
+    }
+
+    async fn list_inbound_events(
+        &self,
+        source: SourceId,
+        filter: &InboundFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<InboundEvent>> {
+        list(&self.pool, source, filter, seek).await
+    }
+
+    async fn resolve_quarantined(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        to: InboundState,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent> {
+        resolve(&mut *self.conn().await?, source, id, to, now).await
+    }
+
+    async fn record_rejection(&self, rejection: NewRejection, keep: u32) -> StoreResult<()> {
+        record_rejection(&self.pool, rejection, keep).await
+    }
+
+    async fn rejection_counts(&self, source: SourceId) -> StoreResult<Vec<RejectionCount>> {
+        rejection_counts(&self.pool, source).await
+    }
+
+    async fn list_rejections(&self, source: SourceId, seek: &Seek) -> StoreResult<Vec<Rejection>> {
+        list_rejections(&self.pool, source, seek).await
+    }
+
+    async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64> {
+        purge(&self.pool, before, batch).await
+    }
 }

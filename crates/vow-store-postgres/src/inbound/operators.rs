@@ -4,17 +4,21 @@
 //! write completes its idempotency record in it), under the event's row lock (the lock a
 //! worker's record takes too); nothing changes on an error.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use vow_core::{DestinationId, InboundEventId, SourceId};
 use vow_store::inbound::decisions::{self, Decided, Decision};
 use vow_store::inbound::processing::aggregate;
+use vow_store::inbound::processing::Resolution;
+use vow_store::inbound::InboundDecisions;
 use vow_store::inbound::{InboundEvent, InboundState};
 use vow_store::{StoreError, StoreResult};
 
 use super::events::{one_event, EventRow, COLUMNS};
 use super::forwards::{self, destination_key};
 use crate::error::{corrupt, db_error};
+use crate::PgStore;
 
 /// Locks the event `id` of `source`; its state. `NotFound("inbound event")` when absent.
 async fn lock_state(
@@ -60,8 +64,8 @@ async fn set_state(
         .ok_or_else(|| corrupt("an inbound event vanished under its lock"))
 }
 
-/// [`vow_store::InboundStore::resolve_uncertain`] and
-/// [`vow_store::InboundStore::replay_inbound`]: the forwards [`decisions::targets`] names get
+/// [`vow_store::inbound::InboundDecisions::resolve_uncertain`] and
+/// [`vow_store::inbound::InboundDecisions::replay_inbound`]: the forwards [`decisions::targets`] names get
 /// the decision's outcome, and the event the aggregate of its forwards (due at `now` when
 /// retryable, with fresh attempts when forwarded again).
 pub(crate) async fn decide(
@@ -97,4 +101,33 @@ pub(crate) async fn decide(
         .filter(|f| targets.contains(&f.destination))
         .collect();
     Ok(Decided { event, changed })
+}
+
+#[async_trait]
+impl InboundDecisions for PgStore {
+    async fn resolve_uncertain(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        resolution: Resolution,
+        destination: Option<DestinationId>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Decided> {
+        let decision = Decision::Resolve(resolution);
+        in_transaction!(self, |tx| {
+            decide(&mut tx, source, id, decision, destination, now).await?
+        })
+    }
+
+    async fn replay_inbound(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        destination: Option<DestinationId>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Decided> {
+        in_transaction!(self, |tx| {
+            decide(&mut tx, source, id, Decision::Replay, destination, now).await?
+        })
+    }
 }

@@ -1,18 +1,21 @@
 //! Sources of inbound webhooks: one row each, with the scheme's settings, the secrets, the
 //! locators and the destinations as JSONB. A taken token is `sources_token_key` (→ `Conflict`).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryAs;
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::SourceId;
+use vow_store::inbound::Sources;
 use vow_store::inbound::{Destination, HmacSettings, Locator, NewSource, Source, SourceFields};
 use vow_store::{Seek, StoreResult};
 
 use crate::convert::{self, not_found};
 use crate::error::db_error;
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`SourceRow`] reads.
 const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
@@ -127,14 +130,6 @@ pub(crate) async fn create(conn: &mut PgConnection, new: NewSource) -> StoreResu
         .into_model()
 }
 
-pub(crate) async fn get(pool: &PgPool, id: SourceId) -> StoreResult<Option<Source>> {
-    by(pool, "id", &id.to_string()).await
-}
-
-pub(crate) async fn get_by_token(pool: &PgPool, token: &str) -> StoreResult<Option<Source>> {
-    by(pool, "token", token).await
-}
-
 /// The source whose `column` (a trusted name) is `value`.
 async fn by(pool: &PgPool, column: &str, value: &str) -> StoreResult<Option<Source>> {
     sqlx::query_as::<_, SourceRow>(&format!(
@@ -148,50 +143,65 @@ async fn by(pool: &PgPool, column: &str, value: &str) -> StoreResult<Option<Sour
     .transpose()
 }
 
-pub(crate) async fn list(pool: &PgPool, seek: &Seek) -> StoreResult<Vec<Source>> {
-    let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM sources WHERE TRUE"));
-    push_seek(&mut qb, "id", seek);
-    qb.build_query_as::<SourceRow>()
-        .fetch_all(pool)
-        .await
-        .map_err(db_error)?
-        .into_iter()
-        .map(SourceRow::into_model)
-        .collect()
-}
-
-pub(crate) async fn update(
-    pool: &PgPool,
-    id: SourceId,
-    f: SourceFields,
-    now: DateTime<Utc>,
-) -> StoreResult<Source> {
-    // $1 id, $2 the time, then the fields from $3 on.
-    let set: Vec<String> = placeholders(3).map(|(c, p)| format!("{c} = {p}")).collect();
-    let sql = format!(
-        "UPDATE sources SET {}, updated_at = $2 WHERE id = $1 RETURNING {COLUMNS}",
-        set.join(", ")
-    );
-    let query = sqlx::query_as::<_, SourceRow>(&sql)
-        .bind(id.to_string())
-        .bind(now);
-    bind_fields(query, f)
-        .fetch_optional(pool)
-        .await
-        .map_err(db_error)?
-        .ok_or_else(|| not_found("source"))?
-        .into_model()
-}
-
-/// Deletes the source; its events and rejections go with it (ON DELETE CASCADE).
-pub(crate) async fn delete(pool: &PgPool, id: SourceId) -> StoreResult<()> {
-    let done = sqlx::query("DELETE FROM sources WHERE id = $1")
-        .bind(id.to_string())
-        .execute(pool)
-        .await
-        .map_err(db_error)?;
-    if done.rows_affected() == 0 {
-        return Err(not_found("source"));
+#[async_trait]
+impl Sources for PgStore {
+    async fn create_source(&self, new: NewSource) -> StoreResult<Source> {
+        create(&mut *self.conn().await?, new).await
     }
-    Ok(())
+
+    async fn get_source(&self, id: SourceId) -> StoreResult<Option<Source>> {
+        by(&self.pool, "id", &id.to_string()).await
+    }
+
+    async fn get_source_by_token(&self, token: &str) -> StoreResult<Option<Source>> {
+        by(&self.pool, "token", token).await
+    }
+
+    async fn list_sources(&self, seek: &Seek) -> StoreResult<Vec<Source>> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM sources WHERE TRUE"));
+        push_seek(&mut qb, "id", seek);
+        qb.build_query_as::<SourceRow>()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?
+            .into_iter()
+            .map(SourceRow::into_model)
+            .collect()
+    }
+
+    async fn update_source(
+        &self,
+        id: SourceId,
+        f: SourceFields,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Source> {
+        // $1 id, $2 the time, then the fields from $3 on.
+        let set: Vec<String> = placeholders(3).map(|(c, p)| format!("{c} = {p}")).collect();
+        let sql = format!(
+            "UPDATE sources SET {}, updated_at = $2 WHERE id = $1 RETURNING {COLUMNS}",
+            set.join(", ")
+        );
+        let query = sqlx::query_as::<_, SourceRow>(&sql)
+            .bind(id.to_string())
+            .bind(now);
+        bind_fields(query, f)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| not_found("source"))?
+            .into_model()
+    }
+
+    async fn delete_source(&self, id: SourceId) -> StoreResult<()> {
+        let done = sqlx::query("DELETE FROM sources WHERE id = $1")
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("source"));
+        }
+        Ok(())
+    }
 }

@@ -23,6 +23,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
@@ -31,6 +32,7 @@ use vow_store::inbound::processing::{
     aggregate, supersedes, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim,
     WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
+use vow_store::inbound::InboundWork;
 use vow_store::inbound::{Destination, InboundEvent, InboundState};
 use vow_store::StoreResult;
 
@@ -39,6 +41,7 @@ use super::forwards::{self, destination_key, ForwardColumns, PULL};
 use crate::convert;
 use crate::error::{corrupt, db_error};
 use crate::queue::new_token;
+use crate::PgStore;
 
 /// How many expired leases one claim settles at most (the next claim settles more).
 const SETTLE_BATCH: i64 = 100;
@@ -151,7 +154,7 @@ fn in_order<R>(ids: &[String], rows: Vec<R>, id: impl Fn(&R) -> &String) -> Stor
 
 // ---- claim ------------------------------------------------------------------------------------
 
-/// [`vow_store::InboundStore::claim_inbound_work`] inside the caller's ONE transaction (see the
+/// [`vow_store::inbound::InboundWork::claim_inbound_work`] inside the caller's ONE transaction (see the
 /// module docs).
 pub(crate) async fn claim(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<WorkClaim> {
     let expired = settle(conn, req).await?;
@@ -496,7 +499,7 @@ async fn lease(
 
 // ---- record and renew -------------------------------------------------------------------------
 
-/// [`vow_store::InboundStore::record_inbound_work`] inside the caller's transaction: the event
+/// [`vow_store::inbound::InboundWork::record_inbound_work`] inside the caller's transaction: the event
 /// is locked while its lease is checked, its forwards written, and its state set to their
 /// aggregate.
 pub(crate) async fn record(
@@ -610,4 +613,27 @@ pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>
     .fetch_one(pool)
     .await
     .map_err(db_error)
+}
+
+#[async_trait]
+impl InboundWork for PgStore {
+    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
+        in_transaction!(self, |tx| claim(&mut tx, request).await?)
+    }
+
+    async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
+        in_transaction!(self, |tx| record(&mut tx, outcome).await?)
+    }
+
+    async fn renew_inbound_leases(
+        &self,
+        leases: &[(InboundEventId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        renew(&self.pool, leases, until).await
+    }
+
+    async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        next_due(&self.pool).await
+    }
 }

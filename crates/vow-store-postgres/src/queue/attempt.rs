@@ -1,15 +1,18 @@
 //! Attempt rows: one per HTTP request made for a delivery, written by `record`. Here: listing
 //! and reading them (always scoped by application), and expunging one's response body.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Postgres, QueryBuilder};
+use sqlx::{Postgres, QueryBuilder};
 use vow_core::{AppId, AttemptId, MessageId};
+use vow_store::queue::Attempts;
 use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, NewAttempt};
 use vow_store::{Seek, StoreResult};
 
 use crate::convert::{self, not_found};
 use crate::error::{corrupt, db_error};
 use crate::seek::push_seek;
+use crate::PgStore;
 
 /// The columns [`AttemptRow`] reads.
 const COLUMNS: &str = "id, app_id, msg_id, endpoint_id, delivery_id, started_at, url, \
@@ -66,87 +69,85 @@ impl AttemptRow {
     }
 }
 
-/// An application's attempts, filtered, in `seek`'s order of id (the indexes on
-/// `(app_id, msg_id, id)`, `(app_id, endpoint_id, id)` and `(app_id, id)` serve the common
-/// filters).
-pub(crate) async fn list(
-    pool: &PgPool,
-    app: AppId,
-    filter: &AttemptFilter,
-    seek: &Seek,
-) -> StoreResult<Vec<Attempt>> {
-    let mut qb =
-        QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM attempts WHERE app_id = "));
-    qb.push_bind(app.to_string());
-    if let Some(msg) = filter.msg_id {
-        qb.push(" AND msg_id = ").push_bind(msg.to_string());
+#[async_trait]
+impl Attempts for PgStore {
+    async fn list_attempts(
+        &self,
+        app: AppId,
+        filter: &AttemptFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<Attempt>> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!(
+            "SELECT {COLUMNS} FROM attempts WHERE app_id = "
+        ));
+        qb.push_bind(app.to_string());
+        if let Some(msg) = filter.msg_id {
+            qb.push(" AND msg_id = ").push_bind(msg.to_string());
+        }
+        if let Some(endpoint) = filter.endpoint_id {
+            qb.push(" AND endpoint_id = ")
+                .push_bind(endpoint.to_string());
+        }
+        if let Some(success) = filter.success {
+            qb.push(" AND success = ").push_bind(success);
+        }
+        if let Some(status) = filter.status_code {
+            qb.push(" AND response_status = ")
+                .push_bind(i32::from(status));
+        }
+        if let Some(before) = filter.before {
+            qb.push(" AND started_at < ").push_bind(before);
+        }
+        if let Some(after) = filter.after {
+            qb.push(" AND started_at > ").push_bind(after);
+        }
+        push_seek(&mut qb, "id", seek);
+        qb.build_query_as::<AttemptRow>()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?
+            .into_iter()
+            .map(AttemptRow::into_model)
+            .collect()
     }
-    if let Some(endpoint) = filter.endpoint_id {
-        qb.push(" AND endpoint_id = ")
-            .push_bind(endpoint.to_string());
-    }
-    if let Some(success) = filter.success {
-        qb.push(" AND success = ").push_bind(success);
-    }
-    if let Some(status) = filter.status_code {
-        qb.push(" AND response_status = ")
-            .push_bind(i32::from(status));
-    }
-    if let Some(before) = filter.before {
-        qb.push(" AND started_at < ").push_bind(before);
-    }
-    if let Some(after) = filter.after {
-        qb.push(" AND started_at > ").push_bind(after);
-    }
-    push_seek(&mut qb, "id", seek);
-    qb.build_query_as::<AttemptRow>()
-        .fetch_all(pool)
+
+    async fn get_attempt(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        id: AttemptId,
+    ) -> StoreResult<Option<Attempt>> {
+        sqlx::query_as::<_, AttemptRow>(&format!(
+            "SELECT {COLUMNS} FROM attempts WHERE app_id = $1 AND msg_id = $2 AND id = $3"
+        ))
+        .bind(app.to_string())
+        .bind(msg.to_string())
+        .bind(id.to_string())
+        .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?
-        .into_iter()
         .map(AttemptRow::into_model)
-        .collect()
-}
-
-/// One attempt of a message of `app`.
-pub(crate) async fn get(
-    pool: &PgPool,
-    app: AppId,
-    msg: MessageId,
-    id: AttemptId,
-) -> StoreResult<Option<Attempt>> {
-    sqlx::query_as::<_, AttemptRow>(&format!(
-        "SELECT {COLUMNS} FROM attempts WHERE app_id = $1 AND msg_id = $2 AND id = $3"
-    ))
-    .bind(app.to_string())
-    .bind(msg.to_string())
-    .bind(id.to_string())
-    .fetch_optional(pool)
-    .await
-    .map_err(db_error)?
-    .map(AttemptRow::into_model)
-    .transpose()
-}
-
-/// Empties one attempt's response body. `NotFound("attempt")` when `app` has no such attempt of
-/// `msg`.
-pub(crate) async fn expunge(
-    pool: &PgPool,
-    app: AppId,
-    msg: MessageId,
-    id: AttemptId,
-) -> StoreResult<()> {
-    let done = sqlx::query(
-        "UPDATE attempts SET response = '' WHERE app_id = $1 AND msg_id = $2 AND id = $3",
-    )
-    .bind(app.to_string())
-    .bind(msg.to_string())
-    .bind(id.to_string())
-    .execute(pool)
-    .await
-    .map_err(db_error)?;
-    if done.rows_affected() == 0 {
-        return Err(not_found("attempt"));
+        .transpose()
     }
-    Ok(())
+
+    async fn expunge_attempt_content(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        id: AttemptId,
+    ) -> StoreResult<()> {
+        let done = sqlx::query(
+            "UPDATE attempts SET response = '' WHERE app_id = $1 AND msg_id = $2 AND id = $3",
+        )
+        .bind(app.to_string())
+        .bind(msg.to_string())
+        .bind(id.to_string())
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("attempt"));
+        }
+        Ok(())
+    }
 }

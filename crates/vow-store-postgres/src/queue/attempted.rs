@@ -5,9 +5,11 @@
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::queue::AttemptedListings;
 use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
 use vow_store::{Endpoint, Message, MessageFilter, Seek, StoreResult};
 
@@ -15,6 +17,7 @@ use crate::delivery::{DeliveryRow, COLUMNS};
 use crate::endpoint;
 use crate::error::db_error;
 use crate::message::{self, DeliveredTo};
+use crate::PgStore;
 
 /// The condition over `deliveries` for a status at `$now`, as `stats` counts them.
 fn status_sql(status: MessageStatus) -> &'static str {
@@ -72,51 +75,54 @@ async fn states(
         .collect()
 }
 
-pub(crate) async fn destinations(
-    pool: &PgPool,
-    app: AppId,
-    msg: MessageId,
-    now: DateTime<Utc>,
-    seek: &Seek,
-) -> StoreResult<Vec<AttemptedDestination>> {
-    let mut tx = snapshot(pool).await?;
-    let found = endpoint::list(&mut *tx, app, Some(msg), seek).await?;
-    let ids = found.iter().map(|e| e.id.to_string()).collect();
-    let key = ("msg_id", msg.to_string());
-    let states = states(&mut tx, app, key, ("endpoint_id", ids), now).await?;
-    let key = |e: &Endpoint| e.id.to_string();
-    Ok(DeliveryState::pair(
-        found,
-        states,
-        key,
-        |endpoint, delivery| AttemptedDestination { endpoint, delivery },
-    ))
-}
+#[async_trait]
+impl AttemptedListings for PgStore {
+    async fn list_attempted_destinations(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedDestination>> {
+        let mut tx = snapshot(&self.pool).await?;
+        let found = endpoint::list(&mut *tx, app, Some(msg), seek).await?;
+        let ids = found.iter().map(|e| e.id.to_string()).collect();
+        let key = ("msg_id", msg.to_string());
+        let states = states(&mut tx, app, key, ("endpoint_id", ids), now).await?;
+        let key = |e: &Endpoint| e.id.to_string();
+        Ok(DeliveryState::pair(
+            found,
+            states,
+            key,
+            |endpoint, delivery| AttemptedDestination { endpoint, delivery },
+        ))
+    }
 
-pub(crate) async fn messages(
-    pool: &PgPool,
-    app: AppId,
-    endpoint: EndpointId,
-    filter: &MessageFilter,
-    status: Option<MessageStatus>,
-    now: DateTime<Utc>,
-    seek: &Seek,
-) -> StoreResult<Vec<AttemptedMessage>> {
-    let mut tx = snapshot(pool).await?;
-    let to = DeliveredTo {
-        endpoint,
-        status: status.map(status_sql),
-        now,
-    };
-    let found = message::list(&mut *tx, app, filter, Some(&to), seek).await?;
-    let ids = found.iter().map(|m| m.id.to_string()).collect();
-    let key = ("endpoint_id", endpoint.to_string());
-    let states = states(&mut tx, app, key, ("msg_id", ids), now).await?;
-    let key = |m: &Message| m.id.to_string();
-    Ok(DeliveryState::pair(
-        found,
-        states,
-        key,
-        |message, delivery| AttemptedMessage { message, delivery },
-    ))
+    async fn list_attempted_messages(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &MessageFilter,
+        status: Option<MessageStatus>,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedMessage>> {
+        let mut tx = snapshot(&self.pool).await?;
+        let to = DeliveredTo {
+            endpoint,
+            status: status.map(status_sql),
+            now,
+        };
+        let found = message::list(&mut *tx, app, filter, Some(&to), seek).await?;
+        let ids = found.iter().map(|m| m.id.to_string()).collect();
+        let key = ("endpoint_id", endpoint.to_string());
+        let states = states(&mut tx, app, key, ("msg_id", ids), now).await?;
+        let key = |m: &Message| m.id.to_string();
+        Ok(DeliveryState::pair(
+            found,
+            states,
+            key,
+            |message, delivery| AttemptedMessage { message, delivery },
+        ))
+    }
 }

@@ -12,16 +12,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::PgPool;
 use vow_core::DeliveryId;
+use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
 use vow_store::{EndpointSecret, StoreResult};
 
 use crate::convert;
 use crate::delivery::{DeliveryRow, COLUMNS};
 use crate::error::db_error;
+use crate::PgStore;
 
 /// `endpoints_with_work (ep)`: every endpoint with pending rows, by a loose scan of the index on
 /// pending rows' `(endpoint_id, next_attempt_at)`: one seek per endpoint (the last row is NULL).
@@ -281,4 +284,23 @@ pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>
     .fetch_one(pool)
     .await
     .map_err(db_error)
+}
+
+#[async_trait]
+impl DeliveryClaims for PgStore {
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+        claim(&self.pool, req).await
+    }
+
+    async fn renew_leases(
+        &self,
+        leases: &[(DeliveryId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        renew(&self.pool, leases, until).await
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        next_due(&self.pool).await
+    }
 }

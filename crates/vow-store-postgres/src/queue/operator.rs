@@ -1,15 +1,18 @@
 //! What operators do to deliveries: resend one, replay an endpoint's failures, and count an
 //! endpoint's deliveries by state.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, Postgres, QueryBuilder};
 use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_store::queue::DeliveryOperators;
 use vow_store::queue::{DeliveryStats, ReplayFilter};
 use vow_store::{Delivery, StoreResult};
 
 use crate::convert::not_found;
 use crate::delivery::{DeliveryRow, COLUMNS};
 use crate::error::db_error;
+use crate::PgStore;
 
 /// Makes the delivery of `msg` to `endpoint` pending and due at `now`, with a fresh run of the
 /// schedule (attempts and client errors at 0, no lease: a worker still holding the old lease
@@ -179,44 +182,68 @@ async fn require_endpoint(
     Ok(())
 }
 
-/// Counts of an endpoint's deliveries created in `[since, until)`, by state at `now`.
-/// `NotFound("endpoint")` when `app` has no such endpoint.
-pub(crate) async fn endpoint_stats(
-    pool: &PgPool,
-    app: AppId,
-    endpoint: EndpointId,
-    since: Option<DateTime<Utc>>,
-    until: Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
-) -> StoreResult<DeliveryStats> {
-    let (exists, success, pending, sending, fail): (bool, i64, i64, i64, i64) = sqlx::query_as(
-        "SELECT EXISTS (SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2),
-                count(*) FILTER (WHERE status = 'delivered'),
-                count(*) FILTER (WHERE status = 'held' OR (status = 'pending'
-                                 AND (lease_until IS NULL OR lease_until <= $5))),
-                count(*) FILTER (WHERE status = 'pending' AND lease_until > $5),
-                count(*) FILTER (WHERE status = 'dead_lettered')
-         FROM deliveries
-         WHERE app_id = $1 AND endpoint_id = $2
-           AND ($3::timestamptz IS NULL OR created_at >= $3)
-           AND ($4::timestamptz IS NULL OR created_at < $4)",
-    )
-    .bind(app.to_string())
-    .bind(endpoint.to_string())
-    .bind(since)
-    .bind(until)
-    .bind(now)
-    .fetch_one(pool)
-    .await
-    .map_err(db_error)?;
-    if !exists {
-        return Err(not_found("endpoint"));
+#[async_trait]
+impl DeliveryOperators for PgStore {
+    async fn resend(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        endpoint: EndpointId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Delivery> {
+        resend(&mut *self.conn().await?, app, msg, endpoint, now).await
     }
-    let n = |v: i64| u64::try_from(v).unwrap_or_default();
-    Ok(DeliveryStats {
-        success: n(success),
-        pending: n(pending),
-        sending: n(sending),
-        fail: n(fail),
-    })
+
+    async fn replay(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &ReplayFilter,
+        now: DateTime<Utc>,
+        spacing: chrono::Duration,
+        dry_run: bool,
+    ) -> StoreResult<u64> {
+        let mut conn = self.conn().await?;
+        replay(&mut conn, app, endpoint, filter, now, spacing, dry_run).await
+    }
+
+    async fn endpoint_stats(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        since: Option<DateTime<Utc>>,
+        until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<DeliveryStats> {
+        let (exists, success, pending, sending, fail): (bool, i64, i64, i64, i64) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2),
+                    count(*) FILTER (WHERE status = 'delivered'),
+                    count(*) FILTER (WHERE status = 'held' OR (status = 'pending'
+                                     AND (lease_until IS NULL OR lease_until <= $5))),
+                    count(*) FILTER (WHERE status = 'pending' AND lease_until > $5),
+                    count(*) FILTER (WHERE status = 'dead_lettered')
+             FROM deliveries
+             WHERE app_id = $1 AND endpoint_id = $2
+               AND ($3::timestamptz IS NULL OR created_at >= $3)
+               AND ($4::timestamptz IS NULL OR created_at < $4)",
+        )
+        .bind(app.to_string())
+        .bind(endpoint.to_string())
+        .bind(since)
+        .bind(until)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_error)?;
+        if !exists {
+            return Err(not_found("endpoint"));
+        }
+        let n = |v: i64| u64::try_from(v).unwrap_or_default();
+        Ok(DeliveryStats {
+            success: n(success),
+            pending: n(pending),
+            sending: n(sending),
+            fail: n(fail),
+        })
+    }
 }

@@ -16,13 +16,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
+use vow_store::queue::DeliveryOutcomes;
 use vow_store::queue::{AttemptOutcome, AttemptTrigger, NextState, Recorded};
 use vow_store::{DeliveryStatus, StoreResult};
 
 use crate::convert;
 use crate::error::db_error;
+use crate::PgStore;
 
 /// A delivery as locked by step 1.
 #[derive(sqlx::FromRow)]
@@ -392,4 +395,15 @@ async fn count_dead_letters(
         .map_err(db_error)?;
     }
     Ok(())
+}
+
+#[async_trait]
+impl DeliveryOutcomes for PgStore {
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+        disable_after: u32,
+    ) -> StoreResult<Vec<Recorded>> {
+        record(&self.pool, outcomes, disable_after).await
+    }
 }

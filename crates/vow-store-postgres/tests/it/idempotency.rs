@@ -11,7 +11,8 @@ use vow_store::idempotency::{
     Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings,
     StoredResponse, Write,
 };
-use vow_store::{MessageFilter, Order, Seek, Store, StoreError};
+use vow_store::prelude::*;
+use vow_store::{MessageFilter, Order, Seek, StoreError};
 use vow_store_postgres::testing::fresh_store;
 use vow_store_postgres::PgStore;
 

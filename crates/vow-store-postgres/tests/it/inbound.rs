@@ -16,7 +16,7 @@ use vow_store::inbound::processing::{
 use vow_store::inbound::{
     Claim, Destination, InboundState, NewInboundEvent, NewSource, Source, SourceFields,
 };
-use vow_store::InboundStore;
+use vow_store::prelude::*;
 use vow_store_postgres::testing::fresh_store;
 use vow_store_postgres::PgStore;
 

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use vow_store::{MessageKey, Store, StoreError};
+use vow_store::prelude::*;
+use vow_store::{MessageKey, StoreError};
 use vow_store_postgres::testing::fresh_store;
 use vow_store_postgres::PgStore;
 

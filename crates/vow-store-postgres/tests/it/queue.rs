@@ -6,11 +6,12 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Duration, Utc};
 use vow_core::{AttemptId, DeliveryId, EndpointId};
+use vow_store::prelude::*;
 use vow_store::queue::{
     AttemptFilter, AttemptOutcome, AttemptTrigger, ClaimRequest, ClaimedDelivery, EndpointRoom,
     NewAttempt, NextState, Recorded,
 };
-use vow_store::{AppKey, DeliveryQueue, DeliveryStatus, Order, Seek, Store, StoreError};
+use vow_store::{AppKey, DeliveryStatus, Order, Seek, StoreError};
 use vow_store_postgres::testing::fresh_store;
 use vow_store_postgres::PgStore;
 

@@ -3,7 +3,8 @@
 
 use chrono::Duration;
 use vow_core::EndpointId;
-use vow_store::{EventType, MessageKey, NewEndpoint, Store, StoreError};
+use vow_store::prelude::*;
+use vow_store::{EventType, MessageKey, NewEndpoint, StoreError};
 
 use crate::support::{app, endpoint, endpoint_fields, message, new_app, now, store};
 

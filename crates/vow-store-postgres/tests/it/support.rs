@@ -4,9 +4,10 @@ use chrono::{DateTime, SubsecRound, Utc};
 use sqlx::{Connection, PgConnection};
 use vow_core::{AppId, EndpointId, MessageId};
 pub use vow_pg_testing::server_url;
+use vow_store::prelude::*;
 use vow_store::{
     Application, ApplicationFields, Endpoint, EndpointFields, NewApplication, NewEndpoint,
-    NewMessage, Store,
+    NewMessage,
 };
 use vow_store_postgres::testing::fresh_store;
 use vow_store_postgres::PgStore;

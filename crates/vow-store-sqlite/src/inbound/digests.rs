@@ -5,8 +5,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use vow_store::inbound::{InboundEvent, NewInboundEvent, ReplayGuard};
 
 use super::events::{from_row, COLUMNS};
+use crate::convert::micros;
 use crate::error::Result;
-use crate::rows::micros;
 
 /// Records that `event` (just inserted for `new`) was accepted with the guard's digest, unless
 /// that digest was accepted within the window: then the event that holds it, and nothing is

@@ -2,19 +2,23 @@
 //! with every other write; with a replay guard, `digests` after the insert), operators' decisions
 //! on quarantined events, listings and retention.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{InboundEventId, SourceId};
+use vow_store::inbound::InboundEvents;
 use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
     NewRejection, Rejection, RejectionCount, StoredInbound,
 };
+use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
 use super::sources;
+use crate::convert::{id, micros, opt_json, opt_time, seek_sql, time, to_json};
 use crate::error::Result;
-use crate::rows::{id, micros, opt_json, opt_time, seek_sql, time, to_json};
+use crate::SqliteStore;
 
 pub(crate) const COLUMNS: &str =
     "id, source_id, account, event_id, state, conflicts_with, sha256, size, duplicates, version, \
@@ -145,7 +149,7 @@ fn repeat(conn: &Connection, new: &NewInboundEvent, among: Target) -> Result<Opt
         .optional()?)
 }
 
-/// [`vow_store::InboundStore::claim_inbound`], inside the writer's transaction.
+/// [`vow_store::inbound::InboundEvents::claim_inbound`], inside the writer's transaction.
 pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
     sources::require(conn, new.source_id)?;
     if let Some(event) = insert(conn, &new, Target::Claim, None)? {
@@ -201,7 +205,7 @@ pub(crate) fn get(
     let Some((event, content)) = found else {
         return Ok(None);
     };
-    let forwards = super::work::forwards(conn, event.id)?;
+    let forwards = super::forwards::forwards(conn, event.id)?;
     Ok(Some(StoredInbound {
         event,
         content,
@@ -399,4 +403,57 @@ pub(crate) fn purge(conn: &Connection, before: DateTime<Utc>, batch: usize) -> R
         )?
         .execute(params![micros(before), batch])?;
     Ok((contents + rejections) as u64)
+}
+
+#[async_trait]
+impl InboundEvents for SqliteStore {
+    async fn claim_inbound(&self, new: NewInboundEvent) -> StoreResult<Claim> {
+        self.write(move |c| claim(c, new)).await
+    }
+
+    async fn get_inbound_event(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+    ) -> StoreResult<Option<StoredInbound>> {
+        self.read(move |c| get(c, source, id)).await
+    }
+
+    async fn list_inbound_events(
+        &self,
+        source: SourceId,
+        filter: &InboundFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<InboundEvent>> {
+        let (filter, seek) = (*filter, seek.clone());
+        self.read(move |c| list(c, source, &filter, &seek)).await
+    }
+
+    async fn resolve_quarantined(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        to: InboundState,
+        now: DateTime<Utc>,
+    ) -> StoreResult<InboundEvent> {
+        self.write(move |c| resolve(c, source, id, to, now)).await
+    }
+
+    async fn record_rejection(&self, rejection: NewRejection, keep: u32) -> StoreResult<()> {
+        self.write(move |c| record_rejection(c, rejection, keep))
+            .await
+    }
+
+    async fn rejection_counts(&self, source: SourceId) -> StoreResult<Vec<RejectionCount>> {
+        self.read(move |c| rejection_counts(c, source)).await
+    }
+
+    async fn list_rejections(&self, source: SourceId, seek: &Seek) -> StoreResult<Vec<Rejection>> {
+        let seek = seek.clone();
+        self.read(move |c| list_rejections(c, source, &seek)).await
+    }
+
+    async fn purge_inbound(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64> {
+        self.write(move |c| purge(c, before, batch)).await
+    }
 }

@@ -1,15 +1,19 @@
 //! Sources of inbound webhooks: one row each, with the scheme's settings, the secrets, the
 //! locators and the destinations as JSON columns.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use vow_core::SourceId;
+use vow_store::inbound::Sources;
 use vow_store::inbound::{NewSource, Source, SourceFields};
+use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
+use crate::convert::{id, json, micros, opt_json, seek_sql, time, to_json, to_opt_json, truncate};
 use crate::error::Result;
-use crate::rows::{id, json, micros, opt_json, seek_sql, time, to_json, to_opt_json, truncate};
+use crate::SqliteStore;
 
 const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
                        account, version_pointer, entity_pointer, destinations, created_at, \
@@ -111,10 +115,6 @@ pub(crate) fn get(conn: &Connection, source: SourceId) -> Result<Option<Source>>
     by(conn, "id", &source.to_string())
 }
 
-pub(crate) fn get_by_token(conn: &Connection, token: &str) -> Result<Option<Source>> {
-    by(conn, "token", token)
-}
-
 /// The source whose `column` (a trusted name) is `value`.
 fn by(conn: &Connection, column: &str, value: &str) -> Result<Option<Source>> {
     let sql = format!("SELECT {COLUMNS} FROM sources WHERE {column} = ?1");
@@ -124,46 +124,76 @@ fn by(conn: &Connection, column: &str, value: &str) -> Result<Option<Source>> {
         .optional()?)
 }
 
-pub(crate) fn list(conn: &Connection, seek: &Seek) -> Result<Vec<Source>> {
-    let sql = seek_sql(&format!("{COLUMNS} FROM sources"), &[], "id", seek, 1, 2);
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-pub(crate) fn update(
-    conn: &Connection,
-    source: SourceId,
-    f: SourceFields,
-    now: DateTime<Utc>,
-) -> Result<Source> {
-    // ?1 id, ?2 the time, then the fields from ?3 on.
-    let set: Vec<String> = FIELDS
-        .iter()
-        .enumerate()
-        .map(|(i, column)| format!("{column} = ?{}", i + 3))
-        .collect();
-    let sql = format!(
-        "UPDATE sources SET {}, updated_at = ?2 WHERE id = ?1 RETURNING {COLUMNS}",
-        set.join(", ")
-    );
-    let keys = [Value::from(source.to_string()), micros(now).into()];
-    conn.prepare_cached(&sql)?
-        .query_row(
-            params_from_iter(keys.into_iter().chain(field_values(&f)?)),
-            from_row,
-        )
-        .optional()?
-        .ok_or_else(not_found)
-}
-
-/// Deletes the source; its events and rejections go with it (ON DELETE CASCADE).
-pub(crate) fn delete(conn: &Connection, source: SourceId) -> Result<()> {
-    let n = conn
-        .prepare_cached("DELETE FROM sources WHERE id = ?1")?
-        .execute([source.to_string()])?;
-    if n == 0 {
-        return Err(not_found());
+#[async_trait]
+impl Sources for SqliteStore {
+    async fn create_source(&self, new: NewSource) -> StoreResult<Source> {
+        self.write(move |c| create(c, new)).await
     }
-    Ok(())
+
+    async fn get_source(&self, id: SourceId) -> StoreResult<Option<Source>> {
+        self.read(move |c| get(c, id)).await
+    }
+
+    async fn get_source_by_token(&self, token: &str) -> StoreResult<Option<Source>> {
+        let token = token.to_owned();
+        self.read(move |conn| {
+            let token: &str = &token;
+            by(conn, "token", token)
+        })
+        .await
+    }
+
+    async fn list_sources(&self, seek: &Seek) -> StoreResult<Vec<Source>> {
+        let seek = seek.clone();
+        self.read(move |conn| {
+            let seek: &Seek = &seek;
+            let sql = seek_sql(&format!("{COLUMNS} FROM sources"), &[], "id", seek, 1, 2);
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    async fn update_source(
+        &self,
+        source: SourceId,
+        f: SourceFields,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Source> {
+        self.write(move |conn| {
+            // ?1 id, ?2 the time, then the fields from ?3 on.
+            let set: Vec<String> = FIELDS
+                .iter()
+                .enumerate()
+                .map(|(i, column)| format!("{column} = ?{}", i + 3))
+                .collect();
+            let sql = format!(
+                "UPDATE sources SET {}, updated_at = ?2 WHERE id = ?1 RETURNING {COLUMNS}",
+                set.join(", ")
+            );
+            let keys = [Value::from(source.to_string()), micros(now).into()];
+            conn.prepare_cached(&sql)?
+                .query_row(
+                    params_from_iter(keys.into_iter().chain(field_values(&f)?)),
+                    from_row,
+                )
+                .optional()?
+                .ok_or_else(not_found)
+        })
+        .await
+    }
+
+    async fn delete_source(&self, source: SourceId) -> StoreResult<()> {
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached("DELETE FROM sources WHERE id = ?1")?
+                .execute([source.to_string()])?;
+            if n == 0 {
+                return Err(not_found());
+            }
+            Ok(())
+        })
+        .await
+    }
 }

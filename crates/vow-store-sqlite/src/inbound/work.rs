@@ -5,90 +5,30 @@
 
 use std::collections::{HashMap, HashSet};
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{DestinationId, InboundEventId, SourceId};
 use vow_store::inbound::decisions::{self, Decided, Decision};
+use vow_store::inbound::processing::Resolution;
 use vow_store::inbound::processing::{
-    aggregate, supersedes, ClaimedEvent, Consumer, Forward, LeaseToken, NextTry, Outcome,
-    WorkClaim, WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, supersedes, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim,
+    WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
+use vow_store::inbound::{InboundDecisions, InboundWork};
 use vow_store::StoreError;
+use vow_store::StoreResult;
 
 use super::events::{content_from_row, from_row, COLUMNS};
+use super::forwards::{destination_key, forwards, put_forward, unknown, PULL};
 use super::sources;
+use crate::convert::{micros, opt_time};
 use crate::error::Result;
-use crate::rows::{micros, opt_time, time};
+use crate::SqliteStore;
 
 /// Expired leases settled per claim at most (the rest wait for the next claim).
 const EXPIRED_BATCH: usize = 256;
-
-/// The destination column's value for a pull consumer.
-const PULL: &str = "pull";
-
-fn destination_key(destination: Option<DestinationId>) -> String {
-    destination.map_or_else(|| PULL.to_owned(), |d| d.to_string())
-}
-
-fn unknown(column: usize, value: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(column, Type::Text, value.into())
-}
-
-fn forward_from_row(row: &Row<'_>) -> rusqlite::Result<Forward> {
-    let destination: String = row.get(0)?;
-    let outcome: String = row.get(1)?;
-    Ok(Forward {
-        destination: match destination.as_str() {
-            PULL => None,
-            other => Some(other.parse().map_err(|_| unknown(0, destination.clone()))?),
-        },
-        outcome: Outcome::parse(&outcome).ok_or_else(|| unknown(1, outcome))?,
-        attempts: row.get(2)?,
-        status: row.get(3)?,
-        error: row.get(4)?,
-        updated_at: time(row, 5)?,
-    })
-}
-
-/// Every recorded outcome of `event`, by destination.
-pub(crate) fn forwards(conn: &Connection, event: InboundEventId) -> Result<Vec<Forward>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT destination, outcome, attempts, status, error, updated_at FROM inbound_forwards
-         WHERE event_id = ?1 ORDER BY destination",
-    )?;
-    let rows = stmt.query_map([event.to_string()], forward_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// Records one more attempt at `destination` with this outcome.
-fn put_forward(
-    conn: &Connection,
-    event: InboundEventId,
-    destination: Option<DestinationId>,
-    outcome: Outcome,
-    status: Option<u16>,
-    error: Option<&str>,
-    now: DateTime<Utc>,
-) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO inbound_forwards (event_id, destination, outcome, attempts, status, error,
-             updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6)
-         ON CONFLICT (event_id, destination) DO UPDATE SET outcome = excluded.outcome,
-             attempts = attempts + 1, status = excluded.status, error = excluded.error,
-             updated_at = excluded.updated_at",
-    )?
-    .execute(params![
-        event.to_string(),
-        destination_key(destination),
-        outcome.as_str(),
-        status,
-        error,
-        micros(now),
-    ])?;
-    Ok(())
-}
 
 /// Moves `event` to the aggregate of its outcomes (due at `retry_at` when that is
 /// `retryable`) and ends its lease; `last_error` replaces the stored one unless `None`.
@@ -323,7 +263,7 @@ fn lease(
     Ok((leased, token, until))
 }
 
-/// `vow_store::InboundStore::claim_inbound_work`.
+/// `vow_store::inbound::InboundWork::claim_inbound_work`.
 pub(crate) fn claim(conn: &Connection, request: &WorkRequest) -> Result<WorkClaim> {
     let mut sources = Sources::new(conn);
     let mut work = WorkClaim {
@@ -365,7 +305,7 @@ pub(crate) fn claim(conn: &Connection, request: &WorkRequest) -> Result<WorkClai
     Ok(work)
 }
 
-/// `vow_store::InboundStore::record_inbound_work`.
+/// `vow_store::inbound::InboundWork::record_inbound_work`.
 pub(crate) fn record(conn: &Connection, outcome: WorkOutcome) -> Result<WorkRecorded> {
     let held = conn
         .prepare_cached(
@@ -404,7 +344,7 @@ pub(crate) fn record(conn: &Connection, outcome: WorkOutcome) -> Result<WorkReco
     Ok(WorkRecorded::Stored(Box::new(event)))
 }
 
-/// `vow_store::InboundStore::renew_inbound_leases`.
+/// `vow_store::inbound::InboundWork::renew_inbound_leases`.
 pub(crate) fn renew(
     conn: &Connection,
     leases: &[(InboundEventId, LeaseToken)],
@@ -421,7 +361,7 @@ pub(crate) fn renew(
     Ok(kept)
 }
 
-/// `vow_store::InboundStore::next_inbound_due`.
+/// `vow_store::inbound::InboundWork::next_inbound_due`.
 pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
     Ok(conn
         .prepare_cached(
@@ -442,7 +382,7 @@ fn state_of(conn: &Connection, source: SourceId, id: InboundEventId) -> Result<I
     Ok(InboundState::parse(&state).ok_or_else(|| unknown(0, state))?)
 }
 
-/// `vow_store::InboundStore::resolve_uncertain` and `replay_inbound`: the forwards
+/// `vow_store::inbound::InboundDecisions::resolve_uncertain` and `replay_inbound`: the forwards
 /// [`decisions::targets`] names get the decision's outcome, the event its aggregate (due at
 /// `now` when retryable, with fresh attempts when forwarded again).
 pub(crate) fn decide(
@@ -477,4 +417,56 @@ pub(crate) fn decide(
         .filter(|f| targets.contains(&f.destination))
         .collect();
     Ok(Decided { event, changed })
+}
+
+#[async_trait]
+impl InboundWork for SqliteStore {
+    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
+        let request = request.clone();
+        self.write(move |c| claim(c, &request)).await
+    }
+
+    async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
+        self.write(move |c| record(c, outcome)).await
+    }
+
+    async fn renew_inbound_leases(
+        &self,
+        leases: &[(InboundEventId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        let leases = leases.to_vec();
+        self.write(move |c| renew(c, &leases, until)).await
+    }
+
+    async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.read(next_due).await
+    }
+}
+
+#[async_trait]
+impl InboundDecisions for SqliteStore {
+    async fn resolve_uncertain(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        resolution: Resolution,
+        destination: Option<DestinationId>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Decided> {
+        let decision = Decision::Resolve(resolution);
+        self.write(move |c| decide(c, source, id, decision, destination, now))
+            .await
+    }
+
+    async fn replay_inbound(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        destination: Option<DestinationId>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Decided> {
+        self.write(move |c| decide(c, source, id, Decision::Replay, destination, now))
+            .await
+    }
 }

@@ -4,16 +4,20 @@
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::queue::AttemptedListings;
 use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
+use vow_store::StoreResult;
 use vow_store::{Endpoint, Message, MessageFilter, Seek};
 
+use crate::convert::{micros, opt_time, to_json};
 use crate::error::Result;
-use crate::messages::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS, DELIVERY_COLUMN_COUNT};
-use crate::rows::{micros, opt_time, to_json};
-use crate::{endpoints, messages};
+use crate::message::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS, DELIVERY_COLUMN_COUNT};
+use crate::SqliteStore;
+use crate::{endpoint, message};
 
 /// The condition over `deliveries` for a status at `?7` (now), as `stats` counts them.
 fn status_sql(status: MessageStatus) -> &'static str {
@@ -50,32 +54,6 @@ fn states(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub(crate) fn destinations(
-    conn: &Connection,
-    app: AppId,
-    msg: MessageId,
-    now: DateTime<Utc>,
-    seek: &Seek,
-) -> Result<Vec<AttemptedDestination>> {
-    let tx = conn.unchecked_transaction()?;
-    let found = endpoints::list(&tx, app, Some(msg), seek)?;
-    let ids = found.iter().map(|e| e.id.to_string()).collect();
-    let states = states(
-        &tx,
-        app,
-        ("msg_id", msg.to_string()),
-        ("endpoint_id", ids),
-        now,
-    )?;
-    let key = |e: &Endpoint| e.id.to_string();
-    Ok(DeliveryState::pair(
-        found,
-        states,
-        key,
-        |endpoint, delivery| AttemptedDestination { endpoint, delivery },
-    ))
-}
-
 pub(crate) fn messages(
     conn: &Connection,
     app: AppId,
@@ -91,7 +69,7 @@ pub(crate) fn messages(
         status: status.map(status_sql),
         now: micros(now),
     };
-    let found = messages::list(&tx, app, filter, Some(&to), seek)?;
+    let found = message::list(&tx, app, filter, Some(&to), seek)?;
     let ids = found.iter().map(|m| m.id.to_string()).collect();
     let key = ("endpoint_id", endpoint.to_string());
     let states = states(&tx, app, key, ("msg_id", ids), now)?;
@@ -102,4 +80,52 @@ pub(crate) fn messages(
         key,
         |message, delivery| AttemptedMessage { message, delivery },
     ))
+}
+
+#[async_trait]
+impl AttemptedListings for SqliteStore {
+    async fn list_attempted_destinations(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedDestination>> {
+        let seek = seek.clone();
+        self.read(move |conn| {
+            let seek: &Seek = &seek;
+            let tx = conn.unchecked_transaction()?;
+            let found = endpoint::list(&tx, app, Some(msg), seek)?;
+            let ids = found.iter().map(|e| e.id.to_string()).collect();
+            let states = states(
+                &tx,
+                app,
+                ("msg_id", msg.to_string()),
+                ("endpoint_id", ids),
+                now,
+            )?;
+            let key = |e: &Endpoint| e.id.to_string();
+            Ok(DeliveryState::pair(
+                found,
+                states,
+                key,
+                |endpoint, delivery| AttemptedDestination { endpoint, delivery },
+            ))
+        })
+        .await
+    }
+
+    async fn list_attempted_messages(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &MessageFilter,
+        status: Option<MessageStatus>,
+        now: DateTime<Utc>,
+        seek: &Seek,
+    ) -> StoreResult<Vec<AttemptedMessage>> {
+        let (filter, seek) = (filter.clone(), seek.clone());
+        self.read(move |c| messages(c, app, endpoint, &filter, status, now, &seek))
+            .await
+    }
 }

@@ -17,16 +17,20 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{DeliveryId, EndpointId, MessageId};
+use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
 use vow_store::StoreError;
+use vow_store::StoreResult;
 
-use crate::endpoints;
+use crate::convert::{id, micros, truncate};
+use crate::endpoint;
 use crate::error::Result;
-use crate::messages::{delivery_from_row, DELIVERY_COLUMNS};
-use crate::rows::{id, micros, truncate};
+use crate::message::{delivery_from_row, DELIVERY_COLUMNS};
+use crate::SqliteStore;
 
 /// The next endpoint (after `?1`) with unleased pending rows, and its earliest due time.
 const NEXT_ENDPOINT: &str = "SELECT endpoint_id, next_attempt_at FROM deliveries
@@ -154,7 +158,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Claimed
         let endpoint = match targets.entry(delivery.endpoint_id) {
             Entry::Occupied(found) => found.get().clone(),
             Entry::Vacant(slot) => {
-                let target = endpoints::target(conn, &slot.key().to_string(), now)?
+                let target = endpoint::target(conn, &slot.key().to_string(), now)?
                     .ok_or_else(|| orphan(delivery.id, "endpoint"))?;
                 slot.insert(target).clone()
             }
@@ -205,6 +209,30 @@ pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
         .query_row([], |r| r.get(0))?;
     let due = unleased.into_iter().chain(leased).min();
     Ok(due.and_then(DateTime::from_timestamp_micros))
+}
+
+#[async_trait]
+impl DeliveryClaims for SqliteStore {
+    async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+        let req = req.clone();
+        self.write(move |c| claim(c, &req)).await
+    }
+
+    async fn renew_leases(
+        &self,
+        leases: &[(DeliveryId, LeaseToken)],
+        until: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let leases = leases.to_vec();
+        self.write(move |c| renew(c, &leases, until)).await
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.read(next_due).await
+    }
 }
 
 #[cfg(test)]

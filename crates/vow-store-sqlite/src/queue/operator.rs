@@ -1,15 +1,19 @@
 //! What operators do to deliveries: resend one, replay an endpoint's failed ones, count them.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_store::queue::DeliveryOperators;
 use vow_store::queue::{DeliveryStats, ReplayFilter};
+use vow_store::StoreResult;
 use vow_store::{Delivery, StoreError};
 
-use crate::endpoints;
+use crate::convert::{micros, to_json};
+use crate::endpoint;
 use crate::error::Result;
-use crate::messages::{delivery_from_row, DELIVERY_COLUMNS};
-use crate::rows::{micros, to_json};
+use crate::message::{delivery_from_row, DELIVERY_COLUMNS};
+use crate::SqliteStore;
 
 /// Makes the delivery of `msg` to `ep` pending and due at `now` with a fresh run of the
 /// schedule, writing it if the message never went to that endpoint.
@@ -29,7 +33,7 @@ pub(crate) fn resend(
     if !has_message {
         return Err(StoreError::NotFound("message").into());
     }
-    endpoints::require(conn, &app, &ep)?;
+    endpoint::require(conn, &app, &ep)?;
     let now = micros(now);
     let sql = format!(
         "UPDATE deliveries SET status = 'pending', next_attempt_at = ?4, attempts = 0,
@@ -103,7 +107,7 @@ pub(crate) fn replay(
     spacing: chrono::Duration,
     dry_run: bool,
 ) -> Result<u64> {
-    endpoints::require(conn, &app, &ep)?;
+    endpoint::require(conn, &app, &ep)?;
     let (conds, values) = replay_where(app, ep, filter)?;
     let params = rusqlite::params_from_iter(values.iter());
     if dry_run {
@@ -130,47 +134,83 @@ pub(crate) fn replay(
     Ok(ids.len() as u64)
 }
 
-/// An endpoint's deliveries created in `[since, until)`, counted by state at `now`.
-pub(crate) fn stats(
-    conn: &Connection,
-    app: AppId,
-    ep: EndpointId,
-    since: Option<DateTime<Utc>>,
-    until: Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
-) -> Result<DeliveryStats> {
-    endpoints::require(conn, &app, &ep)?;
-    let mut conds = "app_id = ?1 AND endpoint_id = ?2".to_string();
-    if since.is_some() {
-        conds.push_str(" AND created_at >= ?3");
+#[async_trait]
+impl DeliveryOperators for SqliteStore {
+    async fn resend(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        endpoint: EndpointId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Delivery> {
+        self.write(move |c| resend(c, app, msg, endpoint, now))
+            .await
     }
-    if until.is_some() {
-        conds.push_str(" AND created_at < ?4");
+
+    async fn replay(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &ReplayFilter,
+        now: DateTime<Utc>,
+        spacing: chrono::Duration,
+        dry_run: bool,
+    ) -> StoreResult<u64> {
+        let filter = filter.clone();
+        let replay = move |c: &rusqlite::Connection| {
+            replay(c, app, endpoint, &filter, now, spacing, dry_run)
+        };
+        if dry_run {
+            self.read(replay).await
+        } else {
+            self.write(replay).await
+        }
     }
-    let sql = format!(
-        "SELECT count(*) FILTER (WHERE status = 'delivered'),
-                count(*) FILTER (WHERE status = 'held' OR (status = 'pending'
-                                 AND (lease_until IS NULL OR lease_until <= ?5))),
-                count(*) FILTER (WHERE status = 'pending' AND lease_until > ?5),
-                count(*) FILTER (WHERE status = 'dead_lettered')
-         FROM deliveries WHERE {conds}"
-    );
-    let counts = conn.prepare_cached(&sql)?.query_row(
-        params![
-            app.to_string(),
-            ep.to_string(),
-            since.map(micros),
-            until.map(micros),
-            micros(now)
-        ],
-        |r| {
-            Ok(DeliveryStats {
-                success: r.get::<_, i64>(0)? as u64,
-                pending: r.get::<_, i64>(1)? as u64,
-                sending: r.get::<_, i64>(2)? as u64,
-                fail: r.get::<_, i64>(3)? as u64,
-            })
-        },
-    )?;
-    Ok(counts)
+
+    async fn endpoint_stats(
+        &self,
+        app: AppId,
+        ep: EndpointId,
+        since: Option<DateTime<Utc>>,
+        until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<DeliveryStats> {
+        self.read(move |conn| {
+            endpoint::require(conn, &app, &ep)?;
+            let mut conds = "app_id = ?1 AND endpoint_id = ?2".to_string();
+            if since.is_some() {
+                conds.push_str(" AND created_at >= ?3");
+            }
+            if until.is_some() {
+                conds.push_str(" AND created_at < ?4");
+            }
+            let sql = format!(
+                "SELECT count(*) FILTER (WHERE status = 'delivered'),
+                        count(*) FILTER (WHERE status = 'held' OR (status = 'pending'
+                                         AND (lease_until IS NULL OR lease_until <= ?5))),
+                        count(*) FILTER (WHERE status = 'pending' AND lease_until > ?5),
+                        count(*) FILTER (WHERE status = 'dead_lettered')
+                 FROM deliveries WHERE {conds}"
+            );
+            let counts = conn.prepare_cached(&sql)?.query_row(
+                params![
+                    app.to_string(),
+                    ep.to_string(),
+                    since.map(micros),
+                    until.map(micros),
+                    micros(now)
+                ],
+                |r| {
+                    Ok(DeliveryStats {
+                        success: r.get::<_, i64>(0)? as u64,
+                        pending: r.get::<_, i64>(1)? as u64,
+                        sending: r.get::<_, i64>(2)? as u64,
+                        fail: r.get::<_, i64>(3)? as u64,
+                    })
+                },
+            )?;
+            Ok(counts)
+        })
+        .await
+    }
 }

@@ -2,13 +2,17 @@
 //! consecutive dead-letter count with auto-disabling. One writer job records a whole batch, in
 //! order, so a later outcome sees what an earlier one of the same batch did.
 
+use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::should_disable;
+use vow_store::queue::DeliveryOutcomes;
 use vow_store::queue::{AttemptOutcome, NextState, Recorded};
+use vow_store::StoreResult;
 
+use crate::convert::micros;
 use crate::error::Result;
-use crate::queue::attempts::{self, Owner};
-use crate::rows::micros;
+use crate::queue::attempt::{self, Owner};
+use crate::SqliteStore;
 
 pub(crate) fn record(
     conn: &Connection,
@@ -70,7 +74,7 @@ fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Resu
             endpoint: &endpoint,
             delivery: &delivery,
         };
-        attempts::insert(conn, &owner, attempt)?;
+        attempt::insert(conn, &owner, attempt)?;
     }
     let endpoint_disabled = match &o.next {
         NextState::Delivered => {
@@ -130,4 +134,19 @@ fn dead_lettered(
     )?
     .execute(params![app, endpoint, now])?;
     Ok(true)
+}
+
+#[async_trait]
+impl DeliveryOutcomes for SqliteStore {
+    async fn record_attempts(
+        &self,
+        outcomes: Vec<AttemptOutcome>,
+        disable_after: u32,
+    ) -> StoreResult<Vec<Recorded>> {
+        if outcomes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(move |c| record(c, &outcomes, disable_after))
+            .await
+    }
 }

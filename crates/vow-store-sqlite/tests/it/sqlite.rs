@@ -4,9 +4,10 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::prelude::*;
 use vow_store::{
     AppKey, ApplicationFields, EndpointFields, EndpointKey, MessageKey, NewApplication,
-    NewEndpoint, NewMessage, Store, StoreError,
+    NewEndpoint, NewMessage, StoreError,
 };
 use vow_store_sqlite::testing::fresh_store;
 use vow_store_sqlite::SqliteStore;
@@ -228,7 +229,7 @@ async fn a_burst_of_messages_is_stored_completely() {
 #[tokio::test]
 async fn a_database_of_the_first_schema_is_migrated_with_its_rows() {
     use vow_store::queue::{ClaimRequest, EndpointRoom};
-    use vow_store::{DeliveryOptions, DeliveryQueue, DeliveryStatus};
+    use vow_store::{DeliveryOptions, DeliveryStatus};
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
@@ -411,7 +412,6 @@ async fn throughput_of_claims_and_records() {
     use vow_store::queue::{
         AttemptOutcome, AttemptTrigger, ClaimRequest, EndpointRoom, NewAttempt, NextState, Recorded,
     };
-    use vow_store::DeliveryQueue;
 
     let (store, _dir) = fresh_store();
     let store = std::sync::Arc::new(store);

@@ -105,7 +105,7 @@ fn accepted(id: &str) -> StoredResponse {
     }
 }
 
-/// Creates `new` through [`Store::apply`], completing the record `token` owns.
+/// Creates `new` through [`crate::IdempotencyRecords::apply`], completing the record `token` owns.
 async fn create_message(
     store: &dyn Store,
     new: &NewMessage,

@@ -2,7 +2,7 @@
 //! neither a timestamp nor the event id, a captured delivery sent again with a new id header
 //! would be a new event. With the guard on, a source remembers the digest of each accepted
 //! delivery's signed content (one row per source and digest, `inbound_digests`) and
-//! [`crate::InboundStore::claim_inbound`] refuses a delivery with a NEW event id whose digest
+//! [`crate::inbound::InboundEvents::claim_inbound`] refuses a delivery with a NEW event id whose digest
 //! was accepted less than the window ago ([`crate::inbound::Claim::Replayed`]): nothing is
 //! stored. A repeat of an id already claimed is still a duplicate (or a quarantine), decided
 //! first. A refused replay does not move the window: the digest's time is that of the last

@@ -19,7 +19,7 @@ use vow_core::{
 };
 use vow_store::idempotency::Write;
 use vow_store::page::Page;
-use vow_store::{DeliveryOptions, Endpoint, EndpointFields, NewEndpoint, Order};
+use vow_store::{DeliveryOptions, Endpoint, EndpointFields, EndpointKey, NewEndpoint, Order};
 
 use super::headers::{check_headers, HeadersIn, HeadersOut, HeadersPatchIn};
 use super::keys::endpoint_key;

@@ -37,11 +37,7 @@ pub async fn find_endpoint_in(
 }
 
 /// Resolves `{msg_id}` (id or eventId) within the application.
-pub async fn find_message(
-    state: &AppState,
-    app: vow_core::AppId,
-    raw: &str,
-) -> ApiResult<MessageId> {
+pub async fn find_message(state: &AppState, app: AppId, raw: &str) -> ApiResult<MessageId> {
     let key = message_key(raw)?;
     match state.store.get_message(app, &key).await? {
         Some(m) => Ok(m.id),
@@ -50,11 +46,7 @@ pub async fn find_message(
 }
 
 /// Resolves `{endpoint_id}` (id or uid) within the application.
-pub async fn find_endpoint(
-    state: &AppState,
-    app: vow_core::AppId,
-    raw: &str,
-) -> ApiResult<EndpointId> {
+pub async fn find_endpoint(state: &AppState, app: AppId, raw: &str) -> ApiResult<EndpointId> {
     let key = endpoint_key(raw)?;
     Ok(find_endpoint_in(state, app, &key).await?.id)
 }

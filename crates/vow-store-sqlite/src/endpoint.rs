@@ -4,21 +4,26 @@
 //! Secrets live in `endpoint_secrets`: exactly one current row (`valid_until IS NULL`, enforced
 //! by a partial unique index) plus rotated-out rows that stay valid until their deadline.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{AppId, EndpointId, MessageId, RetrySchedule};
 use vow_store::queue::DeliveryTarget;
+use vow_store::Endpoints;
+use vow_store::StoreResult;
 use vow_store::{
     DeliveryOptions, Endpoint, EndpointFields, EndpointKey, EndpointSecret, NewEndpoint, Seek,
     StoreError,
 };
 
-use crate::apps;
-use crate::error::Result;
-use crate::rows::{
+use crate::application;
+use crate::convert::{
     id, json, micros, opt_json, opt_time, seek_sql, throttle, time, to_json, to_opt_json, truncate,
 };
+use crate::error::Result;
+use crate::now;
+use crate::SqliteStore;
 
 const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
                        throttle_rate, metadata, headers, created_at, updated_at, \
@@ -88,7 +93,7 @@ pub(crate) fn require(conn: &Connection, app: &AppId, ep: &EndpointId) -> Result
 }
 
 pub(crate) fn create(conn: &Connection, new: NewEndpoint) -> Result<Endpoint> {
-    apps::require(conn, &new.app_id)?;
+    application::require(conn, &new.app_id)?;
     let f = &new.fields;
     conn.prepare_cached(
         "INSERT INTO endpoints (id, app_id, uid, url, description, disabled, event_types,
@@ -124,23 +129,6 @@ pub(crate) fn create(conn: &Connection, new: NewEndpoint) -> Result<Endpoint> {
     })
 }
 
-pub(crate) fn get(conn: &Connection, app: AppId, key: &EndpointKey) -> Result<Option<Endpoint>> {
-    let (sql, value) = match key {
-        EndpointKey::Id(id) => (
-            format!("SELECT {COLUMNS} FROM endpoints WHERE app_id = ?1 AND id = ?2"),
-            id.to_string(),
-        ),
-        EndpointKey::Uid(uid) => (
-            format!("SELECT {COLUMNS} FROM endpoints WHERE app_id = ?1 AND uid = ?2"),
-            uid.clone(),
-        ),
-    };
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row([app.to_string(), value], from_row)
-        .optional()?)
-}
-
 /// An application's endpoints; with `msg`, only those that message has a delivery to.
 pub(crate) fn list(
     conn: &Connection,
@@ -174,96 +162,12 @@ pub(crate) fn list(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub(crate) fn update(
-    conn: &Connection,
-    app: AppId,
-    ep: EndpointId,
-    f: EndpointFields,
-    now: DateTime<Utc>,
-) -> Result<Endpoint> {
-    let sql = format!(
-        "UPDATE endpoints SET uid = ?3, url = ?4, description = ?5, disabled = ?6,
-         event_types = ?7, channels = ?8, throttle_rate = ?9, metadata = ?10, headers = ?11,
-         updated_at = ?12, signature_style = ?13, timeout_ms = ?14, retry_schedule = ?15
-         WHERE app_id = ?1 AND id = ?2 RETURNING {COLUMNS}"
-    );
-    conn.prepare_cached(&sql)?
-        .query_row(
-            params![
-                app.to_string(),
-                ep.to_string(),
-                f.uid,
-                f.url,
-                f.description,
-                f.disabled,
-                to_opt_json(f.event_types.as_ref())?,
-                to_opt_json(f.channels.as_ref())?,
-                f.throttle_rate,
-                to_json(&f.metadata)?,
-                to_json(&f.headers)?,
-                micros(now),
-                f.delivery.signature_style.as_str(),
-                f.delivery.timeout_ms,
-                schedule_text(&f.delivery),
-            ],
-            from_row,
-        )
-        .optional()?
-        .ok_or_else(not_found)
-}
-
-pub(crate) fn delete(conn: &Connection, app: AppId, ep: EndpointId) -> Result<()> {
-    let n = conn
-        .prepare_cached("DELETE FROM endpoints WHERE app_id = ?1 AND id = ?2")?
-        .execute([app.to_string(), ep.to_string()])?;
-    if n == 0 {
-        return Err(not_found());
-    }
-    Ok(())
-}
-
 fn insert_current_secret(conn: &Connection, ep: &EndpointId, key: &str) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO endpoint_secrets (endpoint_id, key, valid_until) VALUES (?1, ?2, NULL)",
     )?
     .execute([ep.to_string(), key.to_string()])?;
     Ok(())
-}
-
-/// The secrets valid at `now`: the current one first, then rotated-out ones, newest first.
-pub(crate) fn secrets(
-    conn: &Connection,
-    app: AppId,
-    ep: EndpointId,
-    now: DateTime<Utc>,
-) -> Result<Vec<EndpointSecret>> {
-    // One statement, so "the endpoint exists" and "these are its secrets" are one snapshot: the
-    // endpoint's row is always there (LEFT JOIN), with NULL secret columns if none is valid.
-    let mut stmt = conn.prepare_cached(
-        "SELECT s.key, s.valid_until FROM endpoints e
-         LEFT JOIN endpoint_secrets s
-           ON s.endpoint_id = e.id AND (s.valid_until IS NULL OR s.valid_until > ?3)
-         WHERE e.app_id = ?1 AND e.id = ?2
-         ORDER BY s.valid_until IS NOT NULL, s.seq DESC",
-    )?;
-    let rows = stmt.query_map(
-        params![app.to_string(), ep.to_string(), micros(now)],
-        |row| {
-            let key: Option<String> = row.get(0)?;
-            Ok(match key {
-                None => None,
-                Some(key) => Some(EndpointSecret {
-                    key,
-                    valid_until: opt_time(row, 1)?,
-                }),
-            })
-        },
-    )?;
-    let rows: Vec<Option<EndpointSecret>> = rows.collect::<rusqlite::Result<_>>()?;
-    if rows.is_empty() {
-        return Err(not_found());
-    }
-    Ok(rows.into_iter().flatten().collect())
 }
 
 /// Makes `new_key` current; the current one becomes valid until `old_valid_until`.
@@ -318,4 +222,141 @@ pub(crate) fn target(conn: &Connection, ep: &str, now: i64) -> Result<Option<Del
     })?;
     target.secrets = rows.collect::<rusqlite::Result<_>>()?;
     Ok(Some(target))
+}
+
+#[async_trait]
+impl Endpoints for SqliteStore {
+    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
+        self.write(move |c| create(c, new)).await
+    }
+
+    async fn get_endpoint(&self, app: AppId, key: &EndpointKey) -> StoreResult<Option<Endpoint>> {
+        let key = key.clone();
+        self.read(move |conn| {
+            let key: &EndpointKey = &key;
+            let (sql, value) = match key {
+                EndpointKey::Id(id) => (
+                    format!("SELECT {COLUMNS} FROM endpoints WHERE app_id = ?1 AND id = ?2"),
+                    id.to_string(),
+                ),
+                EndpointKey::Uid(uid) => (
+                    format!("SELECT {COLUMNS} FROM endpoints WHERE app_id = ?1 AND uid = ?2"),
+                    uid.clone(),
+                ),
+            };
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row([app.to_string(), value], from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn list_endpoints(&self, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
+        let seek = seek.clone();
+        self.read(move |c| list(c, app, None, &seek)).await
+    }
+
+    async fn update_endpoint(
+        &self,
+        app: AppId,
+        ep: EndpointId,
+        f: EndpointFields,
+    ) -> StoreResult<Endpoint> {
+        let now = now();
+        self.write(move |conn| {
+            let sql = format!(
+                "UPDATE endpoints SET uid = ?3, url = ?4, description = ?5, disabled = ?6,
+                 event_types = ?7, channels = ?8, throttle_rate = ?9, metadata = ?10, headers = ?11,
+                 updated_at = ?12, signature_style = ?13, timeout_ms = ?14, retry_schedule = ?15
+                 WHERE app_id = ?1 AND id = ?2 RETURNING {COLUMNS}"
+            );
+            conn.prepare_cached(&sql)?
+                .query_row(
+                    params![
+                        app.to_string(),
+                        ep.to_string(),
+                        f.uid,
+                        f.url,
+                        f.description,
+                        f.disabled,
+                        to_opt_json(f.event_types.as_ref())?,
+                        to_opt_json(f.channels.as_ref())?,
+                        f.throttle_rate,
+                        to_json(&f.metadata)?,
+                        to_json(&f.headers)?,
+                        micros(now),
+                        f.delivery.signature_style.as_str(),
+                        f.delivery.timeout_ms,
+                        schedule_text(&f.delivery),
+                    ],
+                    from_row,
+                )
+                .optional()?
+                .ok_or_else(not_found)
+        })
+        .await
+    }
+
+    async fn delete_endpoint(&self, app: AppId, ep: EndpointId) -> StoreResult<()> {
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached("DELETE FROM endpoints WHERE app_id = ?1 AND id = ?2")?
+                .execute([app.to_string(), ep.to_string()])?;
+            if n == 0 {
+                return Err(not_found());
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn endpoint_secrets(
+        &self,
+        app: AppId,
+        ep: EndpointId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<EndpointSecret>> {
+        self.read(move |conn| {
+            // One statement, so "the endpoint exists" and "these are its secrets" are one snapshot: the
+            // endpoint's row is always there (LEFT JOIN), with NULL secret columns if none is valid.
+            let mut stmt = conn.prepare_cached(
+                "SELECT s.key, s.valid_until FROM endpoints e
+                 LEFT JOIN endpoint_secrets s
+                   ON s.endpoint_id = e.id AND (s.valid_until IS NULL OR s.valid_until > ?3)
+                 WHERE e.app_id = ?1 AND e.id = ?2
+                 ORDER BY s.valid_until IS NOT NULL, s.seq DESC",
+            )?;
+            let rows = stmt.query_map(
+                params![app.to_string(), ep.to_string(), micros(now)],
+                |row| {
+                    let key: Option<String> = row.get(0)?;
+                    Ok(match key {
+                        None => None,
+                        Some(key) => Some(EndpointSecret {
+                            key,
+                            valid_until: opt_time(row, 1)?,
+                        }),
+                    })
+                },
+            )?;
+            let rows: Vec<Option<EndpointSecret>> = rows.collect::<rusqlite::Result<_>>()?;
+            if rows.is_empty() {
+                return Err(not_found());
+            }
+            Ok(rows.into_iter().flatten().collect())
+        })
+        .await
+    }
+
+    async fn rotate_endpoint_secret(
+        &self,
+        app: AppId,
+        id: EndpointId,
+        new_key: String,
+        old_valid_until: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.write(move |c| rotate_secret(c, app, id, &new_key, old_valid_until))
+            .await
+    }
 }

@@ -6,16 +6,20 @@
 //! `held` when the endpoint is disabled. Its savepoint makes the whole of it all-or-nothing.
 //! With `only`, the message goes to that one endpoint whatever its filters (send-example).
 
+use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
 use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_store::Messages;
+use vow_store::StoreResult;
 use vow_store::{
     CreatedMessage, Delivery, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
 };
 
+use crate::convert::{id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json};
 use crate::error::Result;
-use crate::rows::{id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json};
-use crate::{apps, endpoints};
+use crate::SqliteStore;
+use crate::{application, endpoint};
 
 const COLUMNS: &str =
     "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at";
@@ -38,9 +42,9 @@ pub(crate) fn create(
     new: NewMessage,
     only: Option<EndpointId>,
 ) -> Result<CreatedMessage> {
-    apps::require(conn, &new.app_id)?;
+    application::require(conn, &new.app_id)?;
     if let Some(ep) = &only {
-        endpoints::require(conn, &new.app_id, ep)?;
+        endpoint::require(conn, &new.app_id, ep)?;
     }
     let app = new.app_id.to_string();
     let msg = new.id.to_string();
@@ -106,23 +110,6 @@ pub(crate) fn create(
         message: new.into_stored(),
         deliveries,
     })
-}
-
-pub(crate) fn get(conn: &Connection, app: AppId, key: &MessageKey) -> Result<Option<Message>> {
-    let (sql, value) = match key {
-        MessageKey::Id(id) => (
-            format!("SELECT {COLUMNS} FROM messages WHERE app_id = ?1 AND id = ?2"),
-            id.to_string(),
-        ),
-        MessageKey::EventId(event_id) => (
-            format!("SELECT {COLUMNS} FROM messages WHERE app_id = ?1 AND event_id = ?2"),
-            event_id.clone(),
-        ),
-    };
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row([app.to_string(), value], from_row)
-        .optional()?)
 }
 
 /// Restricts a message listing to the messages with a delivery to one endpoint, optionally in
@@ -234,6 +221,58 @@ pub(crate) fn deliveries(conn: &Connection, app: AppId, msg: MessageId) -> Resul
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([app.to_string(), msg.to_string()], delivery_from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+#[async_trait]
+impl Messages for SqliteStore {
+    async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
+        self.write(move |c| create(c, new, None)).await
+    }
+
+    async fn create_message_to_endpoint(
+        &self,
+        new: NewMessage,
+        endpoint: EndpointId,
+    ) -> StoreResult<CreatedMessage> {
+        self.write(move |c| create(c, new, Some(endpoint))).await
+    }
+
+    async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {
+        let key = key.clone();
+        self.read(move |conn| {
+            let key: &MessageKey = &key;
+            let (sql, value) = match key {
+                MessageKey::Id(id) => (
+                    format!("SELECT {COLUMNS} FROM messages WHERE app_id = ?1 AND id = ?2"),
+                    id.to_string(),
+                ),
+                MessageKey::EventId(event_id) => (
+                    format!("SELECT {COLUMNS} FROM messages WHERE app_id = ?1 AND event_id = ?2"),
+                    event_id.clone(),
+                ),
+            };
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row([app.to_string(), value], from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn list_messages(
+        &self,
+        app: AppId,
+        filter: &MessageFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<Message>> {
+        let filter = filter.clone();
+        let seek = seek.clone();
+        self.read(move |c| list(c, app, &filter, None, &seek)).await
+    }
+
+    async fn list_deliveries(&self, app: AppId, msg: MessageId) -> StoreResult<Vec<Delivery>> {
+        self.read(move |c| deliveries(c, app, msg)).await
+    }
 }
 
 #[cfg(test)]

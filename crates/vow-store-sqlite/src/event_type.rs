@@ -1,0 +1,139 @@
+//! Event types: global (not per application), keyed and listed by name.
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use vow_store::EventTypes;
+use vow_store::StoreResult;
+use vow_store::{EventType, Seek, StoreError};
+
+use crate::convert::{micros, opt_json, seek_sql, time, to_opt_json, truncate};
+use crate::error::Result;
+use crate::SqliteStore;
+
+const COLUMNS: &str =
+    "name, description, archived, deprecated, feature_flag, schemas, created_at, updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<EventType> {
+    Ok(EventType {
+        name: row.get(0)?,
+        description: row.get(1)?,
+        archived: row.get(2)?,
+        deprecated: row.get(3)?,
+        feature_flag: row.get(4)?,
+        schemas: opt_json(row, 5)?,
+        created_at: time(row, 6)?,
+        updated_at: time(row, 7)?,
+    })
+}
+
+pub(crate) fn create(conn: &Connection, new: EventType) -> Result<EventType> {
+    conn.prepare_cached(
+        "INSERT INTO event_types
+         (name, description, archived, deprecated, feature_flag, schemas, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        new.name,
+        new.description,
+        new.archived,
+        new.deprecated,
+        new.feature_flag,
+        to_opt_json(new.schemas.as_ref())?,
+        micros(new.created_at),
+        micros(new.updated_at),
+    ])?;
+    Ok(EventType {
+        created_at: truncate(new.created_at),
+        updated_at: truncate(new.updated_at),
+        ..new
+    })
+}
+
+pub(crate) fn update(conn: &Connection, updated: EventType) -> Result<EventType> {
+    let sql = format!(
+        "UPDATE event_types SET description = ?2, archived = ?3, deprecated = ?4,
+         feature_flag = ?5, schemas = ?6, updated_at = ?7 WHERE name = ?1 RETURNING {COLUMNS}"
+    );
+    conn.prepare_cached(&sql)?
+        .query_row(
+            params![
+                updated.name,
+                updated.description,
+                updated.archived,
+                updated.deprecated,
+                updated.feature_flag,
+                to_opt_json(updated.schemas.as_ref())?,
+                micros(updated.updated_at),
+            ],
+            from_row,
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound("event type").into())
+}
+
+#[async_trait]
+impl EventTypes for SqliteStore {
+    async fn create_event_type(&self, new: EventType) -> StoreResult<EventType> {
+        self.write(move |c| create(c, new)).await
+    }
+
+    async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>> {
+        let name = name.to_owned();
+        self.read(move |conn| {
+            let name: &str = &name;
+            let sql = format!("SELECT {COLUMNS} FROM event_types WHERE name = ?1");
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row([name], from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn list_event_types(
+        &self,
+        seek: &Seek,
+        include_archived: bool,
+    ) -> StoreResult<Vec<EventType>> {
+        let seek = seek.clone();
+        self.read(move |conn| {
+            let seek: &Seek = &seek;
+            let filters: &[&str] = if include_archived {
+                &[]
+            } else {
+                &["archived = 0"]
+            };
+            let sql = seek_sql(
+                &format!("{COLUMNS} FROM event_types"),
+                filters,
+                "name",
+                seek,
+                1,
+                2,
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType> {
+        self.write(move |c| update(c, updated)).await
+    }
+
+    async fn expunge_event_type(&self, name: &str) -> StoreResult<()> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            let name: &str = &name;
+            let n = conn
+                .prepare_cached("DELETE FROM event_types WHERE name = ?1")?
+                .execute([name])?;
+            if n == 0 {
+                return Err(StoreError::NotFound("event type").into());
+            }
+            Ok(())
+        })
+        .await
+    }
+}

@@ -1,0 +1,249 @@
+//! The attempts log: writing an attempt row, listing and reading them per application, and
+//! removing content (expunge on request, retention purges).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::types::Type;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use vow_core::{AppId, AttemptId, MessageId};
+use vow_store::queue::Attempts;
+use vow_store::queue::Retention;
+use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, NewAttempt};
+use vow_store::StoreResult;
+use vow_store::{Seek, StoreError};
+
+use crate::convert::{id, micros, seek_sql, status_code, time};
+use crate::error::Result;
+use crate::SqliteStore;
+
+const COLUMNS: &str = "id, app_id, msg_id, endpoint_id, delivery_id, started_at, url, \
+                       response_status, response, duration_ms, success, error, trigger";
+
+fn trigger_text(trigger: AttemptTrigger) -> &'static str {
+    match trigger {
+        AttemptTrigger::Scheduled => "scheduled",
+        AttemptTrigger::Manual => "manual",
+    }
+}
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Attempt> {
+    let duration: i64 = row.get(9)?;
+    let trigger: String = row.get(12)?;
+    let trigger = match trigger.as_str() {
+        "scheduled" => AttemptTrigger::Scheduled,
+        "manual" => AttemptTrigger::Manual,
+        other => {
+            return Err(rusqlite::Error::FromSqlConversionFailure(
+                12,
+                Type::Text,
+                format!("unknown attempt trigger {other:?}").into(),
+            ))
+        }
+    };
+    Ok(Attempt {
+        id: id(row, 0)?,
+        app_id: id(row, 1)?,
+        msg_id: id(row, 2)?,
+        endpoint_id: id(row, 3)?,
+        delivery_id: id(row, 4)?,
+        attempt: NewAttempt {
+            id: id(row, 0)?,
+            started_at: time(row, 5)?,
+            url: row.get(6)?,
+            response_status: status_code(row, 7)?,
+            response: row.get(8)?,
+            duration_ms: u64::try_from(duration).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(9, Type::Integer, Box::new(e))
+            })?,
+            success: row.get(10)?,
+            error: row.get(11)?,
+            trigger,
+        },
+    })
+}
+
+/// The ids an attempt row hangs off, as stored (TEXT).
+pub(crate) struct Owner<'a> {
+    pub(crate) app: &'a str,
+    pub(crate) msg: &'a str,
+    pub(crate) endpoint: &'a str,
+    pub(crate) delivery: &'a str,
+}
+
+/// Inserts one attempt row. A reused attempt id is a `Conflict`.
+pub(crate) fn insert(conn: &Connection, owner: &Owner<'_>, a: &NewAttempt) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO attempts (id, app_id, msg_id, endpoint_id, delivery_id, started_at, url,
+         response_status, response, duration_ms, success, error, trigger)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?
+    .execute(params![
+        a.id.to_string(),
+        owner.app,
+        owner.msg,
+        owner.endpoint,
+        owner.delivery,
+        micros(a.started_at),
+        a.url,
+        a.response_status,
+        a.response,
+        i64::try_from(a.duration_ms).unwrap_or(i64::MAX),
+        a.success,
+        a.error,
+        trigger_text(a.trigger),
+    ])?;
+    Ok(())
+}
+
+#[async_trait]
+impl Attempts for SqliteStore {
+    async fn list_attempts(
+        &self,
+        app: AppId,
+        filter: &AttemptFilter,
+        seek: &Seek,
+    ) -> StoreResult<Vec<Attempt>> {
+        let filter = filter.clone();
+        let seek = seek.clone();
+        self.read(move |conn| {
+            let filter: &AttemptFilter = &filter;
+            let seek: &Seek = &seek;
+            // As for messages: only the conditions in use appear, every parameter is always bound.
+            let mut filters = vec!["app_id = ?1"];
+            if filter.msg_id.is_some() {
+                filters.push("msg_id = ?2");
+            }
+            if filter.endpoint_id.is_some() {
+                filters.push("endpoint_id = ?3");
+            }
+            if filter.success.is_some() {
+                filters.push("success = ?4");
+            }
+            if filter.status_code.is_some() {
+                filters.push("response_status = ?5");
+            }
+            if filter.before.is_some() {
+                filters.push("started_at < ?6");
+            }
+            if filter.after.is_some() {
+                filters.push("started_at > ?7");
+            }
+            let sql = seek_sql(
+                &format!("{COLUMNS} FROM attempts"),
+                &filters,
+                "id",
+                seek,
+                8,
+                9,
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(
+                params![
+                    app.to_string(),
+                    filter.msg_id.map(|m| m.to_string()),
+                    filter.endpoint_id.map(|e| e.to_string()),
+                    filter.success,
+                    filter.status_code,
+                    filter.before.map(micros),
+                    filter.after.map(micros),
+                    seek.after,
+                    seek.fetch(),
+                ],
+                from_row,
+            )?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    async fn get_attempt(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        attempt: AttemptId,
+    ) -> StoreResult<Option<Attempt>> {
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM attempts WHERE id = ?1 AND app_id = ?2 AND msg_id = ?3"
+            );
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row(
+                    [attempt.to_string(), app.to_string(), msg.to_string()],
+                    from_row,
+                )
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn expunge_attempt_content(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        attempt: AttemptId,
+    ) -> StoreResult<()> {
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached(
+                    "UPDATE attempts SET response = '' WHERE id = ?1 AND app_id = ?2 AND msg_id = ?3",
+                )?
+                .execute([attempt.to_string(), app.to_string(), msg.to_string()])?;
+            if n == 0 {
+                return Err(StoreError::NotFound("attempt").into());
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Retention for SqliteStore {
+    async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()> {
+        self.write(move |conn| {
+            let ids = [app.to_string(), msg.to_string()];
+            let n = conn
+                .prepare_cached("UPDATE messages SET payload = NULL WHERE app_id = ?1 AND id = ?2")?
+                .execute(params![ids[0], ids[1]])?;
+            if n == 0 {
+                return Err(StoreError::NotFound("message").into());
+            }
+            conn.prepare_cached(
+                "UPDATE attempts SET response = '' WHERE app_id = ?1 AND msg_id = ?2 AND response <> ''",
+            )?
+            .execute(params![ids[0], ids[1]])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn purge_expired(
+        &self,
+        now: DateTime<Utc>,
+        responses_before: DateTime<Utc>,
+        batch: usize,
+    ) -> StoreResult<u64> {
+        if batch == 0 {
+            return Ok(0);
+        }
+        self.write(move |conn| {
+            let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+            let payloads = conn
+                .prepare_cached(
+                    "UPDATE messages SET payload = NULL WHERE rowid IN (
+                         SELECT rowid FROM messages
+                          WHERE payload IS NOT NULL AND payload_expires_at <= ?1 LIMIT ?2)",
+                )?
+                .execute(params![micros(now), batch])?;
+            let responses = conn
+                .prepare_cached(
+                    "UPDATE attempts SET response = '' WHERE rowid IN (
+                         SELECT rowid FROM attempts WHERE response <> '' AND started_at < ?1 LIMIT ?2)",
+                )?
+                .execute(params![micros(responses_before), batch])?;
+            Ok((payloads + responses) as u64)
+        })
+        .await
+    }
+}
