@@ -14,6 +14,8 @@
 //! - [`error`]: the error type, [`StoreError`].
 //! - [`idempotency`]: what the `Idempotency-Key` methods take: the write ([`idempotency::Write`])
 //!   and the record it completes ([`idempotency::Completion`]).
+//! - [`rules`]: the business rules both backends apply, as pure functions (superseding by
+//!   version, dead-letter counting, leases).
 //! - [`conformance`]: the shared behaviour suite and the macro that instantiates it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -25,6 +27,7 @@ pub mod inbound;
 pub mod model;
 pub mod page;
 pub mod queue;
+pub mod rules;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -24,8 +24,6 @@ pub(crate) mod operator;
 mod record;
 mod retention;
 
-pub(crate) use claim::new_token;
-
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, AttemptId, DeliveryId, EndpointId, MessageId};
