@@ -21,7 +21,7 @@
 //!    claim;
 //! 4. supersede and claim (one statement each), and read which destinations are still owed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -302,9 +302,9 @@ async fn candidates(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<V
 }
 
 /// The (source, entity) a candidate is ordered by, if it has an entity and a version.
-fn ordered_by(event: &EventRow) -> Option<(&str, &str, &str)> {
+fn ordered_by(event: &EventRow) -> Option<(&str, &str)> {
     match (&event.entity, &event.version) {
-        (Some(entity), Some(version)) => Some((&event.source_id, entity, version)),
+        (Some(entity), Some(_)) => Some((&event.source_id, entity)),
         _ => None,
     }
 }
@@ -316,14 +316,9 @@ async fn decide_all(
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<Turn>> {
     let mut turns = vec![Turn::Take { moves_mark: false }; rows.len()];
-    // The candidates of each entity, earliest due first; entities are locked in one order in
-    // every process, so two claims never wait for each other in a cycle.
-    let mut entities: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
-    for (i, row) in rows.iter().enumerate() {
-        if let Some((source, entity, _)) = ordered_by(&row.event) {
-            entities.entry((source, entity)).or_default().push(i);
-        }
-    }
+    // Entities are locked in one order in every process, so two claims never wait for each
+    // other in a cycle.
+    let entities = supersede::by_entity(rows, |row| ordered_by(&row.event));
     for ((source, entity), group) in entities {
         let events: Vec<&EventRow> = group.iter().map(|&i| &rows[i].event).collect();
         let decided = decide(conn, source, entity, &events, now).await?;

@@ -369,15 +369,12 @@ fn turns(
     candidates: &[(InboundEvent, Option<InboundContent>)],
 ) -> Result<Vec<Turn>> {
     let ids: Vec<String> = candidates.iter().map(|(e, _)| e.id.to_string()).collect();
-    let mut entities: HashMap<(SourceId, &str), Vec<usize>> = HashMap::new();
-    for (i, (event, _)) in candidates.iter().enumerate() {
-        if let (Some(entity), Some(_)) = (&event.entity, &event.version) {
-            entities
-                .entry((event.source_id, entity))
-                .or_default()
-                .push(i);
+    let entities = supersede::by_entity(candidates, |(event, _)| {
+        match (&event.entity, &event.version) {
+            (Some(entity), Some(_)) => Some((event.source_id, entity.as_str())),
+            _ => None,
         }
-    }
+    });
     let mut turns = vec![Turn::Take { moves_mark: false }; candidates.len()];
     for ((source, entity), group) in entities {
         let marked = mark(conn, source, entity)?;

@@ -7,7 +7,9 @@
 //! holds the mark already (claimed before, its lease ran out) is taken as it is; with no mark
 //! yet, the first is taken. The candidates after the taken one wait for a later claim: one event
 //! of an entity runs at a time. (That no event of the entity is being processed already is the
-//! claim's SQL.)
+//! claim's SQL.) A claim groups its candidates by entity with [`by_entity`].
+
+use std::collections::BTreeMap;
 
 use crate::inbound::processing::supersedes;
 
@@ -63,6 +65,23 @@ pub fn turns(mark: Option<Mark<'_>>, candidates: &[Candidate<'_>]) -> Vec<Turn> 
         break;
     }
     turns
+}
+
+/// The indexes of each entity's candidates, in the order of `candidates` (earliest due first),
+/// by `entity_of` (the entity of a candidate with an entity and a version: the source and the
+/// entity, `None` otherwise; a candidate without is simply taken). The entities come in key
+/// order, so claims that lock them all lock them in one order.
+pub fn by_entity<'c, C, K: Ord>(
+    candidates: &'c [C],
+    entity_of: impl Fn(&'c C) -> Option<K>,
+) -> BTreeMap<K, Vec<usize>> {
+    let mut entities: BTreeMap<K, Vec<usize>> = BTreeMap::new();
+    for (i, candidate) in candidates.iter().enumerate() {
+        if let Some(entity) = entity_of(candidate) {
+            entities.entry(entity).or_default().push(i);
+        }
+    }
+    entities
 }
 
 #[cfg(test)]
@@ -121,6 +140,19 @@ mod tests {
         assert!(turns
             .iter()
             .all(|t| matches!(t, Turn::Supersede(n) if n.contains("cannot be ordered"))));
+    }
+
+    #[test]
+    fn candidates_group_by_source_and_entity_in_order() {
+        let candidates = [
+            ("s1", Some("a")),
+            ("s2", Some("a")),
+            ("s1", None),
+            ("s1", Some("a")),
+        ];
+        let groups = by_entity(&candidates, |&(source, entity)| entity.map(|e| (source, e)));
+        let groups: Vec<_> = groups.into_iter().collect();
+        assert_eq!(groups, [(("s1", "a"), vec![0, 3]), (("s2", "a"), vec![1])]);
     }
 
     proptest! {
