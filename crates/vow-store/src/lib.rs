@@ -14,6 +14,8 @@
 //! - [`error`]: the error type, [`StoreError`].
 //! - [`idempotency`]: what the `Idempotency-Key` methods take: the write ([`idempotency::Write`])
 //!   and the record it completes ([`idempotency::Completion`]).
+//! - [`rules`]: the business rules both backends apply, as pure functions (superseding by
+//!   version, dead-letter counting, leases).
 //! - `conformance` (feature `testing`, so only test builds compile it): the shared behaviour suite
 //!   and the macro that instantiates it; the backends enable it in their dev-dependencies.
 
@@ -26,6 +28,7 @@ pub mod inbound;
 pub mod model;
 pub mod page;
 pub mod queue;
+pub mod rules;
 
 pub use entities::{Admin, Applications, Endpoints, EventTypes, Messages};
 pub use error::{StoreError, StoreResult};

@@ -21,7 +21,7 @@
 //!    claim;
 //! 4. supersede and claim (one statement each), and read which destinations are still owed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -29,18 +29,19 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
 use vow_core::InboundEventId;
 use vow_store::inbound::processing::{
-    aggregate, supersedes, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim,
-    WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim, WorkOutcome,
+    WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
 use vow_store::inbound::InboundWork;
 use vow_store::inbound::{Destination, InboundEvent, InboundState};
+use vow_store::rules::lease::{expired_outcome, lease_until};
+use vow_store::rules::supersede::{self, Candidate, Mark, Turn};
 use vow_store::StoreResult;
 
 use super::events::{DetailRow, EventRow, COLUMNS};
 use super::forwards::{self, destination_key, ForwardColumns, PULL};
 use crate::convert;
 use crate::error::{corrupt, db_error};
-use crate::queue::new_token;
 use crate::PgStore;
 
 /// How many expired leases one claim settles at most (the next claim settles more).
@@ -205,7 +206,7 @@ async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<I
     let mut ends = Ends::default();
     for row in &rows {
         let mut outcomes = known.remove(&row.event.id).unwrap_or_default();
-        let out_of_attempts = i64::from(row.event.attempts) >= i64::from(req.max_attempts);
+        let attempts = convert::count("inbound_events.attempts", row.event.attempts)?;
         // The destinations still owed the event, and whether each is idempotent.
         let owed: Vec<(String, bool)> = match holder(row)? {
             PULL => vec![(PULL.to_string(), false)],
@@ -219,11 +220,7 @@ async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<I
             if is_done(&outcomes, &destination) {
                 continue;
             }
-            let outcome = match (idempotent, out_of_attempts) {
-                (false, _) => Outcome::Uncertain,
-                (true, false) => Outcome::Retryable,
-                (true, true) => Outcome::DeadLettered,
-            };
+            let outcome = expired_outcome(idempotent, attempts, req.max_attempts);
             writes.push(
                 &row.event.id,
                 destination.clone(),
@@ -246,31 +243,20 @@ async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<I
     ends.write(conn, req.now).await
 }
 
-/// What step 3 decided for one candidate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Decision {
-    /// Claim it.
-    Take,
-    /// Not newer than its entity's mark: supersede it, with this note.
-    Supersede(String),
-    /// Its entity is busy (or another candidate of it goes first): leave it for later.
-    Wait,
-}
-
 /// Steps 2 to 4: claims the due events of `req.consumer`.
 async fn take(
     conn: &mut PgConnection,
     req: &WorkRequest,
 ) -> StoreResult<(Vec<ClaimedEvent>, Vec<InboundEvent>)> {
     let rows = candidates(conn, req).await?;
-    let decisions = decide_all(conn, &rows, req.now).await?;
+    let turns = decide_all(conn, &rows, req.now).await?;
 
     let mut superseded = Ends::default();
     let mut taken: Vec<String> = Vec::new();
-    for (row, decision) in rows.iter().zip(decisions) {
-        match decision {
-            Decision::Take => taken.push(row.event.id.clone()),
-            Decision::Supersede(note) => {
+    for (row, turn) in rows.iter().zip(turns) {
+        match turn {
+            Turn::Take { .. } => taken.push(row.event.id.clone()),
+            Turn::Supersede(note) => {
                 superseded.push(
                     row.event.id.clone(),
                     InboundState::Superseded,
@@ -278,7 +264,7 @@ async fn take(
                     Some(note),
                 );
             }
-            Decision::Wait => {}
+            Turn::Wait => {}
         }
     }
     let superseded = superseded.write(conn, req.now).await?;
@@ -319,51 +305,45 @@ async fn candidates(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<V
 }
 
 /// The (source, entity) a candidate is ordered by, if it has an entity and a version.
-fn ordered_by(event: &EventRow) -> Option<(&str, &str, &str)> {
+fn ordered_by(event: &EventRow) -> Option<(&str, &str)> {
     match (&event.entity, &event.version) {
-        (Some(entity), Some(version)) => Some((&event.source_id, entity, version)),
+        (Some(entity), Some(_)) => Some((&event.source_id, entity)),
         _ => None,
     }
 }
 
-/// Step 3 for every candidate, in order.
+/// Step 3 for every candidate, in order (one without an entity and a version is taken).
 async fn decide_all(
     conn: &mut PgConnection,
     rows: &[SourcedRow],
     now: DateTime<Utc>,
-) -> StoreResult<Vec<Decision>> {
-    let mut decisions = vec![Decision::Take; rows.len()];
-    // The candidates of each entity, earliest due first; entities are locked in one order in
-    // every process, so two claims never wait for each other in a cycle.
-    let mut entities: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
-    for (i, row) in rows.iter().enumerate() {
-        if let Some((source, entity, _)) = ordered_by(&row.event) {
-            entities.entry((source, entity)).or_default().push(i);
-        }
-    }
+) -> StoreResult<Vec<Turn>> {
+    let mut turns = vec![Turn::Take { moves_mark: false }; rows.len()];
+    // Entities are locked in one order in every process, so two claims never wait for each
+    // other in a cycle.
+    let entities = supersede::by_entity(rows, |row| ordered_by(&row.event));
     for ((source, entity), group) in entities {
         let events: Vec<&EventRow> = group.iter().map(|&i| &rows[i].event).collect();
         let decided = decide(conn, source, entity, &events, now).await?;
-        for (i, decision) in group.into_iter().zip(decided) {
-            decisions[i] = decision;
+        for (i, turn) in group.into_iter().zip(decided) {
+            turns[i] = turn;
         }
     }
-    Ok(decisions)
+    Ok(turns)
 }
 
-/// Step 3 for the candidates of one entity, earliest due first: each is superseded until one
-/// is newer than the mark (or holds it already) and is taken; the ones after it wait.
+/// Step 3 for the candidates of one entity, earliest due first: their turns
+/// ([`supersede::turns`]) under the entity's locked mark; all wait while the entity is busy.
 async fn decide(
     conn: &mut PgConnection,
     source: &str,
     entity: &str,
     events: &[&EventRow],
     now: DateTime<Utc>,
-) -> StoreResult<Vec<Decision>> {
+) -> StoreResult<Vec<Turn>> {
     let Some(first) = events.first() else {
         return Ok(Vec::new());
     };
-    let mut decisions = vec![Decision::Wait; events.len()];
     // Take the entity's row: a new entity's mark is the first candidate's (the insert holds the
     // row until commit; a concurrent insert waits for it, then does nothing); an existing one
     // is locked.
@@ -400,17 +380,22 @@ async fn decide(
     .await
     .map_err(db_error)?;
     if busy {
-        return Ok(decisions);
+        return Ok(vec![Turn::Wait; events.len()]);
     }
-    for (event, decision) in events.iter().zip(&mut decisions) {
-        let version = event.version.as_deref().unwrap_or_default();
-        // Its own mark: set by the insert above, or by an earlier claim of this event.
-        if marked_by == event.id {
-            *decision = Decision::Take;
-            break;
-        }
-        if let Some(note) = supersedes(version, &mark) {
-            *decision = Decision::Supersede(note);
+    let candidates: Vec<Candidate<'_>> = events
+        .iter()
+        .map(|e| Candidate {
+            event: &e.id,
+            version: e.version.as_deref().unwrap_or_default(),
+        })
+        .collect();
+    let mark = Mark {
+        version: &mark,
+        event: &marked_by,
+    };
+    let turns = supersede::turns(Some(mark), &candidates);
+    for (candidate, turn) in candidates.iter().zip(&turns) {
+        if *turn != (Turn::Take { moves_mark: true }) {
             continue;
         }
         sqlx::query(
@@ -419,16 +404,14 @@ async fn decide(
         )
         .bind(source)
         .bind(entity)
-        .bind(version)
-        .bind(&event.id)
+        .bind(candidate.version)
+        .bind(candidate.event)
         .bind(now)
         .execute(&mut *conn)
         .await
         .map_err(db_error)?;
-        *decision = Decision::Take;
-        break;
     }
-    Ok(decisions)
+    Ok(turns)
 }
 
 /// Step 4: leases the events `taken` (of `rows`), in the order of `rows`, with their content
@@ -442,11 +425,8 @@ async fn lease(
     if taken.is_empty() {
         return Ok(Vec::new());
     }
-    let lease = new_token();
-    let lease_until = req
-        .now
-        .checked_add_signed(req.lease)
-        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let lease = LeaseToken::fresh();
+    let lease_until = lease_until(req.now, req.lease);
     let leased = sqlx::query_as::<_, DetailRow>(&format!(
         "UPDATE inbound_events SET state = 'processing', lease_token = $2, lease_until = $3,
              claimed_by = $4, attempts = attempts + 1, next_attempt_at = NULL, updated_at = $5

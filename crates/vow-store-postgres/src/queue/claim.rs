@@ -19,6 +19,7 @@ use sqlx::PgPool;
 use vow_core::DeliveryId;
 use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
+use vow_store::rules::lease::lease_until;
 use vow_store::{EndpointSecret, StoreResult};
 
 use crate::convert;
@@ -36,11 +37,6 @@ const ENDPOINTS_WITH_WORK: &str = "endpoints_with_work (ep) AS (
                 WHERE d.status = 'pending' AND d.endpoint_id > w.ep
                 ORDER BY d.endpoint_id LIMIT 1)
         FROM endpoints_with_work w WHERE w.ep IS NOT NULL)";
-
-/// A fresh lease token: 128 random bits, hex (inbound claims use it too).
-pub(crate) fn new_token() -> LeaseToken {
-    LeaseToken(format!("{:032x}", rand::random::<u128>()))
-}
 
 /// The part of a message a claim needs.
 #[derive(sqlx::FromRow)]
@@ -95,11 +91,8 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
     if req.limit == 0 {
         return Ok(Vec::new());
     }
-    let lease = new_token();
-    let lease_until = req
-        .now
-        .checked_add_signed(req.lease)
-        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let lease = LeaseToken::fresh();
+    let lease_until = lease_until(req.now, req.lease);
     let (except, except_room): (Vec<String>, Vec<i64>) = req
         .room
         .except

@@ -24,5 +24,3 @@ pub(crate) mod claim;
 pub(crate) mod operator;
 mod record;
 mod retention;
-
-pub(crate) use claim::new_token;

@@ -9,10 +9,10 @@
 //!    resets the dead-letter count of endpoints that only got deliveries (a reset that changes
 //!    nothing takes no lock: the `<> 0` guard leaves the row alone);
 //! 3. only when the batch dead-lettered something: the endpoints concerned are locked, their
-//!    counts replayed through the batch's outcomes in order, written back, and an endpoint that
-//!    reached the threshold (or got a 410) is disabled (its count restarts at 0, its
-//!    `updated_at` strictly grows so workers caching by it notice) and its pending deliveries
-//!    that hold no lease are moved to `held`. Only an enabled endpoint counts dead-letters.
+//!    counts replayed through the batch's outcomes in order (the rule:
+//!    `vow_store::rules::dead_letter`), written back, and an endpoint that it disabled gets an
+//!    `updated_at` that strictly grows (so workers caching by it notice) and its pending
+//!    deliveries that hold no lease moved to `held`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
 use vow_store::queue::DeliveryOutcomes;
 use vow_store::queue::{AttemptOutcome, AttemptTrigger, NextState, Recorded};
+use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
 use vow_store::{DeliveryStatus, StoreResult};
 
 use crate::convert;
@@ -37,19 +38,9 @@ struct LeaseRow {
     lease_token: Option<String>,
 }
 
-/// What an outcome means for its endpoint's count of consecutive dead-letters.
-#[derive(Debug, Clone, Copy)]
-enum CountEvent {
-    /// Delivered: the count goes back to 0.
-    Delivered,
-    /// Dead-lettered: the count goes up, and the endpoint may be disabled.
-    DeadLetter {
-        /// A 410: disable whatever the count.
-        disable: bool,
-        /// The outcome's record time.
-        now: DateTime<Utc>,
-    },
-}
+/// An outcome of the batch that moves its endpoint's dead-letter count: its index, what it
+/// means for the count, and its record time.
+type Counted = (usize, CountEvent, DateTime<Utc>);
 
 /// The attempt rows to insert, as columns.
 #[derive(Default)]
@@ -171,8 +162,8 @@ pub(crate) async fn record(
     let mut results = vec![Recorded::LeaseLost; outcomes.len()];
     let mut attempts = AttemptColumns::default();
     let mut deliveries = DeliveryColumns::default();
-    // Per endpoint, the count events of this batch in order, with the outcome's index.
-    let mut events: BTreeMap<String, Vec<(usize, CountEvent)>> = BTreeMap::new();
+    // Per endpoint, the count events of this batch in order.
+    let mut events: BTreeMap<String, Vec<Counted>> = BTreeMap::new();
     for (i, (outcome, id)) in outcomes.iter().zip(&ids).enumerate() {
         let Some(row) = locked.get_mut(id) else {
             continue;
@@ -186,31 +177,22 @@ pub(crate) async fn record(
         };
         attempts.push(row, outcome);
         deliveries.push(row, outcome);
-        let event = match &outcome.next {
-            NextState::Delivered => CountEvent::Delivered,
-            NextState::DeadLetter {
-                disable_endpoint, ..
-            } => CountEvent::DeadLetter {
-                disable: *disable_endpoint,
-                now: outcome.now,
-            },
-            NextState::RetryAt { .. } | NextState::Hold => continue,
+        let Some(event) = CountEvent::of(&outcome.next) else {
+            continue;
         };
         events
             .entry(row.endpoint_id.clone())
             .or_default()
-            .push((i, event));
+            .push((i, event, outcome.now));
     }
     if deliveries.id.is_empty() {
         tx.rollback().await.map_err(db_error)?;
         return Ok(results);
     }
 
-    let (dead_lettering, reset_only): (BTreeMap<_, _>, BTreeMap<_, _>) =
-        events.into_iter().partition(|(_, evs)| {
-            evs.iter()
-                .any(|(_, e)| matches!(e, CountEvent::DeadLetter { .. }))
-        });
+    let (reset_only, dead_lettering): (BTreeMap<_, _>, BTreeMap<_, _>) = events
+        .into_iter()
+        .partition(|(_, evs)| CountEvent::only_resets(evs.iter().map(|&(_, e, _)| e)));
     let reset_only: Vec<String> = reset_only.into_keys().collect();
 
     // 2. Attempts, deliveries and count resets, in one statement.
@@ -291,7 +273,7 @@ struct CountRow {
 /// pending deliveries that hold no lease. Marks in `results` the outcome that disabled it.
 async fn count_dead_letters(
     tx: &mut Transaction<'static, Postgres>,
-    events: BTreeMap<String, Vec<(usize, CountEvent)>>,
+    events: BTreeMap<String, Vec<Counted>>,
     disable_after: u32,
     results: &mut [Recorded],
 ) -> StoreResult<()> {
@@ -317,36 +299,25 @@ async fn count_dead_letters(
         let Some(evs) = events.get(&row.id) else {
             continue;
         };
-        let mut count = convert::count(
-            "endpoints.consecutive_dead_letters",
-            row.consecutive_dead_letters,
-        )?;
-        let mut is_disabled = row.disabled;
+        let mut health = EndpointHealth {
+            consecutive_dead_letters: convert::count(
+                "endpoints.consecutive_dead_letters",
+                row.consecutive_dead_letters,
+            )?,
+            disabled: row.disabled,
+        };
         let mut last_change = None;
-        for &(i, event) in evs {
-            match event {
-                CountEvent::Delivered => count = 0,
-                // Only an enabled endpoint counts: a delivery that was in flight when the
-                // endpoint got disabled does not.
-                CountEvent::DeadLetter { .. } if is_disabled => {}
-                CountEvent::DeadLetter { disable, now } => {
-                    count = count.saturating_add(1);
-                    if disable || vow_core::retry::should_disable(count, disable_after) {
-                        // The count restarts, so an operator who re-enables the endpoint gives
-                        // it a fresh budget.
-                        count = 0;
-                        is_disabled = true;
-                        last_change = Some(now);
-                        results[i] = Recorded::Stored {
-                            endpoint_disabled: true,
-                        };
-                    }
-                }
+        for &(i, event, now) in evs {
+            if health.record(event, disable_after) {
+                last_change = Some(now);
+                results[i] = Recorded::Stored {
+                    endpoint_disabled: true,
+                };
             }
         }
         ids.push(row.id.clone());
-        counts.push(convert::int_param(count));
-        disabled.push(is_disabled);
+        counts.push(convert::int_param(health.consecutive_dead_letters));
+        disabled.push(health.disabled);
         changed_at.push(last_change);
         if let Some(at) = last_change {
             hold_ids.push(row.id);

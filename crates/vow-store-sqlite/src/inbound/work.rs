@@ -12,11 +12,13 @@ use vow_core::{DestinationId, InboundEventId, SourceId};
 use vow_store::inbound::decisions::{self, Decided, Decision};
 use vow_store::inbound::processing::Resolution;
 use vow_store::inbound::processing::{
-    aggregate, supersedes, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim,
-    WorkOutcome, WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim, WorkOutcome,
+    WorkRecorded, WorkRequest, LEASE_EXPIRED,
 };
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
 use vow_store::inbound::{InboundDecisions, InboundWork};
+use vow_store::rules::lease::{expired_outcome, lease_until};
+use vow_store::rules::supersede::{self, Candidate, Mark, Turn};
 use vow_store::StoreError;
 use vow_store::StoreResult;
 
@@ -125,23 +127,19 @@ fn settle_expired(
     for (event, claimed_by) in expired {
         let now = request.now;
         if claimed_by.as_deref() == Some(PULL) {
+            let outcome = expired_outcome(false, event.attempts, request.max_attempts);
             put_forward(
                 conn,
                 event.id,
                 None,
-                Outcome::Uncertain,
+                outcome,
                 None,
                 Some(LEASE_EXPIRED),
                 now,
             )?;
         } else {
-            let exhausted = event.attempts >= request.max_attempts;
             for d in pending(conn, sources, &event)? {
-                let outcome = match (d.idempotent, exhausted) {
-                    (false, _) => Outcome::Uncertain,
-                    (true, false) => Outcome::Retryable,
-                    (true, true) => Outcome::DeadLettered,
-                };
+                let outcome = expired_outcome(d.idempotent, event.attempts, request.max_attempts);
                 put_forward(
                     conn,
                     event.id,
@@ -243,8 +241,8 @@ fn lease(
     event: InboundEventId,
     request: &WorkRequest,
 ) -> Result<(InboundEvent, LeaseToken, DateTime<Utc>)> {
-    let token = LeaseToken(ulid::Ulid::new().to_string());
-    let until = request.now + request.lease;
+    let token = LeaseToken::fresh();
+    let until = lease_until(request.now, request.lease);
     let sql = format!(
         "UPDATE inbound_events SET state = 'processing', lease_token = ?2, lease_until = ?3,
              attempts = attempts + 1, claimed_by = ?4, next_attempt_at = NULL, updated_at = ?5
@@ -270,24 +268,23 @@ pub(crate) fn claim(conn: &Connection, request: &WorkRequest) -> Result<WorkClai
         expired: settle_expired(conn, &mut sources, request)?,
         ..WorkClaim::default()
     };
-    let mut entities_taken = HashSet::new();
-    for (event, content) in candidates(conn, request)? {
-        if let (Some(entity), Some(version)) = (event.entity.clone(), event.version.clone()) {
-            if !entities_taken.insert(entity.clone()) {
+    let candidates = candidates(conn, request)?;
+    let turns = turns(conn, &candidates)?;
+    for ((event, content), turn) in candidates.into_iter().zip(turns) {
+        match turn {
+            Turn::Wait => continue,
+            Turn::Supersede(note) => {
+                work.superseded
+                    .push(supersede(conn, event.id, &note, request.now)?);
                 continue;
             }
-            if let Some((marked, by)) = mark(conn, event.source_id, &entity)? {
-                let note = (by != event.id.to_string())
-                    .then(|| supersedes(&version, &marked))
-                    .flatten();
-                if let Some(note) = note {
-                    work.superseded
-                        .push(supersede(conn, event.id, &note, request.now)?);
-                    entities_taken.remove(&entity);
-                    continue;
+            Turn::Take { moves_mark } => {
+                if let (true, Some(entity), Some(version)) =
+                    (moves_mark, &event.entity, &event.version)
+                {
+                    set_mark(conn, &event, entity, version, request.now)?;
                 }
             }
-            set_mark(conn, &event, &entity, &version, request.now)?;
         }
         let (event, lease, lease_until) = lease(conn, event.id, request)?;
         let pending = match request.consumer {
@@ -303,6 +300,39 @@ pub(crate) fn claim(conn: &Connection, request: &WorkRequest) -> Result<WorkClai
         });
     }
     Ok(work)
+}
+
+/// The turn of each candidate, in order: per entity, [`supersede::turns`] under its mark; one
+/// without an entity and a version is taken.
+fn turns(
+    conn: &Connection,
+    candidates: &[(InboundEvent, Option<InboundContent>)],
+) -> Result<Vec<Turn>> {
+    let ids: Vec<String> = candidates.iter().map(|(e, _)| e.id.to_string()).collect();
+    let entities = supersede::by_entity(candidates, |(event, _)| {
+        match (&event.entity, &event.version) {
+            (Some(entity), Some(_)) => Some((event.source_id, entity.as_str())),
+            _ => None,
+        }
+    });
+    let mut turns = vec![Turn::Take { moves_mark: false }; candidates.len()];
+    for ((source, entity), group) in entities {
+        let marked = mark(conn, source, entity)?;
+        let mark = marked
+            .as_ref()
+            .map(|(version, event)| Mark { version, event });
+        let of_entity: Vec<Candidate<'_>> = group
+            .iter()
+            .map(|&i| Candidate {
+                event: &ids[i],
+                version: candidates[i].0.version.as_deref().unwrap_or_default(),
+            })
+            .collect();
+        for (i, turn) in group.into_iter().zip(supersede::turns(mark, &of_entity)) {
+            turns[i] = turn;
+        }
+    }
+    Ok(turns)
 }
 
 /// `vow_store::inbound::InboundWork::record_inbound_work`.

@@ -23,6 +23,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{DeliveryId, EndpointId, MessageId};
 use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
+use vow_store::rules::lease::lease_until;
 use vow_store::StoreError;
 use vow_store::StoreResult;
 
@@ -116,13 +117,9 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Claimed
     if req.limit == 0 {
         return Ok(Vec::new());
     }
-    let token = LeaseToken(ulid::Ulid::new().to_string());
+    let token = LeaseToken::fresh();
     let now = micros(req.now);
-    let lease_until = truncate(
-        req.now
-            .checked_add_signed(req.lease)
-            .unwrap_or(DateTime::<Utc>::MAX_UTC),
-    );
+    let lease_until = truncate(lease_until(req.now, req.lease));
     let picked = pick(conn, req, now)?;
     let mut lease = conn.prepare_cached(&format!(
         "UPDATE deliveries SET lease_token = ?2, lease_until = ?3 WHERE id = ?1

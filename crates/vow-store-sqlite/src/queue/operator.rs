@@ -157,9 +157,7 @@ impl DeliveryOperators for SqliteStore {
         dry_run: bool,
     ) -> StoreResult<u64> {
         let filter = filter.clone();
-        let replay = move |c: &Connection| {
-            replay(c, app, endpoint, &filter, now, spacing, dry_run)
-        };
+        let replay = move |c: &Connection| replay(c, app, endpoint, &filter, now, spacing, dry_run);
         if dry_run {
             self.read(replay).await
         } else {

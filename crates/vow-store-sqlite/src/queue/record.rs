@@ -1,12 +1,12 @@
 //! Recording attempt outcomes: the fenced delivery update, the attempt row, and the endpoint's
-//! consecutive dead-letter count with auto-disabling. One writer job records a whole batch, in
+//! consecutive dead-letter count with auto-disabling (the rule is
+//! `vow_store::rules::dead_letter`; this is its SQL). One writer job records a whole batch, in
 //! order, so a later outcome sees what an earlier one of the same batch did.
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
-use vow_core::should_disable;
-use vow_store::queue::DeliveryOutcomes;
-use vow_store::queue::{AttemptOutcome, NextState, Recorded};
+use vow_store::queue::{AttemptOutcome, DeliveryOutcomes, NextState, Recorded};
+use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
 use vow_store::StoreResult;
 
 use crate::convert::micros;
@@ -76,56 +76,52 @@ fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Resu
         };
         attempt::insert(conn, &owner, attempt)?;
     }
-    let endpoint_disabled = match &o.next {
-        NextState::Delivered => {
-            conn.prepare_cached(
-                "UPDATE endpoints SET consecutive_dead_letters = 0
-                 WHERE id = ?1 AND consecutive_dead_letters <> 0",
-            )?
-            .execute([&endpoint])?;
-            false
-        }
-        NextState::DeadLetter {
-            disable_endpoint, ..
-        } => dead_lettered(conn, &app, &endpoint, *disable_endpoint, disable_after, now)?,
-        NextState::RetryAt { .. } | NextState::Hold => false,
+    let endpoint_disabled = match CountEvent::of(&o.next) {
+        Some(event) => count(conn, &app, &endpoint, event, disable_after, now)?,
+        None => false,
     };
     Ok(Recorded::Stored { endpoint_disabled })
 }
 
-/// Counts a dead-letter against the endpoint and disables it at the threshold (or at once, for
-/// a 410). Returns whether this disabled it.
-///
-/// Only an enabled endpoint counts (an in-flight delivery that dead-letters after the endpoint
-/// was disabled does not), and disabling restarts the count: an endpoint an operator re-enables
-/// gets a fresh `disable_after` budget.
-fn dead_lettered(
+/// Runs `event` through the endpoint's dead-letter count ([`EndpointHealth::record`]) and
+/// writes back what changed; whether this disabled the endpoint, whose waiting deliveries are
+/// then held.
+fn count(
     conn: &Connection,
     app: &str,
     endpoint: &str,
-    disable_now: bool,
+    event: CountEvent,
     disable_after: u32,
     now: i64,
 ) -> Result<bool> {
-    let count: Option<u32> = conn
-        .prepare_cached(
-            "UPDATE endpoints SET consecutive_dead_letters = consecutive_dead_letters + 1
-             WHERE id = ?1 AND NOT disabled RETURNING consecutive_dead_letters",
-        )?
-        .query_row([endpoint], |r| r.get(0))
+    let health: Option<EndpointHealth> = conn
+        .prepare_cached("SELECT consecutive_dead_letters, disabled FROM endpoints WHERE id = ?1")?
+        .query_row([endpoint], |r| {
+            Ok(EndpointHealth {
+                consecutive_dead_letters: r.get(0)?,
+                disabled: r.get(1)?,
+            })
+        })
         .optional()?;
-    let Some(count) = count else {
+    let Some(before) = health else {
         return Ok(false);
     };
-    if !(disable_now || should_disable(count, disable_after)) {
+    let mut after = before;
+    if !after.record(event, disable_after) {
+        if after != before {
+            conn.prepare_cached(
+                "UPDATE endpoints SET consecutive_dead_letters = ?2 WHERE id = ?1",
+            )?
+            .execute(params![endpoint, after.consecutive_dead_letters])?;
+        }
         return Ok(false);
     }
     // `updated_at` strictly grows, so workers caching the endpoint by it notice.
     conn.prepare_cached(
-        "UPDATE endpoints SET disabled = 1, consecutive_dead_letters = 0,
+        "UPDATE endpoints SET disabled = 1, consecutive_dead_letters = ?3,
          updated_at = max(?2, updated_at + 1) WHERE id = ?1",
     )?
-    .execute(params![endpoint, now])?;
+    .execute(params![endpoint, now, after.consecutive_dead_letters])?;
     // Its waiting deliveries are held; leased ones come back through their worker (a retry
     // is claimed with `disabled: true` and recorded as `Hold`).
     conn.prepare_cached(

@@ -1,0 +1,12 @@
+//! The business rules every backend applies, written once as pure functions: the backends keep
+//! only the SQL and row mapping around them.
+//!
+//! - [`supersede`]: which of an entity's due inbound events a claim takes, supersedes or leaves
+//!   waiting (supersede-by-version).
+//! - [`dead_letter`]: an endpoint's count of consecutive dead-letters, and when it is disabled.
+//! - [`lease`]: leases on claimed work: fresh tokens, when a lease ends, and what settling an
+//!   expired inbound lease records.
+
+pub mod dead_letter;
+pub mod lease;
+pub mod supersede;
