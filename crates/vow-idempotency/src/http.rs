@@ -2,7 +2,8 @@
 //! store: reading the key and `Prefer: wait=N` from the request headers, answering a
 //! [`Problem`] as `application/problem+json`, turning a [`StoredResponse`] back into a response
 //! (a replay carries `Idempotent-Replayed: true`), `Idempotency-Expires`, and [`answer`], which
-//! maps a [`Begun`] to the response a request that does not own the key gets.
+//! maps a [`Begun`] to the response a request that does not own the key gets ([`next`], the
+//! decision itself, and [`begin_until`], the `Prefer: wait` polling, for a host's own flow).
 //!
 //! On top of these, [`Request`], [`Done`], [`Failure`] and [`Outcome`] are the vocabulary of the
 //! "run this operation at most once" entry points, one a store: `sqlite::run` (features
@@ -28,12 +29,14 @@ use crate::problem::{self, Problem};
 use crate::record::{Begun, LeaseToken, Settings, StoredResponse};
 use crate::IdempotencyKey;
 
+mod next;
 mod once;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+pub use next::{begin_until, next, Next, POLL};
 pub use once::{Done, Failure, Outcome, Request};
 
 /// The request header that carries the key.
@@ -133,29 +136,22 @@ pub fn http_date(t: DateTime<Utc>) -> String {
     t.format("%a, %d %b %Y %H:%M:%S GMT").to_string()
 }
 
-/// What a request that began its record gets: the lease token if it owns the record, else the
-/// response to send: a replay, or the problem (reused 422, in progress 409 with `Retry-After`
-/// of at most one lease, expired 422).
+/// What a request that began its record gets ([`next`]): the lease token if it owns the
+/// record, else the response to send: a replay, or the problem (reused 422, in progress 409
+/// with `Retry-After` of at most one lease, expired 422).
 #[allow(
     clippy::result_large_err,
     reason = "the error is the response the caller sends at once; boxing it gains nothing"
 )]
 pub fn answer(begun: Begun, settings: &Settings) -> Result<LeaseToken, Response> {
-    let problem = match begun {
-        Begun::Owner(token) | Begun::TakenOver(token) => return Ok(token),
-        Begun::Replay {
+    match next(begun, settings) {
+        Next::Run { token, .. } => Ok(token),
+        Next::Replay {
             response,
             expires_at,
-        } => return Err(replay(response, expires_at)),
-        Begun::Reused { differences } => Problem::KeyReused { differences },
-        // The owner's clock can be a hair ahead of this request's (they raced), which would
-        // make the lease look longer than it is: never more than one lease.
-        Begun::InProgress { retry_after_secs } => Problem::InProgress {
-            retry_after: retry_after_secs.min(settings.lease.as_secs()).max(1),
-        },
-        Begun::Expired { .. } => Problem::KeyExpired,
-    };
-    Err(problem.into_response())
+        } => Err(replay(response, expires_at)),
+        Next::Refuse(problem) => Err(problem.into_response()),
+    }
 }
 
 /// `response` as it can be stored for replay: its status, the headers named in `keep` that it

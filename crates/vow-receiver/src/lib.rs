@@ -18,18 +18,22 @@
 //!    event. A delivery without an event id is processed every time: a body hash is never an
 //!    identity, since two events can have identical bodies.
 //!
-//! Where each scheme's event id is by default ([`Locator::event_id_of`]; override with
-//! [`Config::with_event_id`]):
+//! Where each scheme's event id is by default ([`Locator::event_id_of`], from
+//! [`vow_signature::provider::Scheme::event_id_at`], the table vow's server uses too; override
+//! with [`Config::with_event_id`]); where two are named, the first one present wins:
 //!
 //! | Scheme | Event id |
 //! |---|---|
 //! | Standard Webhooks / Svix, generic HMAC with an id header | the signed id (`webhook-id` / `svix-id`) |
 //! | Stripe | body `/id` (`evt_…`) |
+//! | Discord | body `/id` |
 //! | Slack (Events API), Square, Paddle | body `/event_id` |
 //! | GitHub | `X-GitHub-Delivery` |
-//! | Shopify | `X-Shopify-Event-Id` |
+//! | Shopify | `X-Shopify-Event-Id`, then `X-Shopify-Webhook-Id` |
 //! | Linear | `Linear-Delivery` |
-//! | Twilio, Discord, the seed styles | none: configure one, or every delivery is processed |
+//! | Twilio | `I-Twilio-Idempotency-Token` |
+//! | the seed styles | `X-Delivery-Id` |
+//! | generic HMAC without an id header | none: configure one, or every delivery is processed |
 //!
 //! # Schema
 //!

@@ -8,7 +8,9 @@ use std::fmt;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use vow_signature::provider::{self, Headers, Request, Scheme, Verified, DEFAULT_TOLERANCE_SECS};
+use vow_signature::provider::{
+    self, Headers, IdLocation, Request, Scheme, Verified, DEFAULT_TOLERANCE_SECS,
+};
 use vow_signature::KeyError;
 
 use crate::event::{Delivery, Identity, PayloadDigest};
@@ -28,22 +30,27 @@ pub enum Locator {
     SignedId,
 }
 
-impl Locator {
-    /// Where `scheme` documents its event id (see the crate docs' table); `None` for schemes
-    /// that have none (Twilio, Discord, the seed styles, a generic HMAC without an id header).
-    pub fn event_id_of(scheme: &Scheme) -> Option<Self> {
-        let header = |name: &str| Some(Self::Header(name.into()));
-        let pointer = |p: &str| Some(Self::JsonPointer(p.into()));
-        match scheme {
-            Scheme::StandardWebhooks => Some(Self::SignedId),
-            Scheme::Hmac(config) => config.id_header().map(|_| Self::SignedId),
-            Scheme::Stripe => pointer("/id"),
-            Scheme::Slack | Scheme::Square | Scheme::Paddle => pointer("/event_id"),
-            Scheme::GitHub => header("x-github-delivery"),
-            Scheme::Shopify => header("x-shopify-event-id"),
-            Scheme::Linear => header("linear-delivery"),
-            _ => None,
+impl From<IdLocation<'_>> for Locator {
+    fn from(at: IdLocation<'_>) -> Self {
+        match at {
+            IdLocation::Header(name) => Self::Header(name.into()),
+            IdLocation::Pointer(pointer) => Self::JsonPointer(pointer.into()),
+            IdLocation::Signed => Self::SignedId,
         }
+    }
+}
+
+impl Locator {
+    /// Where `scheme` documents its event id ([`Scheme::event_id_at`], the table in the crate
+    /// docs), in order: the first one present wins. Empty for a generic HMAC without an id
+    /// header.
+    pub fn event_id_of(scheme: &Scheme) -> Vec<Self> {
+        scheme
+            .event_id_at()
+            .iter()
+            .copied()
+            .map(Self::from)
+            .collect()
     }
 
     /// The text at this place: `None` when it is absent, JSON `null` or empty.
@@ -102,7 +109,8 @@ pub struct Config {
     scheme: Scheme,
     secrets: Vec<String>,
     tolerance_secs: u64,
-    event_id: Option<Locator>,
+    /// Where the event id is, in order: the first one present wins.
+    event_id: Vec<Locator>,
     account: Option<Locator>,
 }
 
@@ -134,10 +142,11 @@ impl Config {
         }
     }
 
-    /// The same with the event id read from `at`; `None`: no delivery is ever deduplicated.
+    /// The same with the event id read from `at` (instead of the scheme's default places);
+    /// `None`: no delivery is ever deduplicated.
     pub fn with_event_id(self, at: Option<Locator>) -> Self {
         Self {
-            event_id: at,
+            event_id: at.into_iter().collect(),
             ..self
         }
     }
@@ -212,8 +221,8 @@ impl Receiver {
     /// Checks `config`: a source name, at least one secret and every secret usable by the
     /// scheme, a valid generic HMAC, and locators that can find something.
     pub fn new(mut config: Config) -> Result<Self, ConfigError> {
-        for locator in [&mut config.event_id, &mut config.account] {
-            if let Some(Locator::Header(name)) = locator {
+        for locator in config.event_id.iter_mut().chain(&mut config.account) {
+            if let Locator::Header(name) = locator {
                 name.make_ascii_lowercase(); // `Headers::get` is asked in lowercase
             }
         }
@@ -238,16 +247,15 @@ impl Receiver {
             hmac.validate()
                 .map_err(|e| ConfigError::Scheme(source.clone(), e))?;
         }
-        for (field, locator) in [
-            (Field::EventId, &config.event_id),
-            (Field::Account, &config.account),
-        ] {
+        let event_ids = config.event_id.iter().map(|at| (Field::EventId, at));
+        for (field, locator) in
+            event_ids.chain(config.account.iter().map(|at| (Field::Account, at)))
+        {
             let valid = match locator {
-                None => true,
-                Some(Locator::Header(name)) => !name.is_empty(),
-                Some(Locator::JsonPointer(pointer)) => pointer.starts_with('/'),
-                Some(Locator::SignedId) => {
-                    if Locator::event_id_of(&config.scheme) != Some(Locator::SignedId) {
+                Locator::Header(name) => !name.is_empty(),
+                Locator::JsonPointer(pointer) => pointer.starts_with('/'),
+                Locator::SignedId => {
+                    if !config.scheme.signs_id() {
                         return Err(ConfigError::NoSignedId(source.clone()));
                     }
                     true
@@ -284,12 +292,16 @@ impl Receiver {
             raw: &body,
             json: None,
         };
-        let mut read = |field, at: &Option<Locator>| match at {
-            Some(at) => at.read(field, headers, &verified, &mut parsed),
-            None => Ok(None),
+        let mut first = |field, places: &[Locator]| -> Result<Option<String>, Rejection> {
+            for at in places {
+                if let Some(text) = at.read(field, headers, &verified, &mut parsed)? {
+                    return Ok(Some(text));
+                }
+            }
+            Ok(None)
         };
-        let event_id = read(Field::EventId, &c.event_id)?;
-        let account = read(Field::Account, &c.account)?.unwrap_or_default();
+        let event_id = first(Field::EventId, &c.event_id)?;
+        let account = first(Field::Account, c.account.as_slice())?.unwrap_or_default();
         Ok(Delivery {
             identity: event_id.map(|id| Identity::new(&c.source, &account, &id)),
             digest: PayloadDigest::of(&body),
@@ -486,18 +498,27 @@ mod tests {
 
     #[test]
     fn each_scheme_reads_its_event_id_where_its_provider_documents_it() {
-        let header = |n: &str| Some(Locator::Header(n.into()));
-        let pointer = |p: &str| Some(Locator::JsonPointer(p.into()));
+        let header = |n: &str| vec![Locator::Header(n.into())];
+        let pointer = |p: &str| vec![Locator::JsonPointer(p.into())];
         let cases = [
-            (Scheme::StandardWebhooks, Some(Locator::SignedId)),
+            (Scheme::StandardWebhooks, vec![Locator::SignedId]),
             (Scheme::Stripe, pointer("/id")),
             (Scheme::Paddle, pointer("/event_id")),
             (Scheme::GitHub, header("x-github-delivery")),
-            (Scheme::Twilio, None),
-            (Scheme::Hmac(HmacConfig::new("x-sig")), None),
+            (Scheme::Twilio, header("i-twilio-idempotency-token")),
+            (Scheme::Discord, pointer("/id")),
+            (Scheme::SeedSha256, header("x-delivery-id")),
+            (
+                Scheme::Shopify,
+                vec![
+                    Locator::Header("x-shopify-event-id".into()),
+                    Locator::Header("x-shopify-webhook-id".into()),
+                ],
+            ),
+            (Scheme::Hmac(HmacConfig::new("x-sig")), vec![]),
             (
                 Scheme::Hmac(HmacConfig::new("x-sig").with_id_header("x-id")),
-                Some(Locator::SignedId),
+                vec![Locator::SignedId],
             ),
         ];
         for (scheme, expected) in cases {

@@ -4,7 +4,7 @@
 //!
 //! 1. **Begin** ([`crate::sqlite::begin`] / [`crate::postgres::begin`]): the insert decides the
 //!    owner. With `Prefer: wait=N`, a request that finds the key in progress polls every
-//!    [`POLL`] until the outcome is stored (a replay), the lease ends (it takes over), or the N
+//!    [`super::POLL`] until the outcome is stored (a replay), the lease ends (it takes over), or the N
 //!    seconds are over (409). Each poll begins at `now` plus the time waited so far.
 //! 2. Not the owner: [`super::answer`] (replay, 422 reused or expired, 409 in progress).
 //! 3. **Write**: one transaction that fences the record by its lease token, runs the closure and
@@ -175,9 +175,6 @@ pub(crate) trait Write<T, E, Op>: Records {
     ) -> impl std::future::Future<Output = Written<T, E>> + Send;
 }
 
-/// How often a waiting request looks at the record again.
-pub(crate) const POLL: Duration = Duration::from_millis(50);
-
 /// Runs `op` at most once for `request` (every time when there is no key). See the module docs.
 pub(crate) async fn run<T, E, Op, S>(
     store: &S,
@@ -245,22 +242,26 @@ async fn begin_waiting<S: Records>(
     let canonical = canonical_body(request.body);
     let wait = request.wait.unwrap_or_default().min(super::MAX_WAIT);
     let started = tokio::time::Instant::now();
-    loop {
-        let waited = TimeDelta::from_std(started.elapsed()).unwrap_or(TimeDelta::MAX);
+    let settings = &request.settings;
+    let (fingerprint, canonical) = (&fingerprint, canonical.as_str());
+    // A lock, not a `Cell`, so the handler's future stays `Send`.
+    let decided_at = std::sync::Mutex::new(request.now);
+    let begun = super::begin_until(started + wait, |polls| {
+        // The first begin is at `now` itself; each poll after it at `now` plus the time waited.
+        let waited = match polls {
+            0 => TimeDelta::zero(),
+            _ => TimeDelta::from_std(started.elapsed()).unwrap_or(TimeDelta::MAX),
+        };
         let now = request
             .now
             .checked_add_signed(waited)
             .unwrap_or(request.now);
-        let settings = &request.settings;
-        let begun = store
-            .begin(scope, &fingerprint, &canonical, now, settings)
-            .await?;
-        let left = wait.saturating_sub(started.elapsed());
-        if !matches!(begun, Begun::InProgress { .. }) || left.is_zero() {
-            return Ok((begun, now));
-        }
-        tokio::time::sleep(POLL.min(left)).await;
-    }
+        *decided_at.lock().unwrap_or_else(|e| e.into_inner()) = now;
+        store.begin(scope, fingerprint, canonical, now, settings)
+    })
+    .await?;
+    let now = *decided_at.lock().unwrap_or_else(|e| e.into_inner());
+    Ok((begun, now))
 }
 
 /// Releases `claim` after `why`; a record that cannot be released frees itself when its lease

@@ -159,7 +159,8 @@ where
 // ---- 1. kill -9 between the commit and the response -------------------------------------------
 
 /// A `vow serve` child (`child.rs`) with fast retries, and the fault hook that holds a response
-/// once its write committed.
+/// once its write committed (in the binary only with the test-only feature `fault-hooks`, which
+/// vow-server's dev-dependency on itself turns on for these tests).
 const RETRIES: (&str, &str) = ("VOW_RETRY_SCHEDULE", "1s,1s,1s");
 const HANG_AFTER_COMMIT: (&str, &str) = ("VOW_TEST_HANG_AFTER_COMMIT", "1");
 

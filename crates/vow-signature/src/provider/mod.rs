@@ -34,8 +34,9 @@
 //! [`content_digest`] names a verified request's signed content, for a
 //! replay guard (identical content under a new, unsigned id).
 //!
-//! Not here (they belong to the receiver): Slack's `url_verification`
-//! handshake, and reading provider event ids out of bodies.
+//! [`Scheme::event_id_at`] says where each provider puts its event id
+//! ([`IdLocation`]); reading it out of a request, and Slack's
+//! `url_verification` handshake, belong to the receiver.
 
 mod discord;
 mod hmac;
@@ -51,7 +52,7 @@ pub use crate::error::{Error, ErrorKind};
 pub use crate::standard::DEFAULT_TOLERANCE_SECS;
 pub use hmac::{Encoding, HmacAlgorithm, HmacConfig};
 pub use request::{HeaderFn, Headers, Request, Verified};
-pub use scheme::{Scheme, UnknownScheme};
+pub use scheme::{IdLocation, Scheme, UnknownScheme};
 pub use template::Template;
 
 use crate::error::KeyError;

@@ -1,5 +1,7 @@
 //! [`Scheme`]: which provider's signature an inbound source expects, with
-//! its stable configuration name, and the check of a secret against it.
+//! its stable configuration name, the check of a secret against it, and
+//! where its provider puts the event id ([`Scheme::event_id_at`], one
+//! exhaustive table: a new scheme does not compile until it says).
 
 use std::fmt;
 use std::str::FromStr;
@@ -103,6 +105,47 @@ impl Scheme {
             Self::Discord => discord::parse_key(secret).map(drop),
             _ => text_key(secret).map(drop),
         }
+    }
+}
+
+/// Where a delivery carries its event id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdLocation<'a> {
+    /// A request header, named in lowercase (e.g. `x-github-delivery`).
+    Header(&'a str),
+    /// An RFC 6901 JSON pointer into the body (e.g. `/id`).
+    Pointer(&'a str),
+    /// The id the signature covers ([`Verified::id`](crate::provider::Verified::id)):
+    /// Standard Webhooks' `webhook-id` (or `svix-id`), a generic HMAC's id header.
+    Signed,
+}
+
+impl Scheme {
+    /// Where this scheme's provider documents the event id of a delivery, in order of
+    /// preference (the first one present wins); empty when it documents none.
+    pub fn event_id_at(&self) -> &'static [IdLocation<'static>] {
+        use IdLocation::{Header, Pointer, Signed};
+        match self {
+            Self::StandardWebhooks => &[Signed],
+            Self::Hmac(config) if config.id_header().is_some() => &[Signed],
+            Self::Hmac(_) => &[],
+            Self::Stripe => &[Pointer("/id")],
+            // An interaction's own snowflake id; the reviewed sources name no other.
+            Self::Discord => &[Pointer("/id")],
+            Self::GitHub => &[Header("x-github-delivery")],
+            // The docs disagree: the event id marks duplicates, the webhook id is per delivery.
+            Self::Shopify => &[Header("x-shopify-event-id"), Header("x-shopify-webhook-id")],
+            Self::Slack | Self::Square | Self::Paddle => &[Pointer("/event_id")],
+            Self::Linear => &[Header("linear-delivery")],
+            Self::Twilio => &[Header("i-twilio-idempotency-token")],
+            // vow's own outbound deliveries (both seed styles) send the message id there.
+            Self::SeedSha256 | Self::SeedTimestamped => &[Header(crate::header::X_DELIVERY_ID)],
+        }
+    }
+
+    /// Whether the scheme signs an id ([`IdLocation::Signed`] finds one).
+    pub fn signs_id(&self) -> bool {
+        self.event_id_at().contains(&IdLocation::Signed)
     }
 }
 

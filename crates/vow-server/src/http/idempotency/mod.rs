@@ -34,12 +34,15 @@
 //!
 //! # Layout
 //! - [`in_flight`]: the keyed requests running on this node.
+//! - `fault` (test-only feature `fault-hooks`): the crash tests' hook.
 //! - `commit`: [`Commit`], the write that completes the record.
 //! - [`route`]: the routes and what their fingerprint covers.
 //! - [`respond`]: problems, stored and replayed responses, reading the headers.
 //! - [`status`]: `GET /api/v1/idempotency-key/{key}`.
 
 mod commit;
+#[cfg(feature = "fault-hooks")]
+mod fault;
 pub mod in_flight;
 pub mod respond;
 pub mod route;
@@ -55,6 +58,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 use vow_core::AppId;
+use vow_idempotency::http::{begin_until, next, Next};
 use vow_idempotency::{IdempotencyKey, Problem};
 use vow_store::idempotency::{
     Begun, Fingerprint, FreshClaim, KeyState, LeaseToken, Scope, Settings,
@@ -71,9 +75,6 @@ pub use route::{Route, ROUTES};
 
 /// The one principal there is: the admin token.
 const PRINCIPAL: &str = "admin";
-
-/// How often a waiting request looks at the record again.
-const WAIT_POLL: Duration = Duration::from_millis(50);
 
 /// The `Idempotency-Key` side of a request to a keyed route, read from its head: the route,
 /// the key, `Prefer: wait`, and the target and query its fingerprint covers.
@@ -238,10 +239,7 @@ impl Keyed {
         // transaction holds) rolls the write back (`Fenced`), and the record, begun then, gives
         // the answer.
         let key = self.scope.key.clone();
-        let on_takeover = Box::new(move || {
-            metrics::counter!(crate::metrics::IDEMPOTENT_TAKEOVERS).increment(1);
-            tracing::info!(key = %key.hash(), "took over an expired idempotency claim");
-        });
+        let on_takeover = Box::new(move || took_over(&key));
         let fresh = FreshClaim {
             fingerprint: self.fingerprint,
             canonical_body: self.body.clone(),
@@ -281,7 +279,8 @@ impl Keyed {
         };
         let outcome = op(commit).await;
         let progress = *progress.lock().unwrap_or_else(|e| e.into_inner());
-        if progress == Progress::Completed && hang_after_commit() {
+        #[cfg(feature = "fault-hooks")]
+        if progress == Progress::Completed && fault::hang_after_commit() {
             // Fault injection for the crash tests: committed, and never answered.
             std::future::pending::<()>().await;
         }
@@ -352,33 +351,25 @@ impl Keyed {
     }
 
     /// The lease token when `begun` lets this request run the operation, else the answer
-    /// (`vow_idempotency::http::answer`, with vow's replay, problem and takeover metrics).
+    /// (`vow_idempotency::http::next` decides; vow counts replays, problems and takeovers).
     #[allow(
         clippy::result_large_err,
         reason = "the error is the response the caller sends at once; boxing it gains nothing"
     )]
     fn owned(&self, state: &AppState, begun: Begun) -> Result<LeaseToken, Response> {
-        Err(match begun {
-            Begun::Owner(token) => return Ok(token),
-            Begun::TakenOver(token) => {
-                metrics::counter!(crate::metrics::IDEMPOTENT_TAKEOVERS).increment(1);
-                tracing::info!(key = %self.scope.key.hash(), "took over an expired idempotency claim");
-                return Ok(token);
+        match next(begun, &state.settings.idempotency) {
+            Next::Run { token, taken_over } => {
+                if taken_over {
+                    took_over(&self.scope.key);
+                }
+                Ok(token)
             }
-            Begun::Replay {
+            Next::Replay {
                 response,
                 expires_at,
-            } => respond::replayed(response, expires_at),
-            Begun::Reused { differences } => problem(Problem::KeyReused { differences }),
-            // The owner's `now` can be a hair later than this request's (they raced), which
-            // would make the lease look longer than it is: never more than a whole lease.
-            Begun::InProgress { retry_after_secs } => problem(Problem::InProgress {
-                retry_after: retry_after_secs.min(state.settings.idempotency.lease.as_secs()),
-            }),
-            Begun::Expired { .. } => problem(Problem::KeyExpired),
-            other => ApiError::Internal(format!("unknown idempotency outcome {other:?}").into())
-                .into_response(),
-        })
+            } => Err(respond::replayed(response, expires_at)),
+            Next::Refuse(refusal) => Err(problem(refusal)),
+        }
     }
 
     /// The answer when the key has a record, so this request's write was rolled back: its
@@ -417,29 +408,17 @@ impl Keyed {
         state: &AppState,
         now: DateTime<Utc>,
     ) -> Result<Begun, StoreError> {
-        let until = self.until;
-        let mut at = now;
-        loop {
-            let begun = state
-                .store
-                .begin_idempotent(
-                    &self.scope,
-                    &self.fingerprint,
-                    &self.body,
-                    at,
-                    &self.settings,
-                )
-                .await?;
-            let left = until.saturating_duration_since(Instant::now());
-            if !matches!(begun, Begun::InProgress { .. }) || left.is_zero() {
-                return Ok(begun);
-            }
-            if at == now {
+        begin_until(self.until, |polls| {
+            let at = if polls == 0 { now } else { state.now() };
+            if polls == 1 {
                 metrics::counter!(crate::metrics::IDEMPOTENT_WAITS).increment(1);
             }
-            tokio::time::sleep(WAIT_POLL.min(left)).await;
-            at = state.now();
-        }
+            let (scope, settings) = (&self.scope, &self.settings);
+            state
+                .store
+                .begin_idempotent(scope, &self.fingerprint, &self.body, at, settings)
+        })
+        .await
     }
 
     /// Stores `out` as the record's final response and answers it. Unless `begun` holds the
@@ -484,10 +463,8 @@ impl Keyed {
     }
 }
 
-/// `VOW_TEST_HANG_AFTER_COMMIT=1`: a keyed request whose write committed never answers, so a
-/// test can `kill -9` the process between the commit and the response. Read once; never set
-/// outside tests.
-fn hang_after_commit() -> bool {
-    static HANG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HANG.get_or_init(|| std::env::var_os("VOW_TEST_HANG_AFTER_COMMIT").is_some_and(|v| v == "1"))
+/// Counts and logs a claim of `key` taken over after its first request's lease ran out.
+fn took_over(key: &IdempotencyKey) {
+    metrics::counter!(crate::metrics::IDEMPOTENT_TAKEOVERS).increment(1);
+    tracing::info!(key = %key.hash(), "took over an expired idempotency claim");
 }

@@ -10,61 +10,30 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use vow_core::version::Version;
-use vow_signature::provider::{Headers, Scheme, Verified};
+use vow_signature::provider::{Headers, IdLocation, Scheme, Verified};
 use vow_store::inbound::{Locator, SourceFields};
 
 /// Event ids longer than this are replaced by `sha256:` and their digest, so any id fits the
 /// unique index and still deduplicates.
 const MAX_ID_BYTES: usize = 512;
 
-/// Where to look for a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lookup<'a> {
-    /// A header (lowercase).
-    Header(&'a str),
-    /// A JSON pointer into the body.
-    Pointer(&'a str),
-    /// The id the signature covers (`webhook-id`, a generic HMAC's id header).
-    Signed,
-}
-
-impl<'a> From<&'a Locator> for Lookup<'a> {
-    fn from(locator: &'a Locator) -> Self {
-        match locator {
-            Locator::Header(name) => Lookup::Header(name),
-            Locator::Pointer(pointer) => Lookup::Pointer(pointer),
-        }
-    }
-}
-
-/// Where each provider documents its event id; the first one present wins.
-fn default_event_id(scheme: &Scheme) -> &'static [Lookup<'static>] {
-    match scheme {
-        Scheme::StandardWebhooks | Scheme::Hmac(_) => &[Lookup::Signed],
-        Scheme::Stripe | Scheme::Discord => &[Lookup::Pointer("/id")],
-        Scheme::GitHub => &[Lookup::Header("x-github-delivery")],
-        // The docs disagree: the event id marks duplicates, the webhook id is per delivery.
-        Scheme::Shopify => &[
-            Lookup::Header("x-shopify-event-id"),
-            Lookup::Header("x-shopify-webhook-id"),
-        ],
-        Scheme::Slack | Scheme::Square | Scheme::Paddle => &[Lookup::Pointer("/event_id")],
-        Scheme::Linear => &[Lookup::Header("linear-delivery")],
-        Scheme::Twilio => &[Lookup::Header("i-twilio-idempotency-token")],
-        Scheme::SeedSha256 | Scheme::SeedTimestamped => &[Lookup::Header("x-delivery-id")],
-        _ => &[],
+/// Where a source's configured `locator` looks, as a place [`Scheme::event_id_at`] names.
+fn configured(locator: &Locator) -> IdLocation<'_> {
+    match locator {
+        Locator::Header(name) => IdLocation::Header(name),
+        Locator::Pointer(pointer) => IdLocation::Pointer(pointer),
     }
 }
 
 /// Where each provider says whose event it is (the scope of its ids).
-fn default_account(scheme: &Scheme) -> &'static [Lookup<'static>] {
+fn default_account(scheme: &Scheme) -> &'static [IdLocation<'static>] {
     match scheme {
         // Connect events name the connected account; the platform's own have none.
-        Scheme::Stripe => &[Lookup::Pointer("/account")],
+        Scheme::Stripe => &[IdLocation::Pointer("/account")],
         // One delivery GUID is shared by every hook subscribed to the event.
-        Scheme::GitHub => &[Lookup::Header("x-github-hook-id")],
-        Scheme::Shopify => &[Lookup::Header("x-shopify-shop-domain")],
-        Scheme::Square => &[Lookup::Pointer("/merchant_id")],
+        Scheme::GitHub => &[IdLocation::Header("x-github-hook-id")],
+        Scheme::Shopify => &[IdLocation::Header("x-shopify-shop-domain")],
+        Scheme::Square => &[IdLocation::Pointer("/merchant_id")],
         _ => &[],
     }
 }
@@ -74,24 +43,20 @@ fn default_account(scheme: &Scheme) -> &'static [Lookup<'static>] {
 /// it is then a duplicate of the event it repeats. A header (GitHub's delivery and hook ids,
 /// Shopify's, Twilio's, Linear's) is not signed unless it is the scheme's signed id header.
 pub fn identity_is_signed(fields: &SourceFields, scheme: &Scheme) -> bool {
-    let signed = |lookup: &Lookup<'_>| match *lookup {
-        Lookup::Pointer(_) | Lookup::Signed => true,
-        Lookup::Header(name) => match scheme {
+    let signed = |lookup: &IdLocation<'_>| match *lookup {
+        IdLocation::Pointer(_) | IdLocation::Signed => true,
+        IdLocation::Header(name) => match scheme {
             Scheme::StandardWebhooks => matches!(name, "webhook-id" | "svix-id"),
             Scheme::Hmac(config) => config.id_header() == Some(name),
             _ => false,
         },
     };
-    let all_signed = |configured: Option<&Locator>, defaults: &[Lookup<'_>]| match configured {
-        Some(locator) => signed(&Lookup::from(locator)),
+    let all_signed = |set: Option<&Locator>, defaults: &[IdLocation<'_>]| match set {
+        Some(locator) => signed(&configured(locator)),
         None => defaults.iter().all(signed),
     };
-    let defaults = default_event_id(scheme);
-    let has_id = fields.event_id.is_some()
-        || match scheme {
-            Scheme::Hmac(config) => config.id_header().is_some(),
-            _ => !defaults.is_empty(),
-        };
+    let defaults = scheme.event_id_at();
+    let has_id = fields.event_id.is_some() || !defaults.is_empty();
     has_id
         && all_signed(fields.event_id.as_ref(), defaults)
         && all_signed(fields.account.as_ref(), default_account(scheme))
@@ -170,19 +135,19 @@ pub fn identify<H: Headers + ?Sized>(
         raw: body,
         json: std::cell::OnceCell::new(),
     };
-    let find = |lookup: &Lookup<'_>| -> Option<String> {
+    let find = |lookup: &IdLocation<'_>| -> Option<String> {
         let value = match *lookup {
-            Lookup::Header(name) => {
+            IdLocation::Header(name) => {
                 let raw = headers.get(name)?;
                 std::str::from_utf8(raw).ok()?.trim().to_owned()
             }
-            Lookup::Pointer(pointer) => body.pointer(pointer)?,
-            Lookup::Signed => verified.id.clone()?,
+            IdLocation::Pointer(pointer) => body.pointer(pointer)?,
+            IdLocation::Signed => verified.id.clone()?,
         };
         (!value.is_empty()).then_some(value)
     };
-    let first = |configured: Option<&Locator>, defaults: &[Lookup<'_>]| match configured {
-        Some(locator) => find(&Lookup::from(locator)),
+    let first = |set: Option<&Locator>, defaults: &[IdLocation<'_>]| match set {
+        Some(locator) => find(&configured(locator)),
         None => defaults.iter().find_map(&find),
     };
     let pointer = |p: &Option<String>| p.as_deref().and_then(|p| body.pointer(p));
@@ -191,7 +156,7 @@ pub fn identify<H: Headers + ?Sized>(
         account: first(fields.account.as_ref(), default_account(scheme))
             .map(bounded)
             .unwrap_or_default(),
-        event_id: first(fields.event_id.as_ref(), default_event_id(scheme)).map(bounded),
+        event_id: first(fields.event_id.as_ref(), scheme.event_id_at()).map(bounded),
         version: exact(&fields.version_pointer),
         entity: pointer(&fields.entity_pointer).map(bounded),
     }

@@ -1,13 +1,15 @@
 //! Inbound provider verification from outside the crate: every published
 //! vector of `shared/reference/provider-signatures.md` ([`vectors`]), the
 //! same rejection cases run against every provider ([`cases`]), what is
-//! particular to each ([`specifics`]), and a no-panic property ([`props`]).
+//! particular to each ([`specifics`]), where each puts its event id
+//! ([`event_ids`]), and a no-panic property ([`props`]).
 //!
 //! Signatures made here are computed the way each provider documents it,
 //! with the `hmac`/`sha1`/`sha2`/`ed25519-dalek` crates directly, never with
 //! the code under test.
 
 mod cases;
+mod event_ids;
 mod props;
 mod specifics;
 mod vectors;
