@@ -255,3 +255,20 @@ pub async fn applications_page_through_in_both_directions_without_gaps(store: &d
     })
     .await;
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_apps {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            an_application_is_read_back_by_id_and_by_uid,
+            updating_an_application_replaces_its_fields,
+            deleting_an_application_removes_everything_under_it,
+            an_application_uid_conflict_writes_nothing,
+            a_missing_application_is_not_found,
+            applications_page_through_in_both_directions_without_gaps,
+        );
+    };
+}

@@ -373,3 +373,22 @@ pub async fn the_current_secret_comes_first_and_a_rotated_one_lasts_until_its_de
         .await;
     assert_not_found(r, "endpoint");
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_endpoints {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            an_endpoint_round_trips_every_field,
+            an_endpoint_update_replaces_every_field,
+            an_endpoint_uid_conflict_writes_nothing,
+            an_endpoint_is_invisible_through_another_application,
+            an_endpoint_of_a_missing_application_is_not_found,
+            deleting_an_endpoint_removes_its_deliveries,
+            endpoints_page_through_in_both_directions_without_gaps,
+            the_current_secret_comes_first_and_a_rotated_one_lasts_until_its_deadline,
+        );
+    };
+}

@@ -160,3 +160,19 @@ pub async fn event_types_page_through_by_name_in_both_directions(store: &dyn Sto
     })
     .await;
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_event_types {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            an_event_type_is_created_read_back_and_updated,
+            archived_event_types_are_listed_only_when_asked,
+            an_event_type_name_conflict_writes_nothing,
+            an_expunged_event_type_is_gone_and_its_name_is_free,
+            event_types_page_through_by_name_in_both_directions,
+        );
+    };
+}

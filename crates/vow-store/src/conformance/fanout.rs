@@ -195,3 +195,18 @@ pub async fn a_disabled_endpoint_gets_a_held_delivery(store: &dyn Store) {
         assert_eq!(d.status, expected);
     }
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_fanout {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_message_fans_out_to_every_endpoint_without_filters,
+            event_type_filters_choose_the_endpoints,
+            channel_filters_choose_the_endpoints,
+            a_disabled_endpoint_gets_a_held_delivery,
+        );
+    };
+}

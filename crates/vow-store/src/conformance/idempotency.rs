@@ -773,3 +773,25 @@ async fn creates_its_application(store: &dyn Store, ready: bool) {
         "and the key stays free"
     );
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_idempotency {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            an_idempotent_create_commits_its_response_and_the_same_request_replays_it,
+            a_released_record_frees_its_key_and_a_live_one_is_in_progress,
+            purging_turns_an_expired_record_into_a_tombstone_then_frees_the_key,
+            a_fenced_or_failed_idempotent_create_writes_nothing,
+            a_create_that_claims_its_key_in_its_transaction_commits_or_writes_nothing,
+            a_message_create_that_creates_its_application_writes_both_or_neither,
+            an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_one_writes_nothing,
+            a_keys_status_follows_its_record_and_the_oldest_claim_is_reported,
+            a_claims_lease_lasts_as_long_as_its_settings_say,
+            a_completed_record_expires_and_its_tombstone_ends_as_its_settings_say,
+            without_a_tombstone_a_key_is_free_as_soon_as_its_record_expires,
+        );
+    };
+}

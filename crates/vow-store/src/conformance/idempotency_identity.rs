@@ -111,3 +111,15 @@ pub async fn a_keys_record_tells_requests_apart_exactly_and_keeps_judging_versio
         reused(&[""])
     );
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_idempotency_identity {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_keys_record_tells_requests_apart_exactly_and_keeps_judging_version_1_records,
+        );
+    };
+}

@@ -503,3 +503,24 @@ pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn Inb
     let seek = Seek::for_iterator(None, Order::Ascending, 10);
     assert_eq!(store.list_sources(&seek).await.unwrap().len(), 1);
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_inbound {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_source_round_trips_updates_and_deletes_with_its_events,
+            sources_page_through_in_both_directions_without_gaps,
+            concurrent_claims_of_one_event_id_store_exactly_one_row,
+            a_reused_id_with_another_payload_is_quarantined_once,
+            events_without_an_id_are_never_deduplicated,
+            an_event_keeps_its_exact_bytes_headers_and_pointers,
+            a_quarantined_event_is_released_or_discarded_once,
+            rejections_are_recorded_and_listed_per_source,
+            purging_removes_old_content_but_keeps_the_claims,
+            an_idempotent_source_create_commits_with_its_record,
+        );
+    };
+}

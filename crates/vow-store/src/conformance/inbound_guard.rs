@@ -172,3 +172,17 @@ pub async fn replay_and_resolve_act_on_each_destination_on_its_own(store: &dyn I
     let r = store.replay_inbound(source.id, event.id, None, t(50)).await;
     assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_inbound_guard {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_replay_guard_refuses_seen_content_under_a_new_id_within_its_window,
+            concurrent_replays_under_new_ids_store_one_event,
+            replay_and_resolve_act_on_each_destination_on_its_own,
+        );
+    };
+}

@@ -146,3 +146,15 @@ pub async fn a_keyed_pull_claim_commits_with_its_record_or_leases_nothing(
     let b = store.get_inbound_event(source.id, events[1]).await.unwrap();
     assert_eq!(b.unwrap().event.state, InboundState::Received);
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_inbound_keyed {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_keyed_pull_claim_commits_with_its_record_or_leases_nothing,
+        );
+    };
+}

@@ -109,3 +109,16 @@ pub async fn concurrent_rejections_are_each_counted_and_the_log_stays_bounded(
         assert_eq!(counts[0].count, 40, "keep {keep}");
     }
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_inbound_rejections {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            the_rejection_log_keeps_the_newest_rows_and_exact_counts,
+            concurrent_rejections_are_each_counted_and_the_log_stays_bounded,
+        );
+    };
+}

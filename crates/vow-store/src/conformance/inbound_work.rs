@@ -574,3 +574,21 @@ pub async fn renewing_an_inbound_lease_keeps_it_held(store: &dyn InboundBackend)
         InboundState::Processing
     );
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_inbound_work {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            push_and_pull_claims_take_their_own_sources_events_under_a_lease,
+            a_retry_reaches_only_the_destinations_still_owed_the_event,
+            an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again,
+            an_expired_lease_is_uncertain_unless_the_destination_is_idempotent,
+            a_pull_consumer_claims_completes_and_fails_under_its_lease,
+            older_versions_of_an_entity_are_superseded_and_one_runs_at_a_time,
+            renewing_an_inbound_lease_keeps_it_held,
+        );
+    };
+}

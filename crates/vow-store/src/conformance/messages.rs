@@ -377,3 +377,22 @@ pub async fn concurrent_creates_with_one_event_id_store_exactly_one_message(stor
             .is_empty());
     }
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_messages {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_duplicate_event_id_is_a_conflict_and_writes_nothing,
+            another_application_may_reuse_an_event_id,
+            a_message_for_a_deleted_application_is_not_found_and_writes_nothing,
+            a_message_is_read_back_by_id_and_by_event_id_with_its_payload_verbatim,
+            a_message_is_invisible_through_another_application,
+            listing_messages_filters_by_event_type_channel_and_time,
+            messages_are_listed_newest_first_and_page_without_gaps,
+            concurrent_creates_with_one_event_id_store_exactly_one_message,
+        );
+    };
+}

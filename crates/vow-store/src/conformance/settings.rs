@@ -30,3 +30,16 @@ pub async fn a_fresh_store_answers_a_ping(store: &dyn Store) {
     store.ping().await.unwrap();
     assert!(!store.backend().is_empty());
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_settings {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            the_first_admin_token_hash_wins,
+            a_fresh_store_answers_a_ping,
+        );
+    };
+}

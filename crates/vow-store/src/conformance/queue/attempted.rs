@@ -301,3 +301,17 @@ pub async fn a_message_to_one_endpoint_is_delivered_there_only(store: &dyn Backe
         );
     }
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_attempted {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            attempted_destinations_are_the_messages_endpoints_with_their_status,
+            attempted_messages_are_an_endpoints_messages_filtered_by_status_and_fields,
+            a_message_to_one_endpoint_is_delivered_there_only,
+        );
+    };
+}

@@ -201,3 +201,16 @@ pub async fn attempts_are_invisible_through_another_application(store: &dyn Back
         Some(mine)
     );
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_attempts {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filters,
+            attempts_are_invisible_through_another_application,
+        );
+    };
+}

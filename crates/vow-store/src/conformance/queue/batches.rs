@@ -153,3 +153,17 @@ pub async fn a_gone_endpoint_is_disabled_with_auto_disabling_off_and_reported_on
         );
     }
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_batches {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_batch_records_each_lease_once_and_only_under_its_token,
+            dead_letters_in_one_batch_are_counted_in_its_order,
+            a_gone_endpoint_is_disabled_with_auto_disabling_off_and_reported_once_per_batch,
+        );
+    };
+}

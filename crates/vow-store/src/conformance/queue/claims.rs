@@ -292,3 +292,20 @@ pub async fn a_claim_with_a_limit_of_zero_takes_nothing(store: &dyn Backend) {
         "still due and unleased"
     );
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_claims {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_claim_takes_only_due_pending_unleased_deliveries_earliest_first,
+            a_claim_skips_the_endpoints_it_is_told_to_skip,
+            a_claim_gives_each_endpoint_at_most_its_room,
+            a_claim_carries_the_payload_the_event_type_and_the_endpoint_target,
+            an_expired_or_expunged_payload_is_claimed_as_none,
+            a_claim_with_a_limit_of_zero_takes_nothing,
+        );
+    };
+}

@@ -249,3 +249,19 @@ pub async fn next_due_is_a_lease_end_that_comes_before_the_next_due_delivery(sto
     assert_eq!(claimed_messages(&taken), vec![first], "the expired lease");
     assert_eq!(store.next_due().await.unwrap(), Some(t(300)));
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_leases {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            concurrent_claims_never_return_the_same_delivery,
+            an_expired_lease_is_taken_over_and_the_old_owner_can_no_longer_record,
+            renewing_a_lease_keeps_the_delivery_from_being_claimed,
+            next_due_is_the_earliest_time_a_claim_can_take_something,
+            next_due_is_a_lease_end_that_comes_before_the_next_due_delivery,
+        );
+    };
+}

@@ -174,3 +174,17 @@ pub async fn endpoint_stats_count_deliveries_by_state_within_the_window(store: &
         .await;
     assert_not_found(r, "endpoint");
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_operators {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            resend_resets_an_existing_delivery_and_creates_a_missing_one,
+            resend_of_a_missing_message_or_endpoint_is_not_found,
+            endpoint_stats_count_deliveries_by_state_within_the_window,
+        );
+    };
+}

@@ -328,3 +328,20 @@ pub async fn a_gone_endpoint_is_disabled_at_once_and_its_waiting_deliveries_are_
     let d = delivery(store, app.id, ms[1], ep.id).await;
     assert_eq!((d.status, d.attempts), (DeliveryStatus::Held, 1));
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_outcomes {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            a_delivered_outcome_stores_the_attempt_and_finishes_the_delivery,
+            a_retry_outcome_reschedules_the_delivery_with_its_counters,
+            a_dead_letter_keeps_its_reason_and_last_status,
+            a_hold_puts_the_delivery_back_to_held_without_an_attempt,
+            an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letters,
+            a_gone_endpoint_is_disabled_at_once_and_its_waiting_deliveries_are_held,
+        );
+    };
+}

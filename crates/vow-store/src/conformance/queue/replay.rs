@@ -293,3 +293,17 @@ pub async fn replay_through_another_application_is_not_found_even_as_a_dry_run(
     let d = delivery(store, app.id, m, ep).await;
     assert_eq!(d.status, DeliveryStatus::DeadLettered, "nothing replayed");
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_replay {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            replay_makes_failed_deliveries_pending_again_spaced_in_creation_order,
+            replay_filters_by_time_event_type_and_last_status_and_a_dry_run_changes_nothing,
+            replay_through_another_application_is_not_found_even_as_a_dry_run,
+        );
+    };
+}

@@ -214,3 +214,19 @@ pub async fn purging_with_a_batch_of_zero_changes_nothing(store: &dyn Backend) {
         "both were due: a payload and a response"
     );
 }
+
+/// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
+/// added to this module is listed here, and nowhere else.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases_queue_retention {
+    ($make:expr) => {
+        $crate::conformance_suite!(@cases ($make)
+            expunging_a_message_removes_its_payload_and_its_attempts_responses,
+            expunging_an_attempt_removes_only_its_response,
+            deleting_an_endpoint_or_an_application_removes_its_attempts,
+            purging_respects_the_deadlines_and_the_batch_size,
+            purging_with_a_batch_of_zero_changes_nothing,
+        );
+    };
+}
