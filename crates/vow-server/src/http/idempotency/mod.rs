@@ -63,7 +63,7 @@ use vow_store::StoreError;
 
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-pub use commit::{Commit, Produced};
+pub use commit::Commit;
 use commit::{Owned, Progress};
 use in_flight::Entered;
 pub use respond::{json, problem};
