@@ -440,7 +440,8 @@ pub async fn purging_removes_old_content_but_keeps_the_claims(store: &dyn Inboun
     ));
 }
 
-/// A source created through [`crate::IdempotencyRecords::apply`] commits with its idempotency record; a fenced
+/// A source created through [`crate::inbound::Sources::create_source_keyed`] commits with its
+/// idempotency record; a fenced
 /// create writes nothing.
 pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn InboundBackend) {
     let scope = Scope {

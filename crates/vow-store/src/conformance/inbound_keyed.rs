@@ -1,5 +1,5 @@
-//! Cases about the inbound operations as keyed API writes ([`crate::IdempotencyRecords::apply`] with the
-//! inbound [`Write`] variants): a pull claim and its `Idempotency-Key` record commit in one
+//! Cases about the inbound operations as keyed API writes (the inbound `*_keyed` store methods,
+//! such as [`crate::inbound::InboundWork::claim_inbound_work_keyed`]): a pull claim and its `Idempotency-Key` record commit in one
 //! transaction or not at all, a key with a record rolls the claim back (nothing leased), and a
 //! pull consumer's outcome under a lost lease is a `Conflict` that leaves no record.
 
