@@ -1,11 +1,13 @@
 //! Applications: the tenants. Deleting one cascades (in the schema) to its endpoints, their
 //! secrets, its messages and their deliveries.
 
+use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 use vow_core::AppId;
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::Applications;
 use vow_store::{
     AppKey, Application, ApplicationFields, Metadata, NewApplication, Seek, StoreResult,
@@ -71,8 +73,13 @@ pub(crate) async fn create(
 
 #[async_trait]
 impl Applications for PgStore {
-    async fn create_application(&self, new: NewApplication) -> StoreResult<Application> {
-        create(&mut *self.conn().await?, new).await
+    async fn create_application_keyed(
+        &self,
+        new: NewApplication,
+        completion: Option<Completion<Application>>,
+    ) -> StoreResult<Applied<Application>> {
+        let write = step(move |tx| Box::pin(create(tx, new)));
+        keyed(&self.pool, completion, write).await
     }
 
     async fn get_application(&self, key: &AppKey) -> StoreResult<Option<Application>> {

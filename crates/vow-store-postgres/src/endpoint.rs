@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{Connection, PgConnection, Postgres, QueryBuilder};
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::EndpointSecret;
 use vow_store::Endpoints;
 use vow_store::{Endpoint, EndpointFields, EndpointKey, Metadata, NewEndpoint, Seek, StoreResult};
@@ -199,8 +201,13 @@ pub(crate) async fn rotate_secret(
 
 #[async_trait]
 impl Endpoints for PgStore {
-    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
-        create(&mut *self.conn().await?, new).await
+    async fn create_endpoint_keyed(
+        &self,
+        new: NewEndpoint,
+        completion: Option<Completion<Endpoint>>,
+    ) -> StoreResult<Applied<Endpoint>> {
+        let write = step(move |tx| Box::pin(create(tx, new)));
+        keyed(&self.pool, completion, write).await
     }
 
     async fn get_endpoint(&self, app: AppId, key: &EndpointKey) -> StoreResult<Option<Endpoint>> {
@@ -315,14 +322,15 @@ impl Endpoints for PgStore {
             .collect())
     }
 
-    async fn rotate_endpoint_secret(
+    async fn rotate_endpoint_secret_keyed(
         &self,
         app: AppId,
         id: EndpointId,
         new_key: String,
         old_valid_until: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        let mut conn = self.conn().await?;
-        rotate_secret(&mut conn, app, id, new_key, old_valid_until).await
+        completion: Option<Completion<()>>,
+    ) -> StoreResult<Applied<()>> {
+        let write = step(move |tx| Box::pin(rotate_secret(tx, app, id, new_key, old_valid_until)));
+        keyed(&self.pool, completion, write).await
     }
 }

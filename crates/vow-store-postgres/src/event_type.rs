@@ -1,9 +1,11 @@
 //! Event types: global (not per application), keyed and listed by name. Archiving is a flag;
 //! only `expunge` deletes the row.
 
+use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::EventTypes;
 use vow_store::{EventType, Seek, StoreResult};
 
@@ -90,8 +92,13 @@ pub(crate) async fn update(conn: &mut PgConnection, updated: EventType) -> Store
 
 #[async_trait]
 impl EventTypes for PgStore {
-    async fn create_event_type(&self, new: EventType) -> StoreResult<EventType> {
-        create(&mut *self.conn().await?, new).await
+    async fn create_event_type_keyed(
+        &self,
+        new: EventType,
+        completion: Option<Completion<EventType>>,
+    ) -> StoreResult<Applied<EventType>> {
+        let write = step(move |tx| Box::pin(create(tx, new)));
+        keyed(&self.pool, completion, write).await
     }
 
     async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>> {
@@ -125,8 +132,13 @@ impl EventTypes for PgStore {
             .map_err(db_error)
     }
 
-    async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType> {
-        update(&mut *self.conn().await?, updated).await
+    async fn update_event_type_keyed(
+        &self,
+        updated: EventType,
+        completion: Option<Completion<EventType>>,
+    ) -> StoreResult<Applied<EventType>> {
+        let write = step(move |tx| Box::pin(update(tx, updated)));
+        keyed(&self.pool, completion, write).await
     }
 
     async fn expunge_event_type(&self, name: &str) -> StoreResult<()> {

@@ -1,40 +1,48 @@
 //! `Idempotency-Key` records (ADR 6): [`begin`] and [`release`] run on a pooled connection
-//! outside any transaction (each statement commits, so a claim is visible at once); [`apply`] is
-//! ONE transaction that locks the record by its token (fence), runs the API's write with the
-//! entity module that owns it, renders the response and completes the record, so the write and
+//! outside any transaction (each statement commits, so a claim is visible at once); [`keyed`]
+//! is the ONE transaction of a keyed write ([`transaction`]): it locks the record by its token
+//! (fence), runs the write, renders the response and completes the record, so the write and
 //! its stored response commit together or not at all.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Render, Scope, Settings,
-    StoredResponse, Write, Written,
+    Applied, Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Record, Scope, Settings,
+    StoredResponse,
 };
-use vow_store::inbound::decisions::Decision;
 use vow_store::IdempotencyRecords;
-use vow_store::{StoreError, StoreResult};
+use vow_store::StoreResult;
 
 use crate::error::{db_error, record_error};
-use crate::inbound::{events, operators, sources, work};
-use crate::queue::operator;
 use crate::PgStore;
-use crate::{application, endpoint, event_type, message};
 
-/// [`vow_store::IdempotencyRecords::apply`] as ONE transaction: with a completion, locks the record by its
-/// token (fence), runs the write ([`perform`]), renders the response and completes the record,
-/// so the write and its stored response commit together or not at all.
-pub(crate) async fn apply(
+/// A step of one transaction, on its connection.
+pub(crate) type InTx<'c, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'c>>;
+
+/// `work` as a step of any transaction (a closure bound to a `let` is not general over the
+/// connection's lifetime unless it is given this signature where it is written).
+pub(crate) fn step<T, F>(work: F) -> F
+where
+    F: for<'c> FnOnce(&'c mut PgConnection) -> InTx<'c, T>,
+{
+    work
+}
+
+/// Runs `work` in ONE transaction: committed when it succeeds, rolled back at once when not.
+pub(crate) async fn transaction<T>(
     pool: &PgPool,
-    write: Write,
-    completion: Option<Completion>,
-) -> StoreResult<(Written, Option<StoredResponse>)> {
+    work: impl for<'c> FnOnce(&'c mut PgConnection) -> InTx<'c, T>,
+) -> StoreResult<T> {
     let mut tx = pool.begin().await.map_err(db_error)?;
-    match apply_in(&mut tx, write, completion).await {
-        Ok(outcome) => {
+    match work(&mut tx).await {
+        Ok(out) => {
             tx.commit().await.map_err(db_error)?;
-            Ok(outcome)
+            Ok(out)
         }
         Err(e) => {
             // Ended now, not when the connection is next used: the transaction may hold the
@@ -47,163 +55,66 @@ pub(crate) async fn apply(
     }
 }
 
-/// [`apply`]'s work inside its transaction, which the caller commits or rolls back.
-async fn apply_in(
-    tx: &mut PgConnection,
-    write: Write,
-    completion: Option<Completion>,
-) -> StoreResult<(Written, Option<StoredResponse>)> {
-    let outcome = match completion {
-        None => (perform(tx, write).await?, None),
-        Some(Completion {
-            scope,
-            token,
-            fresh,
-            now,
-            settings,
-            render,
-        }) => {
-            if let Some(mut f) = fresh {
-                let claim = records::Claim {
-                    scope: &scope,
-                    fingerprint: &f.fingerprint,
-                    canonical_body: &f.canonical_body,
-                    token: &token,
-                    now,
-                    settings: &settings,
-                    response: None,
-                };
-                // The hot path: the claim carries the response, rendered before the write, and
-                // is folded into the read that comes first.
-                let (write, render) = match (write, render) {
-                    (Write::CreateMessage { new, only, app }, Render::Ready(response)) => {
-                        if let Some(app) = app {
-                            application::create(tx, app).await?;
-                        }
-                        let claim = records::Claim {
-                            response: Some(&response),
-                            ..claim
-                        };
-                        let (recorded, created) =
-                            message::create_claiming(tx, new, only, &claim).await?;
-                        if recorded == Recorded::TookOver {
-                            f.took_over();
-                        }
-                        return Ok((Written::Message(created), Some(response)));
-                    }
-                    other => other,
-                };
-                // Claim first, so a concurrent request with the key waits for this outcome.
-                match records::claim_completed(tx, &claim)
-                    .await
-                    .map_err(record_error)?
-                {
-                    Recorded::Fresh => {}
-                    Recorded::TookOver => f.took_over(),
-                    // Nothing written yet; dropping the transaction rolls the claim back.
-                    _ => return Err(StoreError::Fenced),
-                }
-                let written = perform(tx, write).await?;
-                let response = render.response(&written);
-                records::store_response(tx, &scope, &token, &response)
-                    .await
-                    .map_err(record_error)?;
-                return Ok((written, Some(response)));
-            }
-            records::fence(tx, &scope, &token)
-                .await
-                .map_err(record_error)?;
-            let written = perform(tx, write).await?;
-            let response = render.response(&written);
-            records::complete(tx, &scope, &token, &response, now, &settings)
-                .await
-                .map_err(record_error)?;
-            (written, Some(response))
-        }
-    };
-    Ok(outcome)
+/// Runs `write` in ONE transaction and, with `keyed`, completes its record there: fences the
+/// token (or, on a fresh claim, claims the key first), runs the write, renders the response
+/// and stores it, so the write and its stored response commit together or not at all.
+pub(crate) async fn keyed<T: Send + 'static>(
+    pool: &PgPool,
+    keyed: Option<Completion<T>>,
+    write: impl for<'c> FnOnce(&'c mut PgConnection) -> InTx<'c, T> + Send + 'static,
+) -> StoreResult<Applied<T>> {
+    transaction(pool, move |tx| Box::pin(keyed_in(tx, keyed, write))).await
 }
 
-/// Runs `write` inside the caller's transaction, with the entity module that owns its SQL.
-async fn perform(conn: &mut PgConnection, write: Write) -> StoreResult<Written> {
-    Ok(match write {
-        Write::CreateApplication(new) => {
-            Written::Application(application::create(conn, new).await?)
-        }
-        Write::CreateEventType(new) => Written::EventType(event_type::create(conn, new).await?),
-        Write::UpdateEventType(updated) => {
-            Written::EventType(event_type::update(conn, updated).await?)
-        }
-        Write::CreateEndpoint(new) => Written::Endpoint(endpoint::create(conn, new).await?),
-        Write::CreateSource(new) => Written::Source(sources::create(conn, new).await?),
-        Write::CreateMessage { new, only, app } => {
-            if let Some(app) = app {
-                application::create(conn, app).await?;
-            }
-            Written::Message(message::create_in(conn, new, only).await?)
-        }
-        Write::RotateEndpointSecret {
-            app,
-            endpoint,
-            new_key,
-            old_valid_until,
-        } => {
-            endpoint::rotate_secret(conn, app, endpoint, new_key, old_valid_until).await?;
-            Written::SecretRotated
-        }
-        Write::Resend {
-            app,
-            msg,
-            endpoint,
+/// [`keyed`]'s work inside its transaction, which the caller commits or rolls back.
+async fn keyed_in<T: Send>(
+    tx: &mut PgConnection,
+    keyed: Option<Completion<T>>,
+    write: impl for<'c> FnOnce(&'c mut PgConnection) -> InTx<'c, T> + Send,
+) -> StoreResult<Applied<T>> {
+    let Some(completion) = keyed else {
+        return Ok((write(tx).await?, None));
+    };
+    let (record, render) = completion.split();
+    let Record {
+        scope,
+        token,
+        fresh,
+        now,
+        settings,
+    } = record;
+    if let Some(mut f) = fresh {
+        let claim = records::Claim {
+            scope: &scope,
+            fingerprint: &f.fingerprint,
+            canonical_body: &f.canonical_body,
+            token: &token,
             now,
-        } => Written::Resent(operator::resend(conn, app, msg, endpoint, now).await?),
-        Write::Replay {
-            app,
-            endpoint,
-            filter,
-            now,
-            spacing,
-        } => Written::Replayed(
-            operator::replay(conn, app, endpoint, &filter, now, spacing, false).await?,
-        ),
-        Write::ClaimInboundWork(request) => {
-            Written::InboundClaimed(work::claim(conn, &request).await?)
-        }
-        Write::RecordInboundWork(outcome) => {
-            Written::InboundEvent(work::record(conn, outcome).await?.into_event()?)
-        }
-        Write::ResolveUncertain {
-            source,
-            event,
-            resolution,
-            destination,
-            now,
-        } => {
-            let decision = Decision::Resolve(resolution);
-            Written::Decided(
-                operators::decide(conn, source, event, decision, destination, now).await?,
-            )
-        }
-        Write::ReplayInbound {
-            source,
-            event,
-            destination,
-            now,
-        } => Written::Decided(
-            operators::decide(conn, source, event, Decision::Replay, destination, now).await?,
-        ),
-        Write::ResolveQuarantined {
-            source,
-            event,
-            to,
-            now,
-        } => Written::InboundEvent(events::resolve(conn, source, event, to, now).await?),
-        other => {
-            return Err(StoreError::Backend(
-                format!("no PostgreSQL write for {other:?}").into(),
-            ))
-        }
-    })
+            settings: &settings,
+            response: None,
+        };
+        // Claim first, so a concurrent request with the key waits for this outcome; on
+        // Fenced nothing is written yet, and the rollback drops the claim.
+        let recorded = records::claim_completed(tx, &claim)
+            .await
+            .map_err(record_error)?;
+        f.settle(recorded)?;
+        let written = write(tx).await?;
+        let response = render.response(&written);
+        records::store_response(tx, &scope, &token, &response)
+            .await
+            .map_err(record_error)?;
+        return Ok((written, Some(response)));
+    }
+    records::fence(tx, &scope, &token)
+        .await
+        .map_err(record_error)?;
+    let written = write(tx).await?;
+    let response = render.response(&written);
+    records::complete(tx, &scope, &token, &response, now, &settings)
+        .await
+        .map_err(record_error)?;
+    Ok((written, Some(response)))
 }
 
 #[async_trait]
@@ -249,16 +160,6 @@ impl IdempotencyRecords for PgStore {
         records::complete(&mut conn, scope, token, response, now, settings)
             .await
             .map_err(record_error)
-    }
-
-    async fn apply(
-        &self,
-        write: Write,
-        completion: Option<Completion>,
-    ) -> StoreResult<(Written, Option<StoredResponse>)> {
-        let (written, response) = apply(&self.pool, write, completion).await?;
-        self.notifier.written(&written);
-        Ok((written, response))
     }
 
     async fn idempotency_status(

@@ -43,18 +43,9 @@ impl WorkNotifier {
         Self { signal }
     }
 
-    /// A message was committed: when it wrote deliveries, tell the other processes.
-    pub(crate) fn created(&self, created: &vow_store::CreatedMessage) {
-        self.queued(created.deliveries > 0);
-    }
-
-    /// An API write was committed: when it queued work, tell the other processes.
-    pub(crate) fn written(&self, written: &vow_store::idempotency::Written) {
-        self.queued(written.queues_work());
-    }
-
-    fn queued(&self, any: bool) {
-        if any {
+    /// A write was committed: when it queued work, tell the other processes.
+    pub(crate) fn written(&self, written: &impl vow_store::idempotency::QueuesWork) {
+        if written.queues_work() {
             // Full means a signal is already waiting, which covers this one too.
             let _ = self.signal.try_send(());
         }

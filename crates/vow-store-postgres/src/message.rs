@@ -10,13 +10,16 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
-use sqlx::{Arguments, PgConnection, PgPool, Postgres, QueryBuilder};
+use sqlx::{Arguments, PgConnection, Postgres, QueryBuilder};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
 use vow_core::MessageId;
 use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_idempotency::postgres as records;
-use vow_store::idempotency::Recorded;
+use vow_store::idempotency::{
+    Applied, Completion, FreshClaim, ReadyClaim, Record, Recorded, StoredResponse,
+};
 use vow_store::Delivery;
+use vow_store::MessageCreate;
 use vow_store::Messages;
 use vow_store::{
     CreatedMessage, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
@@ -26,8 +29,9 @@ use vow_store::{
 use crate::convert::{self, not_found};
 use crate::error::db_error;
 use crate::error::record_error;
+use crate::idempotency::{keyed, step, transaction};
 use crate::seek::push_seek;
-use crate::PgStore;
+use crate::{application, PgStore};
 
 /// The columns [`MessageRow`] reads.
 const COLUMNS: &str =
@@ -70,21 +74,9 @@ struct FanOutRow {
     channels: Option<Vec<String>>,
 }
 
-/// One transaction: the application's endpoints are read ([`fan_out`]), then the message and one
-/// delivery per match are inserted in one statement ([`insert`]). Any error drops the
-/// transaction, which rolls it back.
-pub(crate) async fn create(
-    pool: &PgPool,
-    new: NewMessage,
-    only: Option<EndpointId>,
-) -> StoreResult<CreatedMessage> {
-    let mut tx = pool.begin().await.map_err(db_error)?;
-    let created = create_in(&mut tx, new, only).await?;
-    tx.commit().await.map_err(db_error)?;
-    Ok(created)
-}
-
-/// The writes of [`create`] inside the caller's transaction, which commits them (or, with
+/// A message create inside the caller's transaction: the application's endpoints are read
+/// ([`fan_out`]), then the message and one delivery per match are inserted in one statement
+/// ([`insert`]), all in the caller's transaction, which commits them (or, with
 /// another write, such as an idempotency record's completion, rolls them back).
 pub(crate) async fn create_in(
     tx: &mut PgConnection,
@@ -97,6 +89,44 @@ pub(crate) async fn create_in(
         deliveries: fan_out.ids.len(),
         message: new.into_stored(),
     })
+}
+
+/// [`create_in`] after creating the application [`MessageCreate::app`] names, if any.
+async fn create_with_app(
+    tx: &mut PgConnection,
+    create: MessageCreate,
+) -> StoreResult<CreatedMessage> {
+    let MessageCreate { new, only, app } = create;
+    if let Some(app) = app {
+        application::create(tx, app).await?;
+    }
+    create_in(tx, new, only).await
+}
+
+/// The hot path of a keyed create ([`Completion::ready_claim`]): the claim carries the
+/// response, rendered before the write, and is folded into the read that comes first
+/// ([`create_claiming`]).
+async fn create_answering(
+    tx: &mut PgConnection,
+    create: MessageCreate,
+    (record, mut fresh, response): (Record, FreshClaim, StoredResponse),
+) -> StoreResult<Applied<CreatedMessage>> {
+    let MessageCreate { new, only, app } = create;
+    if let Some(app) = app {
+        application::create(tx, app).await?;
+    }
+    let claim = records::Claim {
+        scope: &record.scope,
+        fingerprint: &fresh.fingerprint,
+        canonical_body: &fresh.canonical_body,
+        token: &record.token,
+        now: record.now,
+        settings: &record.settings,
+        response: Some(&response),
+    };
+    let (recorded, created) = create_claiming(tx, new, only, &claim).await?;
+    fresh.settle(recorded)?;
+    Ok((created, Some(response)))
 }
 
 /// [`create_in`] for a key with no record begun (ADR 6), its response rendered before the write
@@ -392,20 +422,30 @@ pub(crate) async fn list<'c>(
 
 #[async_trait]
 impl Messages for PgStore {
-    async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
-        let created = create(&self.pool, new, None).await?;
-        self.notifier.created(&created);
-        Ok(created)
-    }
-
-    async fn create_message_to_endpoint(
+    async fn create_message_keyed(
         &self,
-        new: NewMessage,
-        endpoint: EndpointId,
-    ) -> StoreResult<CreatedMessage> {
-        let created = create(&self.pool, new, Some(endpoint)).await?;
-        self.notifier.created(&created);
-        Ok(created)
+        create: MessageCreate,
+        completion: Option<Completion<CreatedMessage>>,
+    ) -> StoreResult<Applied<CreatedMessage>> {
+        let (ready, completion) = match completion.map(Completion::ready_claim) {
+            Some(ReadyClaim::Ready(record, fresh, response)) => {
+                (Some((record, fresh, response)), None)
+            }
+            Some(ReadyClaim::Not(completion)) => (None, Some(completion)),
+            None => (None, None),
+        };
+        let applied = match ready {
+            Some(ready) => {
+                let answering = step(move |tx| Box::pin(create_answering(tx, create, ready)));
+                transaction(&self.pool, answering).await?
+            }
+            None => {
+                let write = step(move |tx| Box::pin(create_with_app(tx, create)));
+                keyed(&self.pool, completion, write).await?
+            }
+        };
+        self.notifier.written(&applied.0);
+        Ok(applied)
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {

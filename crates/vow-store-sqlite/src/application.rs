@@ -1,8 +1,10 @@
 //! Applications: the tenants. Deleting one cascades (foreign keys) to everything under it.
 
+use crate::idempotency::keyed;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::AppId;
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::Applications;
 use vow_store::StoreResult;
 use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Seek, StoreError};
@@ -70,8 +72,13 @@ pub(crate) fn create(conn: &Connection, new: NewApplication) -> Result<Applicati
 
 #[async_trait]
 impl Applications for SqliteStore {
-    async fn create_application(&self, new: NewApplication) -> StoreResult<Application> {
-        self.write(move |c| create(c, new)).await
+    async fn create_application_keyed(
+        &self,
+        new: NewApplication,
+        completion: Option<Completion<Application>>,
+    ) -> StoreResult<Applied<Application>> {
+        self.write(move |c| keyed(c, completion, |c| create(c, new)))
+            .await
     }
 
     async fn get_application(&self, key: &AppKey) -> StoreResult<Option<Application>> {

@@ -4,11 +4,13 @@
 //! Secrets live in `endpoint_secrets`: exactly one current row (`valid_until IS NULL`, enforced
 //! by a partial unique index) plus rotated-out rows that stay valid until their deadline.
 
+use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{AppId, EndpointId, MessageId, RetrySchedule};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::queue::DeliveryTarget;
 use vow_store::Endpoints;
 use vow_store::StoreResult;
@@ -226,8 +228,13 @@ pub(crate) fn target(conn: &Connection, ep: &str, now: i64) -> Result<Option<Del
 
 #[async_trait]
 impl Endpoints for SqliteStore {
-    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
-        self.write(move |c| create(c, new)).await
+    async fn create_endpoint_keyed(
+        &self,
+        new: NewEndpoint,
+        completion: Option<Completion<Endpoint>>,
+    ) -> StoreResult<Applied<Endpoint>> {
+        self.write(move |c| keyed(c, completion, |c| create(c, new)))
+            .await
     }
 
     async fn get_endpoint(&self, app: AppId, key: &EndpointKey) -> StoreResult<Option<Endpoint>> {
@@ -349,14 +356,15 @@ impl Endpoints for SqliteStore {
         .await
     }
 
-    async fn rotate_endpoint_secret(
+    async fn rotate_endpoint_secret_keyed(
         &self,
         app: AppId,
         id: EndpointId,
         new_key: String,
         old_valid_until: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        self.write(move |c| rotate_secret(c, app, id, &new_key, old_valid_until))
-            .await
+        completion: Option<Completion<()>>,
+    ) -> StoreResult<Applied<()>> {
+        let rotate = move |c: &Connection| rotate_secret(c, app, id, &new_key, old_valid_until);
+        self.write(move |c| keyed(c, completion, rotate)).await
     }
 }

@@ -1,7 +1,9 @@
 //! Event types: global (not per application), keyed and listed by name.
 
+use crate::idempotency::keyed;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::EventTypes;
 use vow_store::StoreResult;
 use vow_store::{EventType, Seek, StoreError};
@@ -73,8 +75,13 @@ pub(crate) fn update(conn: &Connection, updated: EventType) -> Result<EventType>
 
 #[async_trait]
 impl EventTypes for SqliteStore {
-    async fn create_event_type(&self, new: EventType) -> StoreResult<EventType> {
-        self.write(move |c| create(c, new)).await
+    async fn create_event_type_keyed(
+        &self,
+        new: EventType,
+        completion: Option<Completion<EventType>>,
+    ) -> StoreResult<Applied<EventType>> {
+        self.write(move |c| keyed(c, completion, |c| create(c, new)))
+            .await
     }
 
     async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>> {
@@ -118,8 +125,13 @@ impl EventTypes for SqliteStore {
         .await
     }
 
-    async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType> {
-        self.write(move |c| update(c, updated)).await
+    async fn update_event_type_keyed(
+        &self,
+        updated: EventType,
+        completion: Option<Completion<EventType>>,
+    ) -> StoreResult<Applied<EventType>> {
+        self.write(move |c| keyed(c, completion, |c| update(c, updated)))
+            .await
     }
 
     async fn expunge_event_type(&self, name: &str) -> StoreResult<()> {

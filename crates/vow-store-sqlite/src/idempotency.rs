@@ -1,111 +1,64 @@
-//! `Idempotency-Key` records (ADR 6) on the writer: [`begin`] and [`release`] are writer jobs of
-//! their own; [`apply`] is ONE writer job that fences the record, runs the API's write with the
-//! entity module that owns it, renders the response and completes the record, so the write and
-//! its stored response commit together or not at all.
+//! `Idempotency-Key` records (ADR 6) on the writer: begin and release are writer jobs of their
+//! own; [`keyed`] runs inside the ONE writer job of a keyed write: it fences the record, runs
+//! the write, renders the response and completes the record, so the write and its stored
+//! response commit together or not at all.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use vow_idempotency::sqlite as records;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Recorded, Scope, Settings,
-    StoredResponse, Write, Written,
+    Applied, Begun, Completion, Fingerprint, KeyStatus, LeaseToken, Record, Scope, Settings,
+    StoredResponse,
 };
-use vow_store::inbound::decisions::Decision;
 use vow_store::IdempotencyRecords;
 use vow_store::StoreError;
 use vow_store::StoreResult;
 
 use crate::error::{from_sqlite, Error, Result};
-use crate::inbound::{events, sources, work};
-use crate::queue::operator;
 use crate::SqliteStore;
-use crate::{application, endpoint, event_type, message};
 
-/// Runs `write` with the entity module that owns its SQL.
-fn perform(conn: &Connection, write: Write) -> Result<Written> {
-    Ok(match write {
-        Write::CreateApplication(new) => Written::Application(application::create(conn, new)?),
-        Write::CreateEventType(new) => Written::EventType(event_type::create(conn, new)?),
-        Write::UpdateEventType(updated) => Written::EventType(event_type::update(conn, updated)?),
-        Write::CreateEndpoint(new) => Written::Endpoint(endpoint::create(conn, new)?),
-        Write::CreateSource(new) => Written::Source(sources::create(conn, new)?),
-        Write::CreateMessage { new, only, app } => {
-            if let Some(app) = app {
-                application::create(conn, app)?;
-            }
-            Written::Message(message::create(conn, new, only)?)
-        }
-        Write::RotateEndpointSecret {
-            app,
-            endpoint,
-            new_key,
-            old_valid_until,
-        } => {
-            endpoint::rotate_secret(conn, app, endpoint, &new_key, old_valid_until)?;
-            Written::SecretRotated
-        }
-        Write::Resend {
-            app,
-            msg,
-            endpoint,
-            now,
-        } => Written::Resent(operator::resend(conn, app, msg, endpoint, now)?),
-        Write::Replay {
-            app,
-            endpoint,
-            filter,
-            now,
-            spacing,
-        } => Written::Replayed(operator::replay(
-            conn, app, endpoint, &filter, now, spacing, false,
-        )?),
-        Write::ClaimInboundWork(request) => Written::InboundClaimed(work::claim(conn, &request)?),
-        Write::RecordInboundWork(outcome) => {
-            Written::InboundEvent(work::record(conn, outcome)?.into_event()?)
-        }
-        Write::ResolveUncertain {
-            source,
-            event,
-            resolution,
-            destination,
-            now,
-        } => {
-            let decision = Decision::Resolve(resolution);
-            Written::Decided(work::decide(
-                conn,
-                source,
-                event,
-                decision,
-                destination,
-                now,
-            )?)
-        }
-        Write::ReplayInbound {
-            source,
-            event,
-            destination,
-            now,
-        } => Written::Decided(work::decide(
+/// Runs `write` on the writer's connection and, with `keyed`, completes its record in the same
+/// writer job: fences the token (or, on a fresh claim, records the key as completed after the
+/// write), renders the response and stores it. Any error rolls the job back, write and all.
+pub(crate) fn keyed<T>(
+    conn: &Connection,
+    keyed: Option<Completion<T>>,
+    write: impl FnOnce(&Connection) -> Result<T>,
+) -> Result<Applied<T>> {
+    let Some(completion) = keyed else {
+        return Ok((write(conn)?, None));
+    };
+    let (record, render) = completion.split();
+    let Record {
+        scope,
+        token,
+        fresh,
+        now,
+        settings,
+    } = record;
+    if let Some(mut f) = fresh {
+        let written = write(conn)?;
+        let response = render.response(&written);
+        let recorded = records::record_completed(
             conn,
-            source,
-            event,
-            Decision::Replay,
-            destination,
+            &scope,
+            &f.fingerprint,
+            &f.canonical_body,
+            &token,
+            &response,
             now,
-        )?),
-        Write::ResolveQuarantined {
-            source,
-            event,
-            to,
-            now,
-        } => Written::InboundEvent(events::resolve(conn, source, event, to, now)?),
-        other => {
-            return Err(Error::Store(StoreError::Backend(
-                format!("no SQLite write for {other:?}").into(),
-            )))
-        }
-    })
+            &settings,
+        );
+        // On Fenced the writer rolls this job back to its savepoint: the write is gone too.
+        f.settle(recorded.map_err(convert)?)?;
+        return Ok((written, Some(response)));
+    }
+    records::fence(conn, &scope, &token).map_err(convert)?;
+    let written = write(conn)?;
+    let response = render.response(&written);
+    records::complete(conn, &scope, &token, &response, now, &settings).map_err(convert)?;
+    Ok((written, Some(response)))
 }
 
 /// The record store's error as the crate's.
@@ -169,53 +122,6 @@ impl IdempotencyRecords for SqliteStore {
             let response: &StoredResponse = &response;
             let settings: &Settings = &settings;
             records::complete(conn, scope, token, response, now, settings).map_err(convert)
-        })
-        .await
-    }
-
-    async fn apply(
-        &self,
-        write: Write,
-        completion: Option<Completion>,
-    ) -> StoreResult<(Written, Option<StoredResponse>)> {
-        self.write(move |conn| {
-            let Some(Completion {
-                scope,
-                token,
-                fresh,
-                now,
-                settings,
-                render,
-            }) = completion
-            else {
-                return Ok((perform(conn, write)?, None));
-            };
-            if let Some(mut f) = fresh {
-                let written = perform(conn, write)?;
-                let response = render.response(&written);
-                let recorded = records::record_completed(
-                    conn,
-                    &scope,
-                    &f.fingerprint,
-                    &f.canonical_body,
-                    &token,
-                    &response,
-                    now,
-                    &settings,
-                );
-                match recorded.map_err(convert)? {
-                    Recorded::Fresh => {}
-                    Recorded::TookOver => f.took_over(),
-                    // The writer rolls this job back to its savepoint: the write is gone too.
-                    _ => return Err(Error::Store(StoreError::Fenced)),
-                }
-                return Ok((written, Some(response)));
-            }
-            records::fence(conn, &scope, &token).map_err(convert)?;
-            let written = perform(conn, write)?;
-            let response = render.response(&written);
-            records::complete(conn, &scope, &token, &response, now, &settings).map_err(convert)?;
-            Ok((written, Some(response)))
         })
         .await
     }

@@ -6,10 +6,13 @@
 //! `held` when the endpoint is disabled. Its savepoint makes the whole of it all-or-nothing.
 //! With `only`, the message goes to that one endpoint whatever its filters (send-example).
 
+use crate::idempotency::keyed;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::matching::{endpoint_matches, EndpointFilter};
 use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_store::idempotency::{Applied, Completion};
+use vow_store::MessageCreate;
 use vow_store::Messages;
 use vow_store::StoreResult;
 use vow_store::{
@@ -225,16 +228,19 @@ pub(crate) fn deliveries(conn: &Connection, app: AppId, msg: MessageId) -> Resul
 
 #[async_trait]
 impl Messages for SqliteStore {
-    async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
-        self.write(move |c| create(c, new, None)).await
-    }
-
-    async fn create_message_to_endpoint(
+    async fn create_message_keyed(
         &self,
-        new: NewMessage,
-        endpoint: EndpointId,
-    ) -> StoreResult<CreatedMessage> {
-        self.write(move |c| create(c, new, Some(endpoint))).await
+        create_message: MessageCreate,
+        completion: Option<Completion<CreatedMessage>>,
+    ) -> StoreResult<Applied<CreatedMessage>> {
+        let MessageCreate { new, only, app } = create_message;
+        let write = move |c: &Connection| {
+            if let Some(app) = app {
+                application::create(c, app)?;
+            }
+            create(c, new, only)
+        };
+        self.write(move |c| keyed(c, completion, write)).await
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {

@@ -27,7 +27,7 @@
 //!   version 1 records).
 //! - `inbound`: sources and the atomic claim of inbound events (duplicates, quarantine),
 //!   rejections, retention ([`crate::InboundStore`]).
-//! - `inbound_keyed`: the inbound operations as keyed API writes (`crate::IdempotencyRecords::apply`): a claim
+//! - `inbound_keyed`: the inbound operations as keyed API writes (the `*_keyed` store methods): a claim
 //!   commits with its record or leases nothing; a lost lease leaves no record.
 //! - `inbound_rejections`: the bounded rejection log: the newest rows, exact counts by reason.
 //! - `inbound_guard`: the replay guard; operators' decisions per destination.

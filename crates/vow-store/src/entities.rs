@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, EndpointId, MessageId};
 
+use crate::idempotency::{Applied, Completion};
 use crate::{
     AppKey, Application, ApplicationFields, CreatedMessage, Delivery, Endpoint, EndpointFields,
     EndpointKey, EndpointSecret, EventType, Message, MessageFilter, MessageKey, NewApplication,
@@ -37,7 +38,16 @@ pub trait Admin: Send + Sync + 'static {
 #[async_trait]
 pub trait Applications: Send + Sync + 'static {
     /// Creates an application. `Conflict` when its uid is taken.
-    async fn create_application(&self, new: NewApplication) -> StoreResult<Application>;
+    async fn create_application(&self, new: NewApplication) -> StoreResult<Application> {
+        Ok(self.create_application_keyed(new, None).await?.0)
+    }
+
+    /// [`Applications::create_application`], completing `keyed`'s record in its transaction.
+    async fn create_application_keyed(
+        &self,
+        new: NewApplication,
+        keyed: Option<Completion<Application>>,
+    ) -> StoreResult<Applied<Application>>;
 
     /// Finds an application by id or uid.
     async fn get_application(&self, key: &AppKey) -> StoreResult<Option<Application>>;
@@ -61,7 +71,16 @@ pub trait Applications: Send + Sync + 'static {
 #[async_trait]
 pub trait EventTypes: Send + Sync + 'static {
     /// Creates an event type. `Conflict` when the name exists (archived or not).
-    async fn create_event_type(&self, new: EventType) -> StoreResult<EventType>;
+    async fn create_event_type(&self, new: EventType) -> StoreResult<EventType> {
+        Ok(self.create_event_type_keyed(new, None).await?.0)
+    }
+
+    /// [`EventTypes::create_event_type`], completing `keyed`'s record in its transaction.
+    async fn create_event_type_keyed(
+        &self,
+        new: EventType,
+        keyed: Option<Completion<EventType>>,
+    ) -> StoreResult<Applied<EventType>>;
 
     /// Finds an event type by name, archived ones included.
     async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>>;
@@ -75,7 +94,17 @@ pub trait EventTypes: Send + Sync + 'static {
 
     /// Replaces an event type's mutable fields (everything but name and createdAt).
     /// `NotFound` when absent.
-    async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType>;
+    async fn update_event_type(&self, updated: EventType) -> StoreResult<EventType> {
+        Ok(self.update_event_type_keyed(updated, None).await?.0)
+    }
+
+    /// [`EventTypes::update_event_type`], completing `keyed`'s record in its transaction
+    /// (reviving an archived event type on create).
+    async fn update_event_type_keyed(
+        &self,
+        updated: EventType,
+        keyed: Option<Completion<EventType>>,
+    ) -> StoreResult<Applied<EventType>>;
 
     /// Deletes an event type row for good (`expunge`). `NotFound` when absent.
     async fn expunge_event_type(&self, name: &str) -> StoreResult<()>;
@@ -86,7 +115,16 @@ pub trait EventTypes: Send + Sync + 'static {
 pub trait Endpoints: Send + Sync + 'static {
     /// Creates an endpoint with its first secret. `NotFound` when the application is gone,
     /// `Conflict` when the uid is taken within the application.
-    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint>;
+    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
+        Ok(self.create_endpoint_keyed(new, None).await?.0)
+    }
+
+    /// [`Endpoints::create_endpoint`], completing `keyed`'s record in its transaction.
+    async fn create_endpoint_keyed(
+        &self,
+        new: NewEndpoint,
+        keyed: Option<Completion<Endpoint>>,
+    ) -> StoreResult<Applied<Endpoint>>;
 
     /// Finds an endpoint of `app` by id or uid.
     async fn get_endpoint(&self, app: AppId, key: &EndpointKey) -> StoreResult<Option<Endpoint>>;
@@ -122,7 +160,35 @@ pub trait Endpoints: Send + Sync + 'static {
         id: EndpointId,
         new_key: String,
         old_valid_until: DateTime<Utc>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<()> {
+        let rotated = self.rotate_endpoint_secret_keyed(app, id, new_key, old_valid_until, None);
+        rotated.await.map(drop)
+    }
+
+    /// [`Endpoints::rotate_endpoint_secret`], completing `keyed`'s record in its transaction.
+    async fn rotate_endpoint_secret_keyed(
+        &self,
+        app: AppId,
+        id: EndpointId,
+        new_key: String,
+        old_valid_until: DateTime<Utc>,
+        keyed: Option<Completion<()>>,
+    ) -> StoreResult<Applied<()>>;
+}
+
+/// A message create: the message, and how it is written.
+#[derive(Debug, Clone)]
+pub struct MessageCreate {
+    /// The message.
+    pub new: NewMessage,
+    /// The one endpoint to deliver to, whatever its filters (Svix's send-example): one
+    /// delivery row, `Held` when the endpoint is disabled; `NotFound` when the endpoint (within
+    /// the application) is gone.
+    pub only: Option<EndpointId>,
+    /// The application to create first, in the same transaction (a uid that names none
+    /// yet, created from `MessageIn.application`); `new.app_id` is its id. A uid taken
+    /// meanwhile is a [`crate::StoreError::Conflict`], and nothing is written.
+    pub app: Option<NewApplication>,
 }
 
 /// Messages and the delivery rows they fan out into.
@@ -132,16 +198,22 @@ pub trait Messages: Send + Sync + 'static {
     /// transaction (see [`vow_core::matching`]; deliveries to disabled endpoints are `Held`).
     /// `Conflict` when the application already has a message with this `event_id`; `NotFound`
     /// when the application is gone. Nothing is written on any error.
-    async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage>;
+    async fn create_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
+        let create = MessageCreate {
+            new,
+            only: None,
+            app: None,
+        };
+        Ok(self.create_message_keyed(create, None).await?.0)
+    }
 
-    /// Writes a message with one delivery row, to `endpoint` only, whatever its filters (Svix's
-    /// send-example), in one transaction; `Held` when the endpoint is disabled. `NotFound` when
-    /// the application or the endpoint (within it) is gone; nothing is written on any error.
-    async fn create_message_to_endpoint(
+    /// [`Messages::create_message`] as [`MessageCreate`] says (to one endpoint only, after
+    /// creating its application), completing `keyed`'s record in its transaction.
+    async fn create_message_keyed(
         &self,
-        new: NewMessage,
-        endpoint: EndpointId,
-    ) -> StoreResult<CreatedMessage>;
+        create: MessageCreate,
+        keyed: Option<Completion<CreatedMessage>>,
+    ) -> StoreResult<Applied<CreatedMessage>>;
 
     /// Finds a message of `app` by id or event id.
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>>;

@@ -1,7 +1,7 @@
 //! `Idempotency-Key` records in the store (ADR 6): the types the [`crate::Store`] methods
-//! `begin_idempotent`, `release_idempotent` and [`crate::IdempotencyRecords::apply`] take, re-exported from
-//! `vow-idempotency`, plus what a create carries to complete its record in the same transaction:
-//! the write itself ([`Write`]), what it produced ([`Written`]) and the [`Completion`].
+//! `begin_idempotent` and `release_idempotent` take, re-exported from `vow-idempotency`, plus
+//! what a keyed write carries to complete its record in the same transaction ([`Completion`]),
+//! what it returns ([`Applied`]) and whether it queued work ([`QueuesWork`]).
 //!
 //! How long records live ([`Settings`]: the lease, the replay window, the tombstone) is the
 //! caller's to say, on every call that writes a deadline: stores keep no settings of their own,
@@ -9,9 +9,10 @@
 //!
 //! Every API write that honours the header (the creates, and the inbound operations: a pull
 //! consumer's claim, complete and fail, an operator's resolve, replay, release and discard) is
-//! one [`Write`]: one store method
-//! ([`crate::IdempotencyRecords::apply`]) runs any of them in one transaction, with or without a record to
-//! complete, so each backend owns that transaction once instead of once per route.
+//! one store method that takes an `Option<Completion<T>>` (`create_application_keyed`, ...):
+//! with one, the backend fences the token, runs the write, renders the response and completes
+//! the record, all in the write's transaction; each backend writes that rule once, in a small
+//! generic helper, with [`Completion::split`] and [`FreshClaim::settle`] from here.
 
 pub use vow_idempotency::{
     Begun, Fingerprint, KeyState, KeyStatus, LeaseToken, Recorded, Scope, Settings, StoredResponse,
@@ -19,196 +20,67 @@ pub use vow_idempotency::{
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use vow_core::{AppId, DestinationId, EndpointId, InboundEventId, MessageId, SourceId};
 
 use crate::inbound::decisions::Decided;
-use crate::inbound::processing::{Resolution, WorkClaim, WorkOutcome, WorkRequest};
-use crate::inbound::{InboundEvent, InboundState, NewSource, Source};
-use crate::queue::ReplayFilter;
-use crate::{Application, CreatedMessage, Delivery, Endpoint, EventType, NewApplication};
-use crate::{NewEndpoint, NewMessage, StoreResult};
+use crate::inbound::processing::WorkClaim;
+use crate::inbound::{InboundEvent, Source};
+use crate::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError, StoreResult};
 
-/// A write the API makes at most once per `Idempotency-Key`: each variant is the input of the
-/// store method of the same name. Its `Debug` names the variant only (secrets ride in some).
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum Write {
-    /// [`crate::Applications::create_application`].
-    CreateApplication(NewApplication),
-    /// [`crate::EventTypes::create_event_type`].
-    CreateEventType(EventType),
-    /// [`crate::EventTypes::update_event_type`] (reviving an archived event type on create).
-    UpdateEventType(EventType),
-    /// [`crate::Endpoints::create_endpoint`].
-    CreateEndpoint(NewEndpoint),
-    /// [`crate::Messages::create_message`], or [`crate::Messages::create_message_to_endpoint`] when
-    /// `only` names the endpoint.
-    CreateMessage {
-        /// The message.
-        new: NewMessage,
-        /// The one endpoint to deliver to, whatever its filters (send-example).
-        only: Option<EndpointId>,
-        /// The application to create first, in the same transaction (a uid that names none
-        /// yet, created from `MessageIn.application`); `new.app_id` is its id. A uid taken
-        /// meanwhile is a [`crate::StoreError::Conflict`], and nothing is written.
-        app: Option<NewApplication>,
-    },
-    /// [`crate::Endpoints::rotate_endpoint_secret`].
-    RotateEndpointSecret {
-        /// The application.
-        app: AppId,
-        /// The endpoint.
-        endpoint: EndpointId,
-        /// The new current secret.
-        new_key: String,
-        /// Until when the previous secret stays valid.
-        old_valid_until: DateTime<Utc>,
-    },
-    /// [`crate::queue::DeliveryOperators::resend`].
-    Resend {
-        /// The application.
-        app: AppId,
-        /// The message.
-        msg: MessageId,
-        /// The endpoint.
-        endpoint: EndpointId,
-        /// When.
-        now: DateTime<Utc>,
-    },
-    /// [`crate::queue::DeliveryOperators::replay`] (never a dry run: a dry run writes nothing).
-    Replay {
-        /// The application.
-        app: AppId,
-        /// The endpoint.
-        endpoint: EndpointId,
-        /// Which deliveries.
-        filter: ReplayFilter,
-        /// When.
-        now: DateTime<Utc>,
-        /// How far apart the replayed deliveries are scheduled.
-        spacing: chrono::Duration,
-    },
-    /// [`crate::inbound::Sources::create_source`].
-    CreateSource(NewSource),
-    /// [`crate::inbound::InboundWork::claim_inbound_work`] (a pull consumer's claim).
-    ClaimInboundWork(WorkRequest),
-    /// [`crate::inbound::InboundWork::record_inbound_work`] (a pull consumer's complete or fail),
-    /// producing [`Written::InboundEvent`]; a lost lease is the error
-    /// [`crate::inbound::processing::lease_lost`]
-    /// ([`crate::inbound::processing::WorkRecorded::into_event`]).
-    RecordInboundWork(WorkOutcome),
-    /// [`crate::inbound::InboundDecisions::resolve_uncertain`], producing [`Written::Decided`].
-    ResolveUncertain {
-        /// The source.
-        source: SourceId,
-        /// The event.
-        event: InboundEventId,
-        /// The operator's decision.
-        resolution: Resolution,
-        /// The one destination to decide on; `None`: every uncertain one.
-        destination: Option<DestinationId>,
-        /// When.
-        now: DateTime<Utc>,
-    },
-    /// [`crate::inbound::InboundDecisions::replay_inbound`], producing [`Written::Decided`].
-    ReplayInbound {
-        /// The source.
-        source: SourceId,
-        /// The event.
-        event: InboundEventId,
-        /// The one destination to forward to again; `None`: every failed one.
-        destination: Option<DestinationId>,
-        /// When.
-        now: DateTime<Utc>,
-    },
-    /// [`crate::inbound::InboundEvents::resolve_quarantined`] (release or discard).
-    ResolveQuarantined {
-        /// The source.
-        source: SourceId,
-        /// The event.
-        event: InboundEventId,
-        /// `Received` (release) or `Discarded`.
-        to: InboundState,
-        /// When.
-        now: DateTime<Utc>,
-    },
-}
+/// What a keyed write returns: its result and, with a [`Completion`], the response stored
+/// with it in the same transaction.
+pub type Applied<T> = (T, Option<StoredResponse>);
 
-impl std::fmt::Debug for Write {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::CreateApplication(_) => "CreateApplication",
-            Self::CreateEventType(_) => "CreateEventType",
-            Self::UpdateEventType(_) => "UpdateEventType",
-            Self::CreateEndpoint(_) => "CreateEndpoint",
-            Self::CreateMessage { .. } => "CreateMessage",
-            Self::RotateEndpointSecret { .. } => "RotateEndpointSecret",
-            Self::Resend { .. } => "Resend",
-            Self::Replay { .. } => "Replay",
-            Self::CreateSource(_) => "CreateSource",
-            Self::ClaimInboundWork(_) => "ClaimInboundWork",
-            Self::RecordInboundWork(_) => "RecordInboundWork",
-            Self::ResolveUncertain { .. } => "ResolveUncertain",
-            Self::ReplayInbound { .. } => "ReplayInbound",
-            Self::ResolveQuarantined { .. } => "ResolveQuarantined",
-        })
-    }
-}
-
-/// What a [`Write`] produced, variant for variant.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum Written {
-    /// The application created.
-    Application(Application),
-    /// The event type created or revived.
-    EventType(EventType),
-    /// The endpoint created.
-    Endpoint(Endpoint),
-    /// The message created, with its delivery count.
-    Message(CreatedMessage),
-    /// The secret rotated.
-    SecretRotated,
-    /// The delivery made due again.
-    Resent(Delivery),
-    /// How many deliveries a replay made due again.
-    Replayed(u64),
-    /// The source created.
-    Source(Source),
-    /// What a pull claim leased (and settled on the way).
-    InboundClaimed(WorkClaim),
-    /// The inbound event after a pull consumer's outcome or an operator's release or discard.
-    InboundEvent(InboundEvent),
-    /// An operator's decision on an inbound event's destinations (resolve, replay).
-    Decided(Decided),
-}
-
-impl Written {
+/// Whether a write's result queued work for the delivery workers (the server wakes them, and
+/// PostgreSQL tells the other processes).
+pub trait QueuesWork {
     /// Whether delivery workers have new work to look at.
-    pub fn queues_work(&self) -> bool {
-        match self {
-            Self::Message(created) => created.deliveries > 0,
-            Self::Resent(_) => true,
-            Self::Replayed(count) => *count > 0,
-            _ => false,
-        }
+    fn queues_work(&self) -> bool {
+        false
     }
 }
+
+impl QueuesWork for CreatedMessage {
+    fn queues_work(&self) -> bool {
+        self.deliveries > 0
+    }
+}
+
+impl QueuesWork for Delivery {
+    fn queues_work(&self) -> bool {
+        true
+    }
+}
+
+/// How many deliveries a replay made due again.
+impl QueuesWork for u64 {
+    fn queues_work(&self) -> bool {
+        *self > 0
+    }
+}
+
+impl QueuesWork for () {}
+impl QueuesWork for Application {}
+impl QueuesWork for EventType {}
+impl QueuesWork for Endpoint {}
+impl QueuesWork for Source {}
+impl QueuesWork for WorkClaim {}
+impl QueuesWork for InboundEvent {}
+impl QueuesWork for Decided {}
 
 /// The response a [`Completion`] stores and replays.
-pub enum Render {
+pub enum Render<T> {
     /// Rendered before the write, because the write's success answers exactly this (a
     /// message create: its row is the request's values). The store can then claim the key with
     /// its response, and nothing is rendered inside the transaction; a failed write rolls the
     /// record back with it.
     Ready(StoredResponse),
     /// Rendered from the write's result, inside the transaction.
-    From(Box<dyn FnOnce(&Written) -> StoredResponse + Send>),
+    From(Box<dyn FnOnce(&T) -> StoredResponse + Send>),
 }
 
-impl Render {
+impl<T> Render<T> {
     /// The response for `written`.
-    pub fn response(self, written: &Written) -> StoredResponse {
+    pub fn response(self, written: &T) -> StoredResponse {
         match self {
             Self::Ready(response) => response,
             Self::From(render) => render(written),
@@ -216,9 +88,24 @@ impl Render {
     }
 }
 
+/// The record part of a [`Completion`], without its response (see [`Completion::split`]).
+#[derive(Debug)]
+pub struct Record {
+    /// [`Completion::scope`].
+    pub scope: Scope,
+    /// [`Completion::token`].
+    pub token: LeaseToken,
+    /// [`Completion::fresh`].
+    pub fresh: Option<FreshClaim>,
+    /// [`Completion::now`].
+    pub now: DateTime<Utc>,
+    /// [`Completion::settings`].
+    pub settings: Settings,
+}
+
 /// What completes an idempotency record in the transaction of the write it protects: the record
 /// (its scope and the owner's lease token, checked first) and the response to store.
-pub struct Completion {
+pub struct Completion<T> {
     /// The record's scope.
     pub scope: Scope,
     /// The owner's lease token: from [`Begun::Owner`] or [`Begun::TakenOver`], or, with
@@ -238,7 +125,65 @@ pub struct Completion {
     /// configuration; [`Settings::default`] is 24 h and 7 days).
     pub settings: Settings,
     /// The stored response, rendered before the write or from its result.
-    pub render: Render,
+    pub render: Render<T>,
+}
+
+impl<T> Completion<T> {
+    /// The record to fence and complete, and the response to store.
+    pub fn split(self) -> (Record, Render<T>) {
+        let Self {
+            scope,
+            token,
+            fresh,
+            now,
+            settings,
+            render,
+        } = self;
+        let record = Record {
+            scope,
+            token,
+            fresh,
+            now,
+            settings,
+        };
+        (record, render)
+    }
+
+    /// A fresh claim whose response was rendered before the write ([`Render::Ready`]): its
+    /// record (with no `fresh`), the claim and the response, so a backend can fold the claim
+    /// into the write's first statement. Any other completion back as it was.
+    pub fn ready_claim(self) -> ReadyClaim<T> {
+        match self {
+            Self {
+                scope,
+                token,
+                fresh: Some(fresh),
+                now,
+                settings,
+                render: Render::Ready(response),
+            } => {
+                let record = Record {
+                    scope,
+                    token,
+                    fresh: None,
+                    now,
+                    settings,
+                };
+                ReadyClaim::Ready(record, fresh, response)
+            }
+            other => ReadyClaim::Not(other),
+        }
+    }
+}
+
+/// What [`Completion::ready_claim`] found.
+#[derive(Debug)]
+pub enum ReadyClaim<T> {
+    /// A fresh claim with its response ready: the record (with no `fresh`), the claim and the
+    /// response.
+    Ready(Record, FreshClaim, StoredResponse),
+    /// Any other completion, as it was.
+    Not(Completion<T>),
 }
 
 /// What a fresh claim records: the request's fingerprint and canonical body.
@@ -259,6 +204,20 @@ impl FreshClaim {
             hook();
         }
     }
+
+    /// What a fresh claim's outcome means for the write in its transaction: go on (after the
+    /// takeover hook, when it took an abandoned record over), or [`StoreError::Fenced`] when
+    /// the key has another record (the caller rolls the transaction back).
+    pub fn settle(&mut self, recorded: Recorded) -> StoreResult<()> {
+        match recorded {
+            Recorded::Fresh => Ok(()),
+            Recorded::TookOver => {
+                self.took_over();
+                Ok(())
+            }
+            _ => Err(StoreError::Fenced),
+        }
+    }
 }
 
 impl std::fmt::Debug for FreshClaim {
@@ -269,7 +228,7 @@ impl std::fmt::Debug for FreshClaim {
     }
 }
 
-impl std::fmt::Debug for Completion {
+impl<T> std::fmt::Debug for Completion<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Completion")
             .field("scope", &self.scope)
@@ -315,18 +274,6 @@ pub trait IdempotencyRecords: Send + Sync + 'static {
         now: DateTime<Utc>,
         settings: &Settings,
     ) -> StoreResult<()>;
-
-    /// Runs `write` in ONE transaction, and with a `completion`, completes its idempotency
-    /// record in that same transaction: checks the token first (fence), runs the write, renders
-    /// the response and stores it, completed at `completion.now` with `completion.settings`'
-    /// expiry and tombstone. Without one it is the write's
-    /// own store method. [`crate::StoreError::Fenced`] when the token no longer owns the record; nothing
-    /// is written on any error. Returns what the write produced and the stored response.
-    async fn apply(
-        &self,
-        write: Write,
-        completion: Option<Completion>,
-    ) -> StoreResult<(Written, Option<StoredResponse>)>;
 
     /// Where `scope`'s key stands at `now` (`None`: the key is free).
     async fn idempotency_status(

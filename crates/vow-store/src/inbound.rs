@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
 
+use crate::idempotency::{Applied, Completion};
 use crate::{Seek, StoreResult};
 
 pub mod decisions;
@@ -446,7 +447,16 @@ impl<T: Sources + InboundEvents + InboundWork + InboundDecisions> InboundStore f
 #[async_trait]
 pub trait Sources: Send + Sync + 'static {
     /// Creates a source. `Conflict` when its id or token is taken.
-    async fn create_source(&self, new: NewSource) -> StoreResult<Source>;
+    async fn create_source(&self, new: NewSource) -> StoreResult<Source> {
+        Ok(self.create_source_keyed(new, None).await?.0)
+    }
+
+    /// [`Sources::create_source`], completing `keyed`'s record in its transaction.
+    async fn create_source_keyed(
+        &self,
+        new: NewSource,
+        keyed: Option<Completion<Source>>,
+    ) -> StoreResult<Applied<Source>>;
 
     /// Finds a source by id.
     async fn get_source(&self, id: SourceId) -> StoreResult<Option<Source>>;
@@ -503,7 +513,22 @@ pub trait InboundEvents: Send + Sync + 'static {
         id: InboundEventId,
         to: InboundState,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent>;
+    ) -> StoreResult<InboundEvent> {
+        Ok(self
+            .resolve_quarantined_keyed(source, id, to, now, None)
+            .await?
+            .0)
+    }
+
+    /// [`InboundEvents::resolve_quarantined`], completing `keyed`'s record in its transaction.
+    async fn resolve_quarantined_keyed(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        to: InboundState,
+        now: DateTime<Utc>,
+        keyed: Option<Completion<InboundEvent>>,
+    ) -> StoreResult<Applied<InboundEvent>>;
 
     /// Records a refused request in the source's bounded log: the newest `keep` rejections
     /// are kept (a ring of `keep` slots per source, the oldest overwritten in place; slots
@@ -533,11 +558,30 @@ pub trait InboundWork: Send + Sync + 'static {
     /// Settles the events whose lease ran out before `request.now`, then claims at most
     /// `request.limit` due events for `request.consumer`, superseding those not newer than
     /// their entity's mark. One transaction.
-    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim>;
+    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
+        Ok(self.claim_inbound_work_keyed(request, None).await?.0)
+    }
+
+    /// [`InboundWork::claim_inbound_work`] (a pull consumer's claim), completing `keyed`'s
+    /// record in its transaction.
+    async fn claim_inbound_work_keyed(
+        &self,
+        request: &WorkRequest,
+        keyed: Option<Completion<WorkClaim>>,
+    ) -> StoreResult<Applied<WorkClaim>>;
 
     /// Records a claimed event's outcome if its lease is still held, and moves the event to
     /// the [`processing::aggregate`] of its destinations' outcomes.
     async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded>;
+
+    /// A pull consumer's complete or fail: [`InboundWork::record_inbound_work`] where a lost
+    /// lease is the error [`processing::lease_lost`] ([`processing::WorkRecorded::into_event`]),
+    /// completing `keyed`'s record in its transaction.
+    async fn record_inbound_work_keyed(
+        &self,
+        outcome: WorkOutcome,
+        keyed: Option<Completion<InboundEvent>>,
+    ) -> StoreResult<Applied<InboundEvent>>;
 
     /// Extends the leases still held to `until`; how many were.
     async fn renew_inbound_leases(
@@ -565,7 +609,21 @@ pub trait InboundDecisions: Send + Sync + 'static {
         resolution: Resolution,
         destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<Decided>;
+    ) -> StoreResult<Decided> {
+        let resolved = self.resolve_uncertain_keyed(source, id, resolution, destination, now, None);
+        Ok(resolved.await?.0)
+    }
+
+    /// [`InboundDecisions::resolve_uncertain`], completing `keyed`'s record in its transaction.
+    async fn resolve_uncertain_keyed(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        resolution: Resolution,
+        destination: Option<DestinationId>,
+        now: DateTime<Utc>,
+        keyed: Option<Completion<Decided>>,
+    ) -> StoreResult<Applied<Decided>>;
 
     /// Forwards an event again to its `dead_lettered` and `rejected` destinations (only
     /// `destination` when named): they become retryable, the event's attempts are reset and
@@ -577,7 +635,20 @@ pub trait InboundDecisions: Send + Sync + 'static {
         id: InboundEventId,
         destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<Decided>;
+    ) -> StoreResult<Decided> {
+        let replayed = self.replay_inbound_keyed(source, id, destination, now, None);
+        Ok(replayed.await?.0)
+    }
+
+    /// [`InboundDecisions::replay_inbound`], completing `keyed`'s record in its transaction.
+    async fn replay_inbound_keyed(
+        &self,
+        source: SourceId,
+        id: InboundEventId,
+        destination: Option<DestinationId>,
+        now: DateTime<Utc>,
+        keyed: Option<Completion<Decided>>,
+    ) -> StoreResult<Applied<Decided>>;
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub mod page;
 pub mod queue;
 pub mod rules;
 
-pub use entities::{Admin, Applications, Endpoints, EventTypes, Messages};
+pub use entities::{Admin, Applications, Endpoints, EventTypes, MessageCreate, Messages};
 pub use error::{StoreError, StoreResult};
 pub use idempotency::IdempotencyRecords;
 pub use inbound::InboundStore;
@@ -68,7 +68,9 @@ impl<T> Store for T where
 /// Every trait of the store, for callers that hold a concrete backend (`use
 /// vow_store::prelude::*;`); callers holding a `dyn Store` or an `S: Store` need none.
 pub mod prelude {
-    pub use crate::entities::{Admin, Applications, Endpoints, EventTypes, Messages};
+    pub use crate::entities::{
+        Admin, Applications, Endpoints, EventTypes, MessageCreate, Messages,
+    };
     pub use crate::idempotency::IdempotencyRecords;
     pub use crate::inbound::{InboundDecisions, InboundEvents, InboundStore, InboundWork, Sources};
     pub use crate::queue::{

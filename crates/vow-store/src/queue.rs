@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use vow_core::{AppId, AttemptId, DeliveryId, EndpointId, MessageId};
 
+use crate::idempotency::{Applied, Completion};
 use crate::model::{Delivery, DeliveryStatus, Endpoint, EndpointSecret, Message, MessageFilter};
 use crate::{Seek, StoreResult};
 
@@ -421,7 +422,19 @@ pub trait DeliveryOperators: Send + Sync + 'static {
         msg: MessageId,
         endpoint: EndpointId,
         now: DateTime<Utc>,
-    ) -> StoreResult<Delivery>;
+    ) -> StoreResult<Delivery> {
+        Ok(self.resend_keyed(app, msg, endpoint, now, None).await?.0)
+    }
+
+    /// [`DeliveryOperators::resend`], completing `keyed`'s record in its transaction.
+    async fn resend_keyed(
+        &self,
+        app: AppId,
+        msg: MessageId,
+        endpoint: EndpointId,
+        now: DateTime<Utc>,
+        keyed: Option<Completion<Delivery>>,
+    ) -> StoreResult<Applied<Delivery>>;
 
     /// Replays an endpoint's dead-lettered and held deliveries that match `filter`: makes them
     /// pending again, due from `now` on, spaced `spacing` apart so a receiver that just came
@@ -435,6 +448,18 @@ pub trait DeliveryOperators: Send + Sync + 'static {
         spacing: chrono::Duration,
         dry_run: bool,
     ) -> StoreResult<u64>;
+
+    /// [`DeliveryOperators::replay`] for real (never a dry run: a dry run writes nothing),
+    /// completing `keyed`'s record in its transaction.
+    async fn replay_keyed(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &ReplayFilter,
+        now: DateTime<Utc>,
+        spacing: chrono::Duration,
+        keyed: Option<Completion<u64>>,
+    ) -> StoreResult<Applied<u64>>;
 
     /// An endpoint's delivery counts by state, for deliveries created in `[since, until)`.
     async fn endpoint_stats(

@@ -22,9 +22,12 @@ use vow_idempotency::IdempotencyKey;
 use vow_server::startup::Stores;
 use vow_store::idempotency::{
     Begun, Completion, Fingerprint, KeyState, KeyStatus, LeaseToken, Render, Scope, Settings,
-    StoredResponse, Write, Written,
+    StoredResponse,
 };
-use vow_store::{MessageFilter, NewMessage, Order, Seek, Store, StoreError, StoreResult};
+use vow_store::{
+    CreatedMessage, MessageCreate, MessageFilter, NewMessage, Order, Seek, Store, StoreError,
+    StoreResult,
+};
 
 use crate::child::Vow;
 use crate::helpers::{into_parts, test_config, Backend, TestApp, TOKEN};
@@ -576,7 +579,7 @@ async fn owner_writes(
     token: LeaseToken,
     id: MessageId,
     at: DateTime<Utc>,
-) -> StoreResult<(Written, Option<StoredResponse>)> {
+) -> StoreResult<(CreatedMessage, Option<StoredResponse>)> {
     let new = NewMessage {
         id,
         app_id: AppId::parse(app_id).unwrap(),
@@ -601,15 +604,13 @@ async fn owner_writes(
             resource: Some(id.to_string()),
         }),
     };
+    let create = MessageCreate {
+        new,
+        only: None,
+        app: None,
+    };
     app.store
-        .apply(
-            Write::CreateMessage {
-                new,
-                only: None,
-                app: None,
-            },
-            Some(completion),
-        )
+        .create_message_keyed(create, Some(completion))
         .await
 }
 

@@ -4,6 +4,7 @@
 //! refused replay rolls back), operators' decisions on quarantined events, listings and
 //! retention. A missing source is the foreign key `*_source_fkey` (→ `NotFound("source")`).
 
+use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
@@ -11,6 +12,7 @@ use sqlx::query::QueryAs;
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use vow_core::{InboundEventId, SourceId};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::InboundEvents;
 use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
@@ -519,14 +521,16 @@ impl InboundEvents for PgStore {
         list(&self.pool, source, filter, seek).await
     }
 
-    async fn resolve_quarantined(
+    async fn resolve_quarantined_keyed(
         &self,
         source: SourceId,
         id: InboundEventId,
         to: InboundState,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent> {
-        resolve(&mut *self.conn().await?, source, id, to, now).await
+        completion: Option<Completion<InboundEvent>>,
+    ) -> StoreResult<Applied<InboundEvent>> {
+        let write = step(move |tx| Box::pin(resolve(tx, source, id, to, now)));
+        keyed(&self.pool, completion, write).await
     }
 
     async fn record_rejection(&self, rejection: NewRejection, keep: u32) -> StoreResult<()> {

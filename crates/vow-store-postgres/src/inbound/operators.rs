@@ -4,10 +4,12 @@
 //! write completes its idempotency record in it), under the event's row lock (the lock a
 //! worker's record takes too); nothing changes on an error.
 
+use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use vow_core::{DestinationId, InboundEventId, SourceId};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::decisions::{self, Decided, Decision};
 use vow_store::inbound::processing::aggregate;
 use vow_store::inbound::processing::Resolution;
@@ -105,29 +107,30 @@ pub(crate) async fn decide(
 
 #[async_trait]
 impl InboundDecisions for PgStore {
-    async fn resolve_uncertain(
+    async fn resolve_uncertain_keyed(
         &self,
         source: SourceId,
         id: InboundEventId,
         resolution: Resolution,
         destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<Decided> {
+        completion: Option<Completion<Decided>>,
+    ) -> StoreResult<Applied<Decided>> {
         let decision = Decision::Resolve(resolution);
-        in_transaction!(self, |tx| {
-            decide(&mut tx, source, id, decision, destination, now).await?
-        })
+        let write = step(move |tx| Box::pin(decide(tx, source, id, decision, destination, now)));
+        keyed(&self.pool, completion, write).await
     }
 
-    async fn replay_inbound(
+    async fn replay_inbound_keyed(
         &self,
         source: SourceId,
         id: InboundEventId,
         destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<Decided> {
-        in_transaction!(self, |tx| {
-            decide(&mut tx, source, id, Decision::Replay, destination, now).await?
-        })
+        completion: Option<Completion<Decided>>,
+    ) -> StoreResult<Applied<Decided>> {
+        let replay = Decision::Replay;
+        let write = step(move |tx| Box::pin(decide(tx, source, id, replay, destination, now)));
+        keyed(&self.pool, completion, write).await
     }
 }

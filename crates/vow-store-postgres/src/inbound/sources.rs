@@ -1,6 +1,7 @@
 //! Sources of inbound webhooks: one row each, with the scheme's settings, the secrets, the
 //! locators and the destinations as JSONB. A taken token is `sources_token_key` (→ `Conflict`).
 
+use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
@@ -8,6 +9,7 @@ use sqlx::query::QueryAs;
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::SourceId;
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::Sources;
 use vow_store::inbound::{Destination, HmacSettings, Locator, NewSource, Source, SourceFields};
 use vow_store::{Seek, StoreResult};
@@ -145,8 +147,13 @@ async fn by(pool: &PgPool, column: &str, value: &str) -> StoreResult<Option<Sour
 
 #[async_trait]
 impl Sources for PgStore {
-    async fn create_source(&self, new: NewSource) -> StoreResult<Source> {
-        create(&mut *self.conn().await?, new).await
+    async fn create_source_keyed(
+        &self,
+        new: NewSource,
+        completion: Option<Completion<Source>>,
+    ) -> StoreResult<Applied<Source>> {
+        let write = step(move |tx| Box::pin(create(tx, new)));
+        keyed(&self.pool, completion, write).await
     }
 
     async fn get_source(&self, id: SourceId) -> StoreResult<Option<Source>> {

@@ -23,11 +23,13 @@
 
 use std::collections::HashMap;
 
+use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
 use vow_core::InboundEventId;
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::processing::{
     aggregate, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim, WorkOutcome,
     WorkRecorded, WorkRequest, LEASE_EXPIRED,
@@ -597,12 +599,28 @@ pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>
 
 #[async_trait]
 impl InboundWork for PgStore {
-    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
-        in_transaction!(self, |tx| claim(&mut tx, request).await?)
+    async fn claim_inbound_work_keyed(
+        &self,
+        request: &WorkRequest,
+        completion: Option<Completion<WorkClaim>>,
+    ) -> StoreResult<Applied<WorkClaim>> {
+        let request = request.clone();
+        let write = step(move |tx| Box::pin(async move { claim(tx, &request).await }));
+        keyed(&self.pool, completion, write).await
     }
 
     async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
         in_transaction!(self, |tx| record(&mut tx, outcome).await?)
+    }
+
+    async fn record_inbound_work_keyed(
+        &self,
+        outcome: WorkOutcome,
+        completion: Option<Completion<InboundEvent>>,
+    ) -> StoreResult<Applied<InboundEvent>> {
+        let write =
+            step(move |tx| Box::pin(async move { record(tx, outcome).await?.into_event() }));
+        keyed(&self.pool, completion, write).await
     }
 
     async fn renew_inbound_leases(

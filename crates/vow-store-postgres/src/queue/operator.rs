@@ -1,10 +1,12 @@
 //! What operators do to deliveries: resend one, replay an endpoint's failures, and count an
 //! endpoint's deliveries by state.
 
+use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::queue::DeliveryOperators;
 use vow_store::queue::{DeliveryStats, ReplayFilter};
 use vow_store::{Delivery, StoreResult};
@@ -184,14 +186,38 @@ async fn require_endpoint(
 
 #[async_trait]
 impl DeliveryOperators for PgStore {
-    async fn resend(
+    async fn resend_keyed(
         &self,
         app: AppId,
         msg: MessageId,
         endpoint: EndpointId,
         now: DateTime<Utc>,
-    ) -> StoreResult<Delivery> {
-        resend(&mut *self.conn().await?, app, msg, endpoint, now).await
+        completion: Option<Completion<Delivery>>,
+    ) -> StoreResult<Applied<Delivery>> {
+        let write = step(move |tx| Box::pin(resend(tx, app, msg, endpoint, now)));
+        let applied = keyed(&self.pool, completion, write).await?;
+        self.notifier.written(&applied.0);
+        Ok(applied)
+    }
+
+    async fn replay_keyed(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &ReplayFilter,
+        now: DateTime<Utc>,
+        spacing: chrono::Duration,
+        completion: Option<Completion<u64>>,
+    ) -> StoreResult<Applied<u64>> {
+        let filter = filter.clone();
+        let write = step(move |tx| {
+            let replayed =
+                async move { replay(tx, app, endpoint, &filter, now, spacing, false).await };
+            Box::pin(replayed)
+        });
+        let applied = keyed(&self.pool, completion, write).await?;
+        self.notifier.written(&applied.0);
+        Ok(applied)
     }
 
     async fn replay(

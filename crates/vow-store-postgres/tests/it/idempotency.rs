@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use sqlx::PgConnection;
 use vow_store::idempotency::{
-    Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings,
-    StoredResponse, Write,
+    Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse,
 };
 use vow_store::prelude::*;
 use vow_store::{MessageFilter, Order, Seek, StoreError};
@@ -57,12 +56,12 @@ fn keyed_create(
             settings: Settings::default(),
             render: Render::Ready(response),
         };
-        let write = Write::CreateMessage {
+        let create = MessageCreate {
             new,
             only: None,
             app: None,
         };
-        store.apply(write, Some(completion)).await.map(drop)
+        (store.create_message_keyed(create, Some(completion)).await).map(drop)
     }
 }
 

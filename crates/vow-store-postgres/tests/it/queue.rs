@@ -127,8 +127,7 @@ async fn keyed_create(
     key: &str,
 ) -> Result<vow_store::CreatedMessage, StoreError> {
     use vow_store::idempotency::{
-        Completion, Fingerprint, FreshClaim, Render, Scope, Settings, StoredResponse, Write,
-        Written,
+        Completion, Fingerprint, FreshClaim, Render, Scope, Settings, StoredResponse,
     };
     let body = format!(r#"{{"eventType":"{}"}}"#, new.event_type);
     let (fingerprint, canonical_body) =
@@ -156,13 +155,13 @@ async fn keyed_create(
             resource: Some(new.id.to_string()),
         }),
     };
-    let write = Write::CreateMessage {
+    let create = MessageCreate {
         new,
         only: None,
         app: None,
     };
-    match store.apply(write, Some(completion)).await? {
-        (Written::Message(created), Some(_)) => Ok(created),
+    match store.create_message_keyed(create, Some(completion)).await? {
+        (created, Some(_)) => Ok(created),
         other => panic!("expected a message and its response, got {other:?}"),
     }
 }

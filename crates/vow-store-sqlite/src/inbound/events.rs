@@ -2,11 +2,13 @@
 //! with every other write; with a replay guard, `digests` after the insert), operators' decisions
 //! on quarantined events, listings and retention.
 
+use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{InboundEventId, SourceId};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::InboundEvents;
 use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
@@ -429,14 +431,16 @@ impl InboundEvents for SqliteStore {
         self.read(move |c| list(c, source, &filter, &seek)).await
     }
 
-    async fn resolve_quarantined(
+    async fn resolve_quarantined_keyed(
         &self,
         source: SourceId,
         id: InboundEventId,
         to: InboundState,
         now: DateTime<Utc>,
-    ) -> StoreResult<InboundEvent> {
-        self.write(move |c| resolve(c, source, id, to, now)).await
+        completion: Option<Completion<InboundEvent>>,
+    ) -> StoreResult<Applied<InboundEvent>> {
+        let resolved = move |c: &Connection| resolve(c, source, id, to, now);
+        self.write(move |c| keyed(c, completion, resolved)).await
     }
 
     async fn record_rejection(&self, rejection: NewRejection, keep: u32) -> StoreResult<()> {

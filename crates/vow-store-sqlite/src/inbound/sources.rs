@@ -1,11 +1,13 @@
 //! Sources of inbound webhooks: one row each, with the scheme's settings, the secrets, the
 //! locators and the destinations as JSON columns.
 
+use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use vow_core::SourceId;
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::Sources;
 use vow_store::inbound::{NewSource, Source, SourceFields};
 use vow_store::StoreResult;
@@ -126,8 +128,13 @@ fn by(conn: &Connection, column: &str, value: &str) -> Result<Option<Source>> {
 
 #[async_trait]
 impl Sources for SqliteStore {
-    async fn create_source(&self, new: NewSource) -> StoreResult<Source> {
-        self.write(move |c| create(c, new)).await
+    async fn create_source_keyed(
+        &self,
+        new: NewSource,
+        completion: Option<Completion<Source>>,
+    ) -> StoreResult<Applied<Source>> {
+        self.write(move |c| keyed(c, completion, |c| create(c, new)))
+            .await
     }
 
     async fn get_source(&self, id: SourceId) -> StoreResult<Option<Source>> {

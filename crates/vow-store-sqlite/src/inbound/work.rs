@@ -5,10 +5,12 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{DestinationId, InboundEventId, SourceId};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::decisions::{self, Decided, Decision};
 use vow_store::inbound::processing::Resolution;
 use vow_store::inbound::processing::{
@@ -451,13 +453,27 @@ pub(crate) fn decide(
 
 #[async_trait]
 impl InboundWork for SqliteStore {
-    async fn claim_inbound_work(&self, request: &WorkRequest) -> StoreResult<WorkClaim> {
+    async fn claim_inbound_work_keyed(
+        &self,
+        request: &WorkRequest,
+        completion: Option<Completion<WorkClaim>>,
+    ) -> StoreResult<Applied<WorkClaim>> {
         let request = request.clone();
-        self.write(move |c| claim(c, &request)).await
+        self.write(move |c| keyed(c, completion, |c| claim(c, &request)))
+            .await
     }
 
     async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded> {
         self.write(move |c| record(c, outcome)).await
+    }
+
+    async fn record_inbound_work_keyed(
+        &self,
+        outcome: WorkOutcome,
+        completion: Option<Completion<InboundEvent>>,
+    ) -> StoreResult<Applied<InboundEvent>> {
+        let recorded = move |c: &Connection| Ok(record(c, outcome)?.into_event()?);
+        self.write(move |c| keyed(c, completion, recorded)).await
     }
 
     async fn renew_inbound_leases(
@@ -476,27 +492,30 @@ impl InboundWork for SqliteStore {
 
 #[async_trait]
 impl InboundDecisions for SqliteStore {
-    async fn resolve_uncertain(
+    async fn resolve_uncertain_keyed(
         &self,
         source: SourceId,
         id: InboundEventId,
         resolution: Resolution,
         destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<Decided> {
+        completion: Option<Completion<Decided>>,
+    ) -> StoreResult<Applied<Decided>> {
         let decision = Decision::Resolve(resolution);
-        self.write(move |c| decide(c, source, id, decision, destination, now))
-            .await
+        let decided = move |c: &Connection| decide(c, source, id, decision, destination, now);
+        self.write(move |c| keyed(c, completion, decided)).await
     }
 
-    async fn replay_inbound(
+    async fn replay_inbound_keyed(
         &self,
         source: SourceId,
         id: InboundEventId,
         destination: Option<DestinationId>,
         now: DateTime<Utc>,
-    ) -> StoreResult<Decided> {
-        self.write(move |c| decide(c, source, id, Decision::Replay, destination, now))
-            .await
+        completion: Option<Completion<Decided>>,
+    ) -> StoreResult<Applied<Decided>> {
+        let decided =
+            move |c: &Connection| decide(c, source, id, Decision::Replay, destination, now);
+        self.write(move |c| keyed(c, completion, decided)).await
     }
 }

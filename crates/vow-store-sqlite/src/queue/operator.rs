@@ -1,9 +1,11 @@
 //! What operators do to deliveries: resend one, replay an endpoint's failed ones, count them.
 
+use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_store::idempotency::{Applied, Completion};
 use vow_store::queue::DeliveryOperators;
 use vow_store::queue::{DeliveryStats, ReplayFilter};
 use vow_store::StoreResult;
@@ -136,15 +138,30 @@ pub(crate) fn replay(
 
 #[async_trait]
 impl DeliveryOperators for SqliteStore {
-    async fn resend(
+    async fn resend_keyed(
         &self,
         app: AppId,
         msg: MessageId,
         endpoint: EndpointId,
         now: DateTime<Utc>,
-    ) -> StoreResult<Delivery> {
-        self.write(move |c| resend(c, app, msg, endpoint, now))
-            .await
+        completion: Option<Completion<Delivery>>,
+    ) -> StoreResult<Applied<Delivery>> {
+        let resent = move |c: &Connection| resend(c, app, msg, endpoint, now);
+        self.write(move |c| keyed(c, completion, resent)).await
+    }
+
+    async fn replay_keyed(
+        &self,
+        app: AppId,
+        endpoint: EndpointId,
+        filter: &ReplayFilter,
+        now: DateTime<Utc>,
+        spacing: chrono::Duration,
+        completion: Option<Completion<u64>>,
+    ) -> StoreResult<Applied<u64>> {
+        let filter = filter.clone();
+        let replayed = move |c: &Connection| replay(c, app, endpoint, &filter, now, spacing, false);
+        self.write(move |c| keyed(c, completion, replayed)).await
     }
 
     async fn replay(

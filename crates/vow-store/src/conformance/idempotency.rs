@@ -11,9 +11,10 @@ use vow_idempotency::IdempotencyKey;
 use super::support::*;
 use crate::idempotency::{
     Begun, Completion, Fingerprint, FreshClaim, KeyState, LeaseToken, Render, Scope, Settings,
-    StoredResponse, Write, Written,
+    StoredResponse,
 };
-use crate::{CreatedMessage, MessageFilter, NewEndpoint, NewMessage, Store, StoreError};
+use crate::StoreError;
+use crate::{CreatedMessage, MessageCreate, MessageFilter, NewEndpoint, NewMessage, Store};
 
 const ROUTE: &str = "/api/v1/app/{app_id}/msg";
 const BODY: &str = r#"{"eventType":"user.created","payload":{"hello":"world"}}"#;
@@ -77,21 +78,41 @@ fn owner(begun: Begun) -> LeaseToken {
 
 /// The response a test stores: 202 with the created resource's id, completed at `t(5)` with
 /// the default settings.
-fn completion(scope: &Scope, token: &LeaseToken) -> Completion {
+fn completion<T: Resource>(scope: &Scope, token: &LeaseToken) -> Completion<T> {
     Completion {
         scope: scope.clone(),
         token: token.clone(),
         fresh: None,
         now: t(5),
         settings: Settings::default(),
-        render: Render::From(Box::new(|written: &Written| {
-            let id = match written {
-                Written::Message(created) => created.message.id.to_string(),
-                Written::Endpoint(endpoint) => endpoint.id.to_string(),
-                other => format!("{other:?}"),
-            };
-            accepted(&id)
-        })),
+        render: Render::From(Box::new(|written: &T| accepted(&written.resource_id()))),
+    }
+}
+
+/// A created resource a test's response names.
+trait Resource: 'static {
+    /// Its id.
+    fn resource_id(&self) -> String;
+}
+
+impl Resource for CreatedMessage {
+    fn resource_id(&self) -> String {
+        self.message.id.to_string()
+    }
+}
+
+impl Resource for crate::Endpoint {
+    fn resource_id(&self) -> String {
+        self.id.to_string()
+    }
+}
+
+/// A plain message create: the message, to its matching endpoints.
+fn plain(new: NewMessage) -> MessageCreate {
+    MessageCreate {
+        new,
+        only: None,
+        app: None,
     }
 }
 
@@ -105,20 +126,19 @@ fn accepted(id: &str) -> StoredResponse {
     }
 }
 
-/// Creates `new` through [`crate::IdempotencyRecords::apply`], completing the record `token` owns.
+/// Creates `new` through [`crate::Messages::create_message_keyed`], completing the record `token` owns.
 async fn create_message(
     store: &dyn Store,
     new: &NewMessage,
     scope: &Scope,
     token: &LeaseToken,
 ) -> Result<(CreatedMessage, StoredResponse), StoreError> {
-    let write = Write::CreateMessage {
-        new: new.clone(),
-        only: None,
-        app: None,
-    };
-    match store.apply(write, Some(completion(scope, token))).await? {
-        (Written::Message(created), Some(response)) => Ok((created, response)),
+    let keyed = Some(completion(scope, token));
+    match store
+        .create_message_keyed(plain(new.clone()), keyed)
+        .await?
+    {
+        (created, Some(response)) => Ok((created, response)),
         other => panic!("expected a message and a stored response, got {other:?}"),
     }
 }
@@ -299,12 +319,12 @@ async fn claims_in_the_write(store: &dyn Store, ready: bool) {
         }
     };
     let apply = |new: &NewMessage, only: Option<EndpointId>, s: &Scope, now| {
-        let write = Write::CreateMessage {
+        let create = MessageCreate {
             new: new.clone(),
             only,
             app: None,
         };
-        store.apply(write, Some(claim(s, new, now)))
+        store.create_message_keyed(create, Some(claim(s, new, now)))
     };
     let key = |name: &str| scope(&app.id.to_string(), &format!("{name}-{ready}"));
 
@@ -313,10 +333,7 @@ async fn claims_in_the_write(store: &dyn Store, ready: bool) {
     let (written, response) = apply(&first, None, &free, t(5)).await.unwrap();
     let response = response.unwrap();
     assert_eq!(response, accepted(&first.id.to_string()));
-    match written {
-        Written::Message(created) => assert_eq!(created.deliveries, 1),
-        other => panic!("expected a message, got {other:?}"),
-    }
+    assert_eq!(written.deliveries, 1);
     assert_eq!(
         begin(store, &free, BODY).await,
         Begun::Replay {
@@ -353,7 +370,7 @@ async fn claims_in_the_write(store: &dyn Store, ready: bool) {
     let lonely = new_message(bare.id, "user.created");
     let s = scope(&bare.id.to_string(), &format!("claim-bare-{ready}"));
     match apply(&lonely, None, &s, t(5)).await.unwrap() {
-        (Written::Message(created), Some(_)) => assert_eq!(created.deliveries, 0),
+        (created, Some(_)) => assert_eq!(created.deliveries, 0),
         other => panic!("expected a message without deliveries, got {other:?}"),
     }
     assert_eq!(
@@ -402,13 +419,10 @@ pub async fn an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_
     let token = owner(begin(store, &s, BODY).await);
     let first = new("https://example.com/a");
     let (written, response) = store
-        .apply(
-            Write::CreateEndpoint(first.clone()),
-            Some(completion(&s, &token)),
-        )
+        .create_endpoint_keyed(first.clone(), Some(completion(&s, &token)))
         .await
         .unwrap();
-    assert!(matches!(&written, Written::Endpoint(e) if e.id == first.id));
+    assert_eq!(written.id, first.id);
     assert_eq!(response.unwrap().resource, Some(first.id.to_string()));
     assert_eq!(
         store
@@ -424,18 +438,16 @@ pub async fn an_idempotent_endpoint_create_commits_with_its_record_and_a_fenced_
     let token = owner(begin(store, &s2, BODY).await);
     assert!(store.release_idempotent(&s2, &token).await.unwrap());
     let fenced = store
-        .apply(
-            Write::CreateEndpoint(new("https://example.com/b")),
-            Some(completion(&s2, &token)),
-        )
+        .create_endpoint_keyed(new("https://example.com/b"), Some(completion(&s2, &token)))
         .await;
     assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
 
     let (plain, none) = store
-        .apply(Write::CreateEndpoint(new("https://example.com/c")), None)
+        .create_endpoint_keyed(new("https://example.com/c"), None)
         .await
         .unwrap();
-    assert!(matches!(plain, Written::Endpoint(_)) && none.is_none());
+    // The result is an endpoint by its type; without a key nothing is stored.
+    assert!(none.is_none(), "{plain:?}");
     let mut urls: Vec<String> = store
         .list_endpoints(app.id, &all(10))
         .await
@@ -576,12 +588,11 @@ pub async fn a_completed_record_expires_and_its_tombstone_ends_as_its_settings_s
         settings: short(),
         ..completion(&s, &LeaseToken::generate())
     };
-    let write = Write::CreateMessage {
-        new: new_message(app.id, "user.created"),
-        only: None,
-        app: None,
-    };
-    let (_, response) = store.apply(write, Some(fresh)).await.unwrap();
+    let create = plain(new_message(app.id, "user.created"));
+    let (_, response) = store
+        .create_message_keyed(create, Some(fresh))
+        .await
+        .unwrap();
     let (expires, ends) = (t(5 + HOUR), t(5 + HOUR + 2 * DAY));
     let status = store.idempotency_status(&s, t(6)).await.unwrap().unwrap();
     assert_eq!(status.state, KeyState::Completed);
@@ -701,7 +712,7 @@ async fn creates_its_application(store: &dyn Store, ready: bool) {
             ..base
         }
     };
-    let write = |app: &crate::NewApplication, only: Option<EndpointId>| Write::CreateMessage {
+    let write = |app: &crate::NewApplication, only: Option<EndpointId>| MessageCreate {
         new: new_message(app.id, "user.created"),
         only,
         app: Some(app.clone()),
@@ -713,10 +724,11 @@ async fn creates_its_application(store: &dyn Store, ready: bool) {
 
     let created = new_app("created");
     let (written, response) = store
-        .apply(write(&created, None), Some(keyed(&created, "k1")))
+        .create_message_keyed(write(&created, None), Some(keyed(&created, "k1")))
         .await
         .unwrap();
-    assert!(matches!(written, Written::Message(_)) && response.is_some());
+    // The result is a message by its type; the keyed create stored its response.
+    assert!(response.is_some(), "{written:?}");
     let app = exists("created")
         .await
         .expect("the application was created");
@@ -729,12 +741,12 @@ async fn creates_its_application(store: &dyn Store, ready: bool) {
     );
 
     let plain = new_app("plain");
-    store.apply(write(&plain, None), None).await.unwrap();
+    (store.create_message_keyed(write(&plain, None), None).await).unwrap();
     assert!(exists("plain").await.is_some(), "without a key as well");
 
     let nowhere = new_app("nowhere");
     let refused = store
-        .apply(
+        .create_message_keyed(
             write(&nowhere, Some(EndpointId::new())),
             Some(keyed(&nowhere, "k2")),
         )
@@ -746,7 +758,7 @@ async fn creates_its_application(store: &dyn Store, ready: bool) {
     let s = scope(&held.id.to_string(), "k3");
     owner(begin(store, &s, BODY).await);
     let fenced = store
-        .apply(write(&held, None), Some(keyed(&held, "k3")))
+        .create_message_keyed(write(&held, None), Some(keyed(&held, "k3")))
         .await;
     assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
     assert!(exists("held").await.is_none(), "a fenced write");
@@ -756,7 +768,7 @@ async fn creates_its_application(store: &dyn Store, ready: bool) {
         ..created.clone()
     };
     let taken = store
-        .apply(write(&twin, None), Some(keyed(&twin, "k4")))
+        .create_message_keyed(write(&twin, None), Some(keyed(&twin, "k4")))
         .await;
     assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
     assert_eq!(

@@ -6,9 +6,7 @@ use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
 use vow_idempotency::IdempotencyKey;
 
 use super::support::*;
-use crate::idempotency::{
-    Begun, Completion, Fingerprint, Render, Scope, Settings, StoredResponse, Write, Written,
-};
+use crate::idempotency::{Begun, Completion, Fingerprint, Render, Scope, Settings, StoredResponse};
 use crate::inbound::{
     Claim, Destination, InboundEvent, InboundFilter, InboundState, Locator, NewInboundEvent,
     NewRejection, NewSource, Source, SourceFields,
@@ -442,7 +440,8 @@ pub async fn purging_removes_old_content_but_keeps_the_claims(store: &dyn Inboun
     ));
 }
 
-/// A source created through [`crate::IdempotencyRecords::apply`] commits with its idempotency record; a fenced
+/// A source created through [`crate::inbound::Sources::create_source_keyed`] commits with its
+/// idempotency record; a fenced
 /// create writes nothing.
 pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn InboundBackend) {
     let scope = Scope {
@@ -466,26 +465,20 @@ pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn Inb
         fresh: None,
         now: t(5),
         settings: Settings::default(),
-        render: Render::From(Box::new(|written: &Written| StoredResponse {
+        render: Render::From(Box::new(|written: &Source| StoredResponse {
             status: 201,
             headers: Vec::new(),
             body: Vec::new(),
-            resource: match written {
-                Written::Source(source) => Some(source.id.to_string()),
-                _ => None,
-            },
+            resource: Some(written.id.to_string()),
         })),
     };
     let new = new_source("GitHub");
     let applied = store
-        .apply(
-            Write::CreateSource(new.clone()),
-            Some(completion(token.clone())),
-        )
+        .create_source_keyed(new.clone(), Some(completion(token.clone())))
         .await
         .unwrap();
     match applied {
-        (Written::Source(source), Some(response)) => {
+        (source, Some(response)) => {
             assert_eq!(source.id, new.id);
             assert_eq!(response.resource, Some(new.id.to_string()));
         }
@@ -496,7 +489,7 @@ pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn Inb
     let fenced = new_source("never");
     let stale = crate::idempotency::LeaseToken("not-the-owner".into());
     let r = store
-        .apply(Write::CreateSource(fenced.clone()), Some(completion(stale)))
+        .create_source_keyed(fenced.clone(), Some(completion(stale)))
         .await;
     assert!(matches!(r, Err(StoreError::Fenced)), "{r:?}");
     assert_eq!(store.get_source(fenced.id).await.unwrap(), None);

@@ -1,5 +1,5 @@
-//! Cases about the inbound operations as keyed API writes ([`crate::IdempotencyRecords::apply`] with the
-//! inbound [`Write`] variants): a pull claim and its `Idempotency-Key` record commit in one
+//! Cases about the inbound operations as keyed API writes (the inbound `*_keyed` store methods,
+//! such as [`crate::inbound::InboundWork::claim_inbound_work_keyed`]): a pull claim and its `Idempotency-Key` record commit in one
 //! transaction or not at all, a key with a record rolls the claim back (nothing leased), and a
 //! pull consumer's outcome under a lost lease is a `Conflict` that leaves no record.
 
@@ -8,8 +8,7 @@ use vow_idempotency::IdempotencyKey;
 use super::inbound::{claim_new, delivery, fields, InboundBackend};
 use super::support::*;
 use crate::idempotency::{
-    Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings,
-    StoredResponse, Write, Written,
+    Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse,
 };
 use crate::inbound::processing::{
     Consumer, DestinationResult, NextTry, Outcome, WorkOutcome, WorkRequest,
@@ -31,7 +30,7 @@ fn scope(key: &str) -> Scope {
 }
 
 /// A fresh claim of `scope` at `t(secs)`, storing a 200 that names what the write produced.
-fn claiming(scope: &Scope, secs: i64) -> Completion {
+fn claiming<T: std::fmt::Debug + 'static>(scope: &Scope, secs: i64) -> Completion<T> {
     Completion {
         scope: scope.clone(),
         token: LeaseToken::generate(),
@@ -42,7 +41,7 @@ fn claiming(scope: &Scope, secs: i64) -> Completion {
         }),
         now: t(secs),
         settings: Settings::default(),
-        render: Render::From(Box::new(|written: &Written| StoredResponse {
+        render: Render::From(Box::new(|written: &T| StoredResponse {
             status: 200,
             headers: Vec::new(),
             body: format!("{written:?}").into_bytes(),
@@ -52,14 +51,14 @@ fn claiming(scope: &Scope, secs: i64) -> Completion {
 }
 
 /// A pull claim of one event at `t(secs)`.
-fn pull(source: crate::inbound::Source, secs: i64) -> Write {
-    Write::ClaimInboundWork(WorkRequest {
+fn pull(source: crate::inbound::Source, secs: i64) -> WorkRequest {
+    WorkRequest {
         now: t(secs),
         lease: chrono::Duration::seconds(30),
         limit: 1,
         consumer: Consumer::Pull(source.id),
         max_attempts: 5,
-    })
+    }
 }
 
 /// A keyed pull claim commits with its record (a begin then replays it); the key claimed again
@@ -88,12 +87,10 @@ pub async fn a_keyed_pull_claim_commits_with_its_record_or_leases_nothing(
 
     let key = scope("claim-1");
     let (written, response) = store
-        .apply(pull(source.clone(), 20), Some(claiming(&key, 20)))
+        .claim_inbound_work_keyed(&pull(source.clone(), 20), Some(claiming(&key, 20)))
         .await
         .unwrap();
-    let Written::InboundClaimed(work) = written else {
-        panic!("expected a claim, got {written:?}");
-    };
+    let work = written;
     assert_eq!(
         work.claimed.iter().map(|c| c.event.id).collect::<Vec<_>>(),
         [events[0]]
@@ -114,7 +111,7 @@ pub async fn a_keyed_pull_claim_commits_with_its_record_or_leases_nothing(
 
     // The key has a record: the second claim is fenced, and rolled back with nothing leased.
     let again = store
-        .apply(pull(source.clone(), 22), Some(claiming(&key, 22)))
+        .claim_inbound_work_keyed(&pull(source.clone(), 22), Some(claiming(&key, 22)))
         .await;
     assert!(matches!(again, Err(StoreError::Fenced)), "{again:?}");
     let b = store.get_inbound_event(source.id, events[1]).await.unwrap();
@@ -135,7 +132,7 @@ pub async fn a_keyed_pull_claim_commits_with_its_record_or_leases_nothing(
     };
     let late = scope("complete-1");
     let refused = store
-        .apply(Write::RecordInboundWork(lost), Some(claiming(&late, 23)))
+        .record_inbound_work_keyed(lost, Some(claiming(&late, 23)))
         .await;
     assert!(
         matches!(refused, Err(StoreError::Conflict(_))),

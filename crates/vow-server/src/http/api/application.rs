@@ -1,5 +1,7 @@
 //! Applications: `/api/v1/app` and `/api/v1/app/{app_id}` (id or uid).
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -8,8 +10,9 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{AppId, Patch};
-use vow_store::idempotency::{StoredResponse, Write};
+use vow_store::idempotency::StoredResponse;
 use vow_store::page::Page;
+use vow_store::Store;
 use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Order};
 
 use super::keys::app_key;
@@ -150,7 +153,10 @@ async fn create_application(
     once.run(&state, None, &raw, move |commit| async move {
         let state = commit.state().clone();
         let render = |app: &Application| rendered(StatusCode::CREATED, app);
-        match commit.write(Write::CreateApplication(new), render).await {
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            store.create_application_keyed(new, keyed).await
+        };
+        match commit.write(write, render).await {
             Ok((_, response)) => Ok(response),
             Err(ApiError::Conflict(detail)) if params.get_if_exists => {
                 let key = AppKey::Uid(uid.ok_or(ApiError::Conflict(detail))?);

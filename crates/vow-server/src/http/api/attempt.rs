@@ -1,6 +1,8 @@
 //! Delivery history and operator actions: message attempts (by message, by endpoint, one),
 //! expunging content, resend, endpoint stats, recover, and vow's replay with filters.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -10,9 +12,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use vow_core::{AttemptId, EndpointId, EventTypeName, MessageId};
-use vow_store::idempotency::Write;
 use vow_store::page::Page;
 use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, ReplayFilter};
+use vow_store::Store;
 use vow_store::{Delivery, Order};
 
 use super::list::{ListParams, ListResponse};
@@ -233,11 +235,11 @@ async fn resend_message(
     let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &[], move |commit| async move {
         let state = commit.state();
-        let write = Write::Resend {
-            app,
-            msg: find_message(state, app, &msg_id).await?,
-            endpoint: find_endpoint(state, app, &endpoint_id).await?,
-            now: state.now(),
+        let msg = find_message(state, app, &msg_id).await?;
+        let endpoint = find_endpoint(state, app, &endpoint_id).await?;
+        let now = state.now();
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            store.resend_keyed(app, msg, endpoint, now, keyed).await
         };
         // Svix answers `EmptyResponse`, `{}`, which its SDKs parse.
         let render = |_: &Delivery| idempotency::json(StatusCode::ACCEPTED, &json!({}), None);
@@ -312,16 +314,15 @@ async fn recover_endpoint(
     let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let now = commit.state().now();
-        let write = Write::Replay {
-            app,
-            endpoint: find_endpoint(commit.state(), app, &endpoint_id).await?,
-            filter: ReplayFilter {
-                since: Some(body.since),
-                until: body.until,
-                ..Default::default()
-            },
-            now,
-            spacing: chrono::Duration::milliseconds(REPLAY_SPACING_MS),
+        let endpoint = find_endpoint(commit.state(), app, &endpoint_id).await?;
+        let filter = ReplayFilter {
+            since: Some(body.since),
+            until: body.until,
+            ..Default::default()
+        };
+        let spacing = chrono::Duration::milliseconds(REPLAY_SPACING_MS);
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            (store.replay_keyed(app, endpoint, &filter, now, spacing, keyed)).await
         };
         let render = move |_: &u64| {
             let out = RecoverOut {
@@ -398,12 +399,8 @@ async fn replay_endpoint(
                 .await?;
             return Ok(idempotency::respond::stored(render(&count)));
         }
-        let write = Write::Replay {
-            app,
-            endpoint,
-            filter,
-            now,
-            spacing,
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            (store.replay_keyed(app, endpoint, &filter, now, spacing, keyed)).await
         };
         Ok(commit.write(write, render).await?.1)
     })

@@ -8,6 +8,8 @@
 //! messages to a disabled endpoint. `nextAttempt` is the time a `pending` delivery is (or was,
 //! while sending) due; `null` for the others, which nothing schedules.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -15,10 +17,10 @@ use axum::{Json, Router};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{EndpointId, EventTypeName, MessageId};
-use vow_store::idempotency::Write;
 use vow_store::page::Page;
 use vow_store::queue::{DeliveryState, MessageStatus};
-use vow_store::{CreatedMessage, DeliveryStatus, EventType, NewMessage, Order};
+use vow_store::Store;
+use vow_store::{DeliveryStatus, EventType, MessageCreate, NewMessage, Order};
 
 use super::endpoint::EndpointOut;
 use super::list::{ListParams, ListResponse};
@@ -256,14 +258,15 @@ async fn send_example(
             now,
         };
         let response = accepted(new.clone().into_stored(), true);
-        let write = Write::CreateMessage {
+        let create = MessageCreate {
             new,
             only: Some(endpoint),
             app: None,
         };
-        let (_, response) = commit
-            .write_answering::<CreatedMessage>(write, response)
-            .await?;
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            store.create_message_keyed(create, keyed).await
+        };
+        let (_, response) = commit.write_answering(write, response).await?;
         Ok(response)
     })
     .await

@@ -4,6 +4,8 @@
 //! Every route first resolves `{app_id}`; endpoints are then looked up within that application
 //! only, so an endpoint id from another application is a 404.
 
+use std::sync::Arc;
+
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
@@ -17,8 +19,8 @@ use vow_core::AppId;
 use vow_core::{
     Channel, EndpointId, EndpointUrl, EventTypeName, Patch, RetrySchedule, SignatureStyle,
 };
-use vow_store::idempotency::Write;
 use vow_store::page::Page;
+use vow_store::Store;
 use vow_store::{DeliveryOptions, Endpoint, EndpointFields, EndpointKey, NewEndpoint, Order};
 
 use super::headers::{check_headers, HeadersIn, HeadersOut, HeadersPatchIn};
@@ -292,7 +294,10 @@ async fn create_endpoint(
             let out = EndpointOut::from(endpoint.clone());
             idempotency::json(StatusCode::CREATED, &out, Some(endpoint.id.to_string()))
         };
-        Ok(commit.write(Write::CreateEndpoint(new), render).await?.1)
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            store.create_endpoint_keyed(new, keyed).await
+        };
+        Ok(commit.write(write, render).await?.1)
     })
     .await
 }
@@ -494,11 +499,10 @@ async fn rotate_endpoint_secret(
     let endpoint = endpoint_key(&endpoint_id)?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let endpoint = find_endpoint_in(commit.state(), app, &endpoint).await?;
-        let write = Write::RotateEndpointSecret {
-            app,
-            endpoint: endpoint.id,
-            new_key: key.clone(),
-            old_valid_until: valid_until,
+        let new_key = key.clone();
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            (store.rotate_endpoint_secret_keyed(app, endpoint.id, new_key, valid_until, keyed))
+                .await
         };
         // The spec says 204, but the official SDKs (svix 2.x) parse an `EndpointSecretOut` from
         // this response; a 200 with the new key satisfies both.

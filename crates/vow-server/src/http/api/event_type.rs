@@ -3,6 +3,8 @@
 //! Global, as in Svix. Names are hierarchical by `.` ([`vow_core::EventTypeName`]). DELETE
 //! archives unless `expunge=true`; creating over an archived name brings it back.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -11,8 +13,8 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{EventTypeName, Patch};
-use vow_store::idempotency::Write;
 use vow_store::page::Page;
+use vow_store::Store;
 use vow_store::{EventType, Order};
 
 use super::list::{ListParams, ListResponse};
@@ -195,12 +197,18 @@ async fn create_event_type(
     let name = body.name.into_string();
     let event_type = body.body.into_event_type(name.clone(), now, now)?;
     once.run(&state, None, &raw, move |commit| async move {
-        let write = match commit.state().store.get_event_type(&name).await? {
-            Some(existing) if existing.archived => Write::UpdateEventType(EventType {
-                created_at: existing.created_at,
-                ..event_type
-            }),
-            _ => Write::CreateEventType(event_type),
+        let existing = commit.state().store.get_event_type(&name).await?;
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            match existing {
+                Some(existing) if existing.archived => {
+                    let revived = EventType {
+                        created_at: existing.created_at,
+                        ..event_type
+                    };
+                    store.update_event_type_keyed(revived, keyed).await
+                }
+                _ => store.create_event_type_keyed(event_type, keyed).await,
+            }
         };
         let render = |saved: &EventType| {
             let out = EventTypeOut::from(saved.clone());

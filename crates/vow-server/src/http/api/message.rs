@@ -6,6 +6,8 @@
 //! [`crate::http::idempotency`], which stores the same 202 response with the message, in its
 //! transaction.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -15,11 +17,10 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use vow_core::{Channel, EventTypeName, MessageId};
-use vow_store::idempotency::{StoredResponse, Write};
+use vow_store::idempotency::StoredResponse;
 use vow_store::page::Page;
-use vow_store::{
-    AppKey, CreatedMessage, Message, MessageFilter, NewApplication, NewMessage, Order,
-};
+use vow_store::Store;
+use vow_store::{AppKey, Message, MessageCreate, MessageFilter, NewApplication, NewMessage, Order};
 
 use super::application::ApplicationIn;
 use super::keys::{app_key, message_key};
@@ -123,15 +124,15 @@ async fn create(
     let creates_app = app.is_some();
     once.run(state, Some(new.app_id), raw, move |commit| async move {
         let response = accepted(new.clone().into_stored(), with_content);
-        let write = Write::CreateMessage {
+        let create = MessageCreate {
             new,
             only: None,
             app,
         };
-        let (_, response) = match commit
-            .write_answering::<CreatedMessage>(write, response)
-            .await
-        {
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            store.create_message_keyed(create, keyed).await
+        };
+        let (_, response) = match commit.write_answering(write, response).await {
             // A new application has no messages, so its uid is the only rule a conflict can be:
             // not this request's outcome (nothing was written), so never stored for its key.
             Err(ApiError::Conflict(_)) if creates_app => {

@@ -10,6 +10,8 @@
 //! source gets an ingest path (`/in/{id}`) and, in single-source answers only, an unguessable
 //! token path (`/in/t/{token}`).
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -20,10 +22,10 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use vow_core::{DestinationId, EndpointUrl, Patch, SourceId};
 use vow_signature::provider::DEFAULT_TOLERANCE_SECS;
-use vow_store::idempotency::Write;
 use vow_store::inbound::{Destination, HmacSettings, Locator, NewSource, Source, SourceFields};
 use vow_store::page::Page;
 use vow_store::Order;
+use vow_store::Store;
 
 use super::keys::source_key;
 use super::list::{ListParams, ListResponse};
@@ -368,7 +370,10 @@ async fn create_source(
             let out = SourceOut::of(source, true);
             idempotency::json(StatusCode::CREATED, &out, Some(source.id.to_string()))
         };
-        Ok(commit.write(Write::CreateSource(new), render).await?.1)
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            store.create_source_keyed(new, keyed).await
+        };
+        Ok(commit.write(write, render).await?.1)
     })
     .await
 }

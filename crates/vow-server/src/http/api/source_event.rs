@@ -8,6 +8,8 @@
 //! request again replays the first answer. Processing and pull mode are in
 //! [`super::source_work`].
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -17,7 +19,7 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
-use vow_store::idempotency::{StoredResponse, Write};
+use vow_store::idempotency::StoredResponse;
 use vow_store::inbound::decisions::Decided;
 use vow_store::inbound::processing::Forward;
 use vow_store::inbound::{
@@ -25,6 +27,7 @@ use vow_store::inbound::{
 };
 use vow_store::page::Page;
 use vow_store::Order;
+use vow_store::Store;
 
 use super::keys::{id_error, source_key};
 use super::list::{ListParams, ListResponse};
@@ -269,11 +272,8 @@ async fn resolve(
     let wake = state.inbound_wake.clone();
     once.run(state, None, &[], move |commit| async move {
         let now = commit.state().now();
-        let write = Write::ResolveQuarantined {
-            source,
-            event,
-            to,
-            now,
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            (store.resolve_quarantined_keyed(source, event, to, now, keyed)).await
         };
         let (_, response) = commit.write(write, event_answer).await?;
         tracing::info!(source = %source, event = %event, to = to.as_str(), "quarantined inbound event resolved");

@@ -25,6 +25,8 @@
 //! `leaseSeconds` at most and leaves no tombstone, so the same key after that runs a new claim
 //! instead of answering with leases that ended.
 
+use std::sync::Arc;
+
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -36,11 +38,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::retry::next_try;
 use vow_core::DestinationId;
-use vow_store::idempotency::Write;
 use vow_store::inbound::processing::{
     ClaimedEvent, Consumer, DestinationResult, LeaseToken, Outcome, Resolution, WorkClaim,
     WorkOutcome, WorkRequest,
 };
+use vow_store::Store;
 
 use super::keys::{id_error, source_key};
 use super::lookup::find_source;
@@ -128,12 +130,9 @@ async fn resolve_source_event(
     let wake = state.inbound_wake.clone();
     once.run(&state, None, &raw, move |commit| async move {
         let now = commit.state().now();
-        let write = Write::ResolveUncertain {
-            source,
-            event,
-            resolution,
-            destination,
-            now,
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            (store.resolve_uncertain_keyed(source, event, resolution, destination, now, keyed))
+                .await
         };
         let (resolved, response) = commit.write(write, decided_answer).await?;
         tracing::info!(%source, %event, outcome = %body.outcome,
@@ -158,11 +157,8 @@ async fn replay_source_event(
     let wake = state.inbound_wake.clone();
     once.run(&state, None, &raw, move |commit| async move {
         let now = commit.state().now();
-        let write = Write::ReplayInbound {
-            source,
-            event,
-            destination,
-            now,
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            (store.replay_inbound_keyed(source, event, destination, now, keyed)).await
         };
         let (replayed, response) = commit.write(write, decided_answer).await?;
         tracing::info!(%source, %event, destinations = replayed.changed.len(),
@@ -272,7 +268,9 @@ async fn claim_source_events(
         let render = |work: &WorkClaim| {
             idempotency::json(StatusCode::OK, &ClaimedOut::from(work), None)
         };
-        let write = Write::ClaimInboundWork(request);
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            store.claim_inbound_work_keyed(&request, keyed).await
+        };
         Ok(commit.write(write, render).await?.1)
     })
     .await
@@ -378,7 +376,9 @@ async fn finish(
             next,
             now,
         };
-        let write = Write::RecordInboundWork(recorded);
+        let write = |store: Arc<dyn Store>, keyed| async move {
+            store.record_inbound_work_keyed(recorded, keyed).await
+        };
         Ok(commit.write(write, event_answer).await?.1)
     })
     .await

@@ -1,18 +1,18 @@
 //! The one write a keyed operation ends in ([`Commit`]): with a key, it completes the record in
 //! the same store transaction (claiming it there on the hot path), and says where the record
-//! stands afterwards ([`Progress`]); [`Produced`] picks a write's result out of [`Written`].
+//! stands afterwards ([`Progress`]). The write is the operation's typed store method, called
+//! with the completion to pass on.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use vow_store::idempotency::{
-    Completion, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse, Write, Written,
+    Applied, Completion, FreshClaim, LeaseToken, QueuesWork, Render, Scope, Settings,
+    StoredResponse,
 };
-use vow_store::inbound::decisions::Decided;
-use vow_store::inbound::processing::WorkClaim;
-use vow_store::inbound::{InboundEvent, Source};
-use vow_store::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError};
+use vow_store::{Store, StoreError, StoreResult};
 
 use super::respond;
 use crate::error::{ApiError, ApiResult};
@@ -59,39 +59,52 @@ impl Commit {
         &self.state
     }
 
-    /// Runs `write` in one store transaction, with the response `render` makes of its result
-    /// stored in that transaction when there is a key, and wakes the delivery workers when the
-    /// write queued work. Returns the result and the response to answer.
-    pub async fn write<T: Produced>(
+    /// Runs `write`, the typed store method of one keyed operation, in one store transaction,
+    /// with the response `render` makes of its result stored in that transaction when there is
+    /// a key, and wakes the delivery workers when the write queued work. `write` gets the store
+    /// and the completion to pass on (`None` without a key). Returns the result and the
+    /// response to answer.
+    pub async fn write<T, W, F>(
         self,
-        write: Write,
+        write: W,
         render: impl FnOnce(&T) -> StoredResponse + Send + 'static,
-    ) -> ApiResult<(T, Response)> {
-        let render = Render::From(Box::new(move |written: &Written| match T::view(written) {
-            Some(value) => render(value),
-            None => mismatch(written),
-        }));
-        self.commit(write, render).await
+    ) -> ApiResult<(T, Response)>
+    where
+        T: QueuesWork + Send + 'static,
+        W: FnOnce(Arc<dyn Store>, Option<Completion<T>>) -> F,
+        F: Future<Output = StoreResult<Applied<T>>>,
+    {
+        self.commit(write, Render::From(Box::new(render))).await
     }
 
     /// [`Commit::write`] for a write whose success answers `response`, rendered before it (a
     /// message create: its row is the request's values). With a key, the store claims the key
     /// with the response, and renders nothing inside the transaction.
-    pub async fn write_answering<T: Produced>(
+    pub async fn write_answering<T, W, F>(
         self,
-        write: Write,
+        write: W,
         response: StoredResponse,
-    ) -> ApiResult<(T, Response)> {
+    ) -> ApiResult<(T, Response)>
+    where
+        T: QueuesWork + Send + 'static,
+        W: FnOnce(Arc<dyn Store>, Option<Completion<T>>) -> F,
+        F: Future<Output = StoreResult<Applied<T>>>,
+    {
         self.commit(write, Render::Ready(response)).await
     }
 
-    async fn commit<T: Produced>(self, write: Write, render: Render) -> ApiResult<(T, Response)> {
-        let store = &self.state.store;
-        let (written, response) = match self.record {
+    async fn commit<T, W, F>(self, write: W, render: Render<T>) -> ApiResult<(T, Response)>
+    where
+        T: QueuesWork,
+        W: FnOnce(Arc<dyn Store>, Option<Completion<T>>) -> F,
+        F: Future<Output = StoreResult<Applied<T>>>,
+    {
+        let store = self.state.store.clone();
+        let (value, response) = match self.record {
             None => {
-                let (written, _) = store.apply(write, None).await?;
-                let response = render.response(&written);
-                (written, Some(response))
+                let (value, _) = write(store, None).await?;
+                let response = render.response(&value);
+                (value, Some(response))
             }
             Some(owned) => {
                 let completion = Completion {
@@ -102,7 +115,7 @@ impl Commit {
                     settings: owned.settings,
                     render,
                 };
-                let applied = store.apply(write, Some(completion)).await;
+                let applied = write(store, Some(completion)).await;
                 let mut progress = owned.progress.lock().unwrap_or_else(|e| e.into_inner());
                 match applied {
                     Ok(applied) => {
@@ -117,78 +130,11 @@ impl Commit {
                 }
             }
         };
-        if written.queues_work() {
+        if value.queues_work() {
             self.state.wake.notify_one();
         }
-        let response = response.ok_or_else(|| mismatch_error(&written))?;
-        let value = T::take(written).ok_or_else(|| ApiError::Internal("write mismatch".into()))?;
+        let response = response
+            .ok_or_else(|| ApiError::Internal("a keyed write stored no response".into()))?;
         Ok((value, respond::stored(response)))
     }
-}
-
-/// What a [`Write`] produces, taken out of [`Written`] by type.
-pub trait Produced: Sized + Send + 'static {
-    /// The value, if `written` holds one of this type.
-    fn view(written: &Written) -> Option<&Self>;
-    /// The value, owned.
-    fn take(written: Written) -> Option<Self>;
-}
-
-macro_rules! produced {
-    ($($type:ty => $variant:ident),* $(,)?) => {$(
-        impl Produced for $type {
-            fn view(written: &Written) -> Option<&Self> {
-                match written {
-                    Written::$variant(value) => Some(value),
-                    _ => None,
-                }
-            }
-            fn take(written: Written) -> Option<Self> {
-                match written {
-                    Written::$variant(value) => Some(value),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-produced!(
-    Application => Application,
-    EventType => EventType,
-    Endpoint => Endpoint,
-    CreatedMessage => Message,
-    Delivery => Resent,
-    u64 => Replayed,
-    Source => Source,
-    WorkClaim => InboundClaimed,
-    InboundEvent => InboundEvent,
-    Decided => Decided,
-);
-
-impl Produced for () {
-    fn view(written: &Written) -> Option<&Self> {
-        matches!(written, Written::SecretRotated).then_some(&())
-    }
-    fn take(written: Written) -> Option<Self> {
-        matches!(written, Written::SecretRotated).then_some(())
-    }
-}
-
-/// A handler asked for another result than its write produces: a bug, answered 500.
-fn mismatch(written: &Written) -> StoredResponse {
-    tracing::error!(
-        ?written,
-        "a write produced another result than its handler renders"
-    );
-    StoredResponse {
-        status: 500,
-        headers: Vec::new(),
-        body: Vec::new(),
-        resource: None,
-    }
-}
-
-fn mismatch_error(written: &Written) -> ApiError {
-    ApiError::Internal(format!("a write produced {written:?}, not what its handler renders").into())
 }

@@ -10,9 +10,9 @@
 //! template, key), its fingerprint covers the body, the path's other parameters and the query
 //! parameters the route reads, and the
 //! operation runs at once: its write claims the key in its own store transaction
-//! ([`vow_store::Store::apply`] with a fresh claim; no read of the record first), so claim,
-//! write and stored response commit together. A key with a record rolls that write back, and the
-//! record, begun then, answers:
+//! ([`vow_store::Messages::create_message_keyed`] with a fresh claim; no read of the record
+//! first), so claim, write and stored response commit together. A key with a record rolls that
+//! write back, and the record, begun then, answers:
 //! - owner: the write commits with the rendered, stored response in ONE transaction (an
 //!   abandoned claim is taken over inside it). A business refusal on the way (404 for an
 //!   endpoint, 409 for a taken uid) is final too: stored, and replayed. A validation failure or
@@ -67,7 +67,7 @@ use vow_store::StoreError;
 
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-pub use commit::{Commit, Produced};
+pub use commit::Commit;
 use commit::{Owned, Progress};
 use in_flight::Entered;
 pub use respond::{json, problem};

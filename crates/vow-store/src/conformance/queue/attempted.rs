@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::queue::{DeliveryState, MessageStatus};
-use crate::{DeliveryStatus, EndpointFields, MessageFilter};
+use crate::{DeliveryStatus, EndpointFields, MessageCreate, MessageFilter};
 
 /// The status of each listed row, by key.
 fn statuses<'a>(
@@ -264,10 +264,7 @@ pub async fn a_message_to_one_endpoint_is_delivered_there_only(store: &dyn Backe
     let foreign = create_endpoint(store, other.id).await.id;
 
     let new = new_message(app.id, "user.created");
-    let created = store
-        .create_message_to_endpoint(new.clone(), target)
-        .await
-        .unwrap();
+    let created = create_to(store, new.clone(), target).await.unwrap();
     assert_eq!(created.deliveries, 1);
     assert_eq!(created.message.id, new.id);
     let deliveries = store.list_deliveries(app.id, new.id).await.unwrap();
@@ -277,10 +274,7 @@ pub async fn a_message_to_one_endpoint_is_delivered_there_only(store: &dyn Backe
     assert_eq!(deliveries[0].next_attempt_at, new.now);
 
     let held = new_message(app.id, "user.created");
-    store
-        .create_message_to_endpoint(held.clone(), disabled)
-        .await
-        .unwrap();
+    create_to(store, held.clone(), disabled).await.unwrap();
     let deliveries = store.list_deliveries(app.id, held.id).await.unwrap();
     assert_eq!(deliveries.len(), 1);
     assert_eq!(deliveries[0].status, DeliveryStatus::Held);
@@ -291,7 +285,7 @@ pub async fn a_message_to_one_endpoint_is_delivered_there_only(store: &dyn Backe
         (AppId::new(), target, "application"),
     ] {
         let lost = new_message(app_id, "user.created");
-        let r = store.create_message_to_endpoint(lost.clone(), ep).await;
+        let r = create_to(store, lost.clone(), ep).await;
         assert_not_found(r, what);
         let key = crate::MessageKey::Id(lost.id);
         assert_eq!(
@@ -300,6 +294,20 @@ pub async fn a_message_to_one_endpoint_is_delivered_there_only(store: &dyn Backe
             "nothing written"
         );
     }
+}
+
+/// [`crate::Messages::create_message_keyed`] to `only`, whatever its filters, without a key.
+async fn create_to(
+    store: &dyn Backend,
+    new: NewMessage,
+    only: EndpointId,
+) -> crate::StoreResult<crate::CreatedMessage> {
+    let create = MessageCreate {
+        new,
+        only: Some(only),
+        app: None,
+    };
+    Ok(store.create_message_keyed(create, None).await?.0)
 }
 
 /// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
