@@ -1,7 +1,6 @@
 //! The behaviour suite every [`crate::Store`] backend must pass.
 //!
-//! Each case is a `pub async fn case_name(store: &dyn Store)` (or `store: &dyn Backend` when it
-//! also needs the [`DeliveryQueue`]) whose name is a sentence; it drives the store through the
+//! Each case is a `pub async fn case_name(store: &dyn Store)` whose name is a sentence; it drives the store through the
 //! traits only and asserts on what is stored afterwards (rows read back, deliveries counted), not
 //! merely on `Ok`. [`conformance_suite!`](crate::conformance_suite) expands into one
 //! `#[tokio::test]` per case for a backend, given an async expression that builds a fresh, empty,
@@ -70,22 +69,11 @@ pub use messages::*;
 pub use queue::*;
 pub use settings::*;
 
-use crate::{DeliveryQueue, Store};
-
-/// What the suite runs against: a store that is also a delivery queue. Every backend type that
-/// implements both traits is one (blanket impl), so a backend passes `&store` and it coerces to
-/// `&dyn Backend` (queue cases) or `&dyn Store` (the others). Queue cases hand `store` to helpers
-/// taking `&dyn Store` through trait upcasting.
-pub trait Backend: Store + DeliveryQueue {}
-
-impl<T: Store + DeliveryQueue> Backend for T {}
-
 /// Instantiates the conformance suite for a backend: one
 /// `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per case, named after it.
 ///
 /// The argument is an expression evaluating to a future of `(store, guard)`: `store` is any type
-/// implementing [`Store`](crate::Store) and [`DeliveryQueue`](crate::DeliveryQueue) (so
-/// [`Backend`]), fresh and migrated; `guard` is whatever must live until the test ends (a
+/// implementing [`Store`](crate::Store) (every trait of the store), fresh and migrated; `guard` is whatever must live until the test ends (a
 /// temporary directory, a throwaway database, or `()`). It is evaluated once per
 /// case; the store is dropped before the guard. The calling crate needs `tokio` (features
 /// `macros`, `rt-multi-thread`) among its dev-dependencies.

@@ -13,12 +13,6 @@ use crate::inbound::{
 };
 use crate::{InboundStore, Order, Seek, Store, StoreError};
 
-/// What the inbound cases run against: a store that is also an [`InboundStore`] (every backend,
-/// by the blanket impl).
-pub trait InboundBackend: Store + InboundStore {}
-
-impl<T: Store + InboundStore> InboundBackend for T {}
-
 /// GitHub-like fields with one secret and one destination.
 pub(super) fn fields(description: &str) -> SourceFields {
     SourceFields {
@@ -110,7 +104,7 @@ pub(super) fn received(claim: Claim) -> InboundEvent {
 
 /// A source reads back by id and by token, updates replace its fields but not its token, and
 /// deleting it takes its events and rejections along.
-pub async fn a_source_round_trips_updates_and_deletes_with_its_events(store: &dyn InboundBackend) {
+pub async fn a_source_round_trips_updates_and_deletes_with_its_events(store: &dyn Store) {
     let new = new_source("GitHub");
     let created = store.create_source(new.clone()).await.unwrap();
     assert_eq!((created.id, &created.fields), (new.id, &new.fields));
@@ -170,7 +164,7 @@ pub async fn a_source_round_trips_updates_and_deletes_with_its_events(store: &dy
 }
 
 /// Sources are listed by id, a page at a time, in both directions.
-pub async fn sources_page_through_in_both_directions_without_gaps(store: &dyn InboundBackend) {
+pub async fn sources_page_through_in_both_directions_without_gaps(store: &dyn Store) {
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(create_source_named(store, &format!("s{i}")).await);
@@ -190,7 +184,7 @@ async fn create_source_named(store: &dyn InboundStore, description: &str) -> Str
 
 /// Fifty concurrent claims of one event id with one payload store exactly one row; the others
 /// are duplicates of it, and it counts them.
-pub async fn concurrent_claims_of_one_event_id_store_exactly_one_row(store: &dyn InboundBackend) {
+pub async fn concurrent_claims_of_one_event_id_store_exactly_one_row(store: &dyn Store) {
     let source = create_source(store).await;
     let claims = (0..50)
         .map(|_| store.claim_inbound(delivery(source.id, Some("evt-1"), b"{\"a\":1}")))
@@ -218,7 +212,7 @@ pub async fn concurrent_claims_of_one_event_id_store_exactly_one_row(store: &dyn
 /// The same id with another payload is stored as its own quarantined row pointing at the
 /// claim; that payload again is a duplicate of the quarantined row; another account or another
 /// source may use the id freely.
-pub async fn a_reused_id_with_another_payload_is_quarantined_once(store: &dyn InboundBackend) {
+pub async fn a_reused_id_with_another_payload_is_quarantined_once(store: &dyn Store) {
     let source = create_source(store).await;
     let claim = claim_new(store, delivery(source.id, Some("evt-1"), b"one")).await;
     let changed = delivery(source.id, Some("evt-1"), b"two");
@@ -260,7 +254,7 @@ pub async fn a_reused_id_with_another_payload_is_quarantined_once(store: &dyn In
 
 /// Deliveries without an event id are each stored, identical bodies included: a body hash is
 /// not an identity.
-pub async fn events_without_an_id_are_never_deduplicated(store: &dyn InboundBackend) {
+pub async fn events_without_an_id_are_never_deduplicated(store: &dyn Store) {
     let source = create_source(store).await;
     let claims = (0..3)
         .map(|_| store.claim_inbound(delivery(source.id, None, b"same")))
@@ -274,7 +268,7 @@ pub async fn events_without_an_id_are_never_deduplicated(store: &dyn InboundBack
 
 /// An event's payload bytes (not UTF-8 here) and headers come back exactly; the listing leaves
 /// content out and pages newest first.
-pub async fn an_event_keeps_its_exact_bytes_headers_and_pointers(store: &dyn InboundBackend) {
+pub async fn an_event_keeps_its_exact_bytes_headers_and_pointers(store: &dyn Store) {
     let source = create_source(store).await;
     let payload = [0xff, 0x00, b'{', 0xfe];
     let new = NewInboundEvent {
@@ -322,7 +316,7 @@ pub async fn an_event_keeps_its_exact_bytes_headers_and_pointers(store: &dyn Inb
 
 /// Releasing a quarantined event makes it `received`, discarding makes it `discarded`; either
 /// happens once, and only to a quarantined event.
-pub async fn a_quarantined_event_is_released_or_discarded_once(store: &dyn InboundBackend) {
+pub async fn a_quarantined_event_is_released_or_discarded_once(store: &dyn Store) {
     let source = create_source(store).await;
     let claim = claim_new(store, delivery(source.id, Some("evt-1"), b"one")).await;
     let mut quarantined = Vec::new();
@@ -377,7 +371,7 @@ fn rejection(source: SourceId, secs: i64) -> NewRejection {
 
 /// Rejections are recorded as given and listed newest first; one for a missing source is
 /// `NotFound`.
-pub async fn rejections_are_recorded_and_listed_per_source(store: &dyn InboundBackend) {
+pub async fn rejections_are_recorded_and_listed_per_source(store: &dyn Store) {
     let source = create_source(store).await;
     let other = create_source(store).await;
     let first = rejection(source.id, 1);
@@ -398,7 +392,7 @@ pub async fn rejections_are_recorded_and_listed_per_source(store: &dyn InboundBa
 
 /// Retention removes old payloads and headers and old rejections, a batch at a time, but keeps
 /// the events, so an old id still deduplicates.
-pub async fn purging_removes_old_content_but_keeps_the_claims(store: &dyn InboundBackend) {
+pub async fn purging_removes_old_content_but_keeps_the_claims(store: &dyn Store) {
     let source = create_source(store).await;
     let mut old = Vec::new();
     for i in 0..3 {
@@ -443,7 +437,7 @@ pub async fn purging_removes_old_content_but_keeps_the_claims(store: &dyn Inboun
 /// A source created through [`crate::inbound::Sources::create_source_keyed`] commits with its
 /// idempotency record; a fenced
 /// create writes nothing.
-pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn InboundBackend) {
+pub async fn an_idempotent_source_create_commits_with_its_record(store: &dyn Store) {
     let scope = Scope {
         principal: "admin".into(),
         application: None,

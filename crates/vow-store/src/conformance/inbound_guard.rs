@@ -1,11 +1,12 @@
 //! Cases about the replay guard ([`crate::inbound::replay_guard`]) and operators' decisions
 //! per destination ([`crate::inbound::decisions`]).
 
-use super::inbound::{claim_new, create_source, delivery, events, InboundBackend};
+use super::inbound::{claim_new, create_source, delivery, events};
 use super::inbound_work::{claim, destination, record, result, source_with};
 use super::support::*;
 use crate::inbound::processing::{Consumer, NextTry, Outcome, Resolution};
 use crate::inbound::{Claim, InboundState, NewInboundEvent, ReplayGuard};
+use crate::Store;
 use crate::StoreError;
 
 /// A delivery of `payload` under `id` at `t(secs)`, guarded with a 60 s window.
@@ -24,7 +25,7 @@ fn guarded(source: crate::inbound::Source, id: &str, secs: i64) -> NewInboundEve
 /// was accepted as; a repeated id is still a duplicate; refusals do not move the window; at
 /// its end the content is accepted again; another source, or no guard, accepts it.
 pub async fn a_replay_guard_refuses_seen_content_under_a_new_id_within_its_window(
-    store: &dyn InboundBackend,
+    store: &dyn Store,
 ) {
     let source = create_source(store).await;
     let first = claim_new(store, guarded(source.clone(), "g-1", 10)).await;
@@ -60,7 +61,7 @@ pub async fn a_replay_guard_refuses_seen_content_under_a_new_id_within_its_windo
 }
 
 /// Fifty concurrent deliveries of one content under fifty ids: one event.
-pub async fn concurrent_replays_under_new_ids_store_one_event(store: &dyn InboundBackend) {
+pub async fn concurrent_replays_under_new_ids_store_one_event(store: &dyn Store) {
     let source = create_source(store).await;
     let claims = (0..50)
         .map(|i| store.claim_inbound(guarded(source.clone(), &format!("c-{i}"), 10)))
@@ -80,7 +81,7 @@ pub async fn concurrent_replays_under_new_ids_store_one_event(store: &dyn Inboun
 /// An event dead-lettered at one destination and uncertain at another: replay requeues the
 /// first only (the event is due, owed only there), resolve settles the second only; naming
 /// a destination in another state, or deciding while the event is processed, is a conflict.
-pub async fn replay_and_resolve_act_on_each_destination_on_its_own(store: &dyn InboundBackend) {
+pub async fn replay_and_resolve_act_on_each_destination_on_its_own(store: &dyn Store) {
     let (dead, unsure) = (
         destination("https://a.example", false),
         destination("https://b.example", false),

@@ -3,9 +3,10 @@
 //! transaction or not at all, a key with a record rolls the claim back (nothing leased), and a
 //! pull consumer's outcome under a lost lease is a `Conflict` that leaves no record.
 
+use crate::Store;
 use vow_idempotency::IdempotencyKey;
 
-use super::inbound::{claim_new, delivery, fields, InboundBackend};
+use super::inbound::{claim_new, delivery, fields};
 use super::support::*;
 use crate::idempotency::{
     Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse,
@@ -63,9 +64,7 @@ fn pull(source: crate::inbound::Source, secs: i64) -> WorkRequest {
 
 /// A keyed pull claim commits with its record (a begin then replays it); the key claimed again
 /// is fenced and leases nothing; an outcome under a lost lease is `Conflict` and leaves no record.
-pub async fn a_keyed_pull_claim_commits_with_its_record_or_leases_nothing(
-    store: &dyn InboundBackend,
-) {
+pub async fn a_keyed_pull_claim_commits_with_its_record_or_leases_nothing(store: &dyn Store) {
     let new = NewSource {
         id: vow_core::SourceId::new(),
         token: "token-keyed".into(),

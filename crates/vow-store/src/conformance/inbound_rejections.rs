@@ -2,11 +2,12 @@
 //! refusals, so a source keeps only its newest `keep` rejection rows (a ring overwritten in
 //! place) while its counts by reason stay exact.
 
+use crate::Store;
 use std::collections::HashSet;
 
 use vow_core::RejectionId;
 
-use super::inbound::{create_source, InboundBackend};
+use super::inbound::create_source;
 use super::support::*;
 use crate::inbound::{NewRejection, RejectionCount};
 use crate::InboundStore;
@@ -40,7 +41,7 @@ fn count(reason: &str, count: u64, first: i64, last: i64) -> RejectionCount {
 /// `keep + k` rejections leave exactly the newest `keep` rows, and exact counts by reason
 /// (with first and last seen); another source is unaffected; a lowered `keep` drops the
 /// slots beyond it.
-pub async fn the_rejection_log_keeps_the_newest_rows_and_exact_counts(store: &dyn InboundBackend) {
+pub async fn the_rejection_log_keeps_the_newest_rows_and_exact_counts(store: &dyn Store) {
     const KEEP: u32 = 5;
     let source = create_source(store).await;
     let other = create_source(store).await;
@@ -90,9 +91,7 @@ pub async fn the_rejection_log_keeps_the_newest_rows_and_exact_counts(store: &dy
 
 /// Forty concurrent rejections of one source take forty ring positions: with room for all,
 /// forty rows; with room for eight, eight; the count is forty either way.
-pub async fn concurrent_rejections_are_each_counted_and_the_log_stays_bounded(
-    store: &dyn InboundBackend,
-) {
+pub async fn concurrent_rejections_are_each_counted_and_the_log_stays_bounded(store: &dyn Store) {
     for keep in [64, 8] {
         let source = create_source(store).await;
         let records = (0..40)

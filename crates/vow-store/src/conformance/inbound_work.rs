@@ -3,9 +3,10 @@
 //! and replay, expired leases (uncertain, or retried for an idempotent destination), operators'
 //! resolutions, and ordering by version with superseded events.
 
+use crate::Store;
 use vow_core::{DestinationId, InboundEventId, SourceId};
 
-use super::inbound::{claim_new, delivery, fields, InboundBackend};
+use super::inbound::{claim_new, delivery, fields};
 use super::support::*;
 use crate::inbound::processing::{
     ClaimedEvent, Consumer, DestinationResult, LeaseToken, NextTry, Outcome, Resolution, WorkClaim,
@@ -117,9 +118,7 @@ fn versioned(
 /// A push claim takes the due events of sources with destinations (with their content and
 /// the destinations owed), leased; a pull claim takes only its own source's; nothing is
 /// claimed twice, and a released quarantined event is due.
-pub async fn push_and_pull_claims_take_their_own_sources_events_under_a_lease(
-    store: &dyn InboundBackend,
-) {
+pub async fn push_and_pull_claims_take_their_own_sources_events_under_a_lease(store: &dyn Store) {
     let dest = destination("https://a.example/in", false);
     let push = source_with(store, vec![dest.clone()]).await;
     let pull = source_with(store, Vec::new()).await;
@@ -182,9 +181,7 @@ pub async fn push_and_pull_claims_take_their_own_sources_events_under_a_lease(
 
 /// Each destination's outcome is kept; a retry goes only to the destinations still owed the
 /// event, when it is due; the event ends `completed` once all confirmed.
-pub async fn a_retry_reaches_only_the_destinations_still_owed_the_event(
-    store: &dyn InboundBackend,
-) {
+pub async fn a_retry_reaches_only_the_destinations_still_owed_the_event(store: &dyn Store) {
     let (a, b) = (
         destination("https://a.example", false),
         destination("https://b.example", false),
@@ -250,9 +247,7 @@ pub async fn a_retry_reaches_only_the_destinations_still_owed_the_event(
 /// Out of attempts, a retryable outcome is dead-lettered (a rejection stays rejected); replay
 /// forgets those outcomes and makes the event due again with fresh attempts; replaying an
 /// event that is not dead-lettered or rejected is a conflict.
-pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(
-    store: &dyn InboundBackend,
-) {
+pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(store: &dyn Store) {
     let (a, b) = (
         destination("https://a.example", false),
         destination("https://b.example", false),
@@ -320,9 +315,7 @@ pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(
 /// A lease that ran out settles each destination still owed the event: `uncertain`, or
 /// `retryable` (claimed again at once) when it is idempotent. The stale holder can no longer
 /// record; an operator resolves what is uncertain.
-pub async fn an_expired_lease_is_uncertain_unless_the_destination_is_idempotent(
-    store: &dyn InboundBackend,
-) {
+pub async fn an_expired_lease_is_uncertain_unless_the_destination_is_idempotent(store: &dyn Store) {
     let (plain, safe) = (
         destination("https://a.example", false),
         destination("https://b.example", true),
@@ -417,9 +410,7 @@ pub async fn an_expired_lease_is_uncertain_unless_the_destination_is_idempotent(
 
 /// A pull consumer claims the oldest events first, at most the limit, completes and fails
 /// them under its lease; a pull lease that runs out is uncertain.
-pub async fn a_pull_consumer_claims_completes_and_fails_under_its_lease(
-    store: &dyn InboundBackend,
-) {
+pub async fn a_pull_consumer_claims_completes_and_fails_under_its_lease(store: &dyn Store) {
     let source = source_with(store, Vec::new()).await;
     let mut events = Vec::new();
     for (n, id) in ["a", "b", "c"].into_iter().enumerate() {
@@ -495,9 +486,7 @@ pub async fn a_pull_consumer_claims_completes_and_fails_under_its_lease(
 /// order; an event not newer than its entity's mark is `superseded` (not claimed), also when
 /// it arrives after a newer one (a delete's mark stays as a tombstone); other entities and
 /// events without a version are not held back.
-pub async fn older_versions_of_an_entity_are_superseded_and_one_runs_at_a_time(
-    store: &dyn InboundBackend,
-) {
+pub async fn older_versions_of_an_entity_are_superseded_and_one_runs_at_a_time(store: &dyn Store) {
     let dest = destination("https://a.example", false);
     let source = source_with(store, vec![dest.clone()]).await;
     let a2 = claim_new(store, versioned(source.id, "a2", "cus_a", "2", 10)).await;
@@ -552,7 +541,7 @@ pub async fn older_versions_of_an_entity_are_superseded_and_one_runs_at_a_time(
 
 /// Renewing a held lease keeps the event from being settled as expired; a token that is not
 /// the holder's renews nothing.
-pub async fn renewing_an_inbound_lease_keeps_it_held(store: &dyn InboundBackend) {
+pub async fn renewing_an_inbound_lease_keeps_it_held(store: &dyn Store) {
     let source = source_with(store, vec![destination("https://a.example", false)]).await;
     let event = claim_new(store, delivery(source.id, Some("e-1"), b"{}")).await;
     let c = claim(store, Consumer::Push, 20).await.claimed.remove(0);

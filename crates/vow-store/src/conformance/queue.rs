@@ -58,11 +58,11 @@ pub use outcomes::*;
 pub use replay::*;
 pub use retention::*;
 
+use crate::Store;
 use chrono::{DateTime, Duration, Utc};
 use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 
 use super::support::*;
-use super::Backend;
 use crate::queue::{
     Attempt, AttemptFilter, AttemptOutcome, AttemptTrigger, ClaimRequest, ClaimedDelivery,
     EndpointRoom, NewAttempt, NextState, Recorded,
@@ -83,7 +83,7 @@ pub(crate) fn claim_at(now: DateTime<Utc>, limit: usize) -> ClaimRequest {
 }
 
 /// Claims at `t(secs)`, at most 100.
-pub(crate) async fn claim(store: &dyn Backend, secs: i64) -> Vec<ClaimedDelivery> {
+pub(crate) async fn claim(store: &dyn Store, secs: i64) -> Vec<ClaimedDelivery> {
     store
         .claim_deliveries(&claim_at(t(secs), 100))
         .await
@@ -96,13 +96,13 @@ pub(crate) fn claimed_messages(claimed: &[ClaimedDelivery]) -> Vec<MessageId> {
 }
 
 /// Creates a message of `app` at `t(secs)` (so its deliveries are due then); returns its id.
-pub(crate) async fn message_at(store: &dyn Backend, app: AppId, secs: i64) -> MessageId {
+pub(crate) async fn message_at(store: &dyn Store, app: AppId, secs: i64) -> MessageId {
     message_of_type(store, app, secs, "user.created").await
 }
 
 /// As [`message_at`], with an event type.
 pub(crate) async fn message_of_type(
-    store: &dyn Backend,
+    store: &dyn Store,
     app: AppId,
     secs: i64,
     event_type: &str,
@@ -121,7 +121,7 @@ pub(crate) async fn message_of_type(
 
 /// The delivery of `msg` to `ep`.
 pub(crate) async fn delivery(
-    store: &dyn Backend,
+    store: &dyn Store,
     app: AppId,
     msg: MessageId,
     ep: EndpointId,
@@ -171,7 +171,7 @@ pub(crate) fn outcome(
 }
 
 /// Records `outcomes` with a `disable_after` of 3.
-pub(crate) async fn record(store: &dyn Backend, outcomes: Vec<AttemptOutcome>) -> Vec<Recorded> {
+pub(crate) async fn record(store: &dyn Store, outcomes: Vec<AttemptOutcome>) -> Vec<Recorded> {
     store
         .record_attempts(outcomes, 3)
         .await
@@ -187,7 +187,7 @@ pub(crate) fn dead_letter(reason: &str) -> NextState {
 }
 
 /// The attempts of a message, oldest id first.
-pub(crate) async fn attempts_of(store: &dyn Backend, app: AppId, msg: MessageId) -> Vec<Attempt> {
+pub(crate) async fn attempts_of(store: &dyn Store, app: AppId, msg: MessageId) -> Vec<Attempt> {
     let filter = AttemptFilter {
         msg_id: Some(msg),
         ..AttemptFilter::default()
@@ -206,7 +206,7 @@ pub(crate) const STORED: Recorded = Recorded::Stored {
 
 /// Claims, at `t(secs)`, the due deliveries to every endpoint but `skip`.
 pub(crate) async fn claim_skipping(
-    store: &dyn Backend,
+    store: &dyn Store,
     secs: i64,
     skip: &[EndpointId],
 ) -> Vec<ClaimedDelivery> {
@@ -218,7 +218,7 @@ pub(crate) async fn claim_skipping(
 }
 
 /// Records `outcomes` with auto-disabling off.
-pub(crate) async fn record_all(store: &dyn Backend, outcomes: Vec<AttemptOutcome>) {
+pub(crate) async fn record_all(store: &dyn Store, outcomes: Vec<AttemptOutcome>) {
     let n = outcomes.len();
     let results = store.record_attempts(outcomes, 0).await.unwrap();
     assert_eq!(results, vec![STORED; n]);
@@ -228,7 +228,7 @@ pub(crate) async fn record_all(store: &dyn Backend, outcomes: Vec<AttemptOutcome
 /// delivery at `t(at)`, retrying them at `t(retry)`; returns the attempts written, in claim
 /// order. Each attempt of the round starts one second after the previous one.
 pub(crate) async fn round(
-    store: &dyn Backend,
+    store: &dyn Store,
     at: i64,
     started: i64,
     status: u16,
@@ -277,7 +277,7 @@ pub(crate) fn ids_where(attempts: &[Attempt], keep: impl Fn(&Attempt) -> bool) -
     ids
 }
 
-pub(crate) async fn listed(store: &dyn Backend, app: AppId, filter: AttemptFilter) -> Vec<String> {
+pub(crate) async fn listed(store: &dyn Store, app: AppId, filter: AttemptFilter) -> Vec<String> {
     let seek = Seek::for_iterator(None, Order::Ascending, 1000);
     let rows = store.list_attempts(app, &filter, &seek).await.unwrap();
     rows.into_iter().map(|a| a.id.to_string()).collect()

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::queue::{DeliveryState, MessageStatus};
+use crate::Store;
 use crate::{DeliveryStatus, EndpointFields, MessageCreate, MessageFilter};
 
 /// The status of each listed row, by key.
@@ -16,7 +17,7 @@ fn statuses<'a>(
 /// is not a destination. Listed by endpoint id, in pages, and only through the message's own
 /// application.
 pub async fn attempted_destinations_are_the_messages_endpoints_with_their_status(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let other = create_app(store, "Other").await;
@@ -120,7 +121,7 @@ pub async fn attempted_destinations_are_the_messages_endpoints_with_their_status
 /// by status, event type, channel and time; only the endpoint's own and only through its
 /// application.
 pub async fn attempted_messages_are_an_endpoints_messages_filtered_by_status_and_fields(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let other = create_app(store, "Other").await;
@@ -247,7 +248,7 @@ pub async fn attempted_messages_are_an_endpoints_messages_filtered_by_status_and
 /// A message to one endpoint gets exactly one delivery, there, whatever the endpoint's filters
 /// (held when it is disabled); another application's endpoint or a missing application is
 /// `NotFound` and writes nothing.
-pub async fn a_message_to_one_endpoint_is_delivered_there_only(store: &dyn Backend) {
+pub async fn a_message_to_one_endpoint_is_delivered_there_only(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let other = create_app(store, "Other").await;
     let everything = create_endpoint(store, app.id).await.id;
@@ -298,7 +299,7 @@ pub async fn a_message_to_one_endpoint_is_delivered_there_only(store: &dyn Backe
 
 /// [`crate::Messages::create_message_keyed`] to `only`, whatever its filters, without a key.
 async fn create_to(
-    store: &dyn Backend,
+    store: &dyn Store,
     new: NewMessage,
     only: EndpointId,
 ) -> crate::StoreResult<crate::CreatedMessage> {

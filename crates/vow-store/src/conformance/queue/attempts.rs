@@ -1,5 +1,6 @@
 //! Cases about listing attempts: filters, paging, and isolation between applications.
 
+use crate::Store;
 use vow_core::AttemptId;
 
 use super::*;
@@ -8,7 +9,7 @@ use crate::queue::{AttemptFilter, NextState};
 /// Attempts list by message and by endpoint, page through without gaps in both directions,
 /// and filter by success, status code and start time (strictly before / after).
 pub async fn attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filters(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let a = create_endpoint(store, app.id).await.id;
@@ -151,7 +152,7 @@ pub async fn attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filt
 
 /// Application B sees none of A's attempts, whatever it filters on; an attempt read through the
 /// wrong application or message is not there, and cannot be expunged that way.
-pub async fn attempts_are_invisible_through_another_application(store: &dyn Backend) {
+pub async fn attempts_are_invisible_through_another_application(store: &dyn Store) {
     let a = create_app(store, "A").await;
     let b = create_app(store, "B").await;
     let ep_a = create_endpoint(store, a.id).await.id;

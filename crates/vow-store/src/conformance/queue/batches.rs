@@ -17,7 +17,7 @@ async fn endpoint_now(store: &dyn Store, app: AppId, ep: EndpointId) -> Endpoint
 /// A lease records once: the same lease named again later in the batch is `LeaseLost` and
 /// writes nothing, and so is an outcome carrying a token that is not the lease's, which leaves
 /// the real lease in place.
-pub async fn a_batch_records_each_lease_once_and_only_under_its_token(store: &dyn Backend) {
+pub async fn a_batch_records_each_lease_once_and_only_under_its_token(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
     let m1 = message_at(store, app.id, 10).await;
@@ -69,7 +69,7 @@ pub async fn a_batch_records_each_lease_once_and_only_under_its_token(store: &dy
 /// Consecutive dead-letters are counted in the batch's order: dead, delivered (a reset), dead,
 /// dead is two in a row, under a threshold of 3; the next one disables the endpoint (a change:
 /// `updated_at` grows) and holds its waiting delivery.
-pub async fn dead_letters_in_one_batch_are_counted_in_its_order(store: &dyn Backend) {
+pub async fn dead_letters_in_one_batch_are_counted_in_its_order(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await;
     let mut ms = Vec::new();
@@ -126,7 +126,7 @@ pub async fn dead_letters_in_one_batch_are_counted_in_its_order(store: &dyn Back
 /// A dead-letter that disables the endpoint by itself (410 Gone) does so with auto-disabling off
 /// (`disable_after` 0); a second one in the same batch is stored and reports nothing.
 pub async fn a_gone_endpoint_is_disabled_with_auto_disabling_off_and_reported_once_per_batch(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;

@@ -1,5 +1,6 @@
 //! Cases about claiming: which deliveries a claim takes and in what order, and what it carries.
 
+use crate::Store;
 use std::collections::{HashMap, HashSet};
 
 use super::*;
@@ -10,9 +11,7 @@ use crate::{
 
 /// A claim takes pending deliveries that are due (`next_attempt_at <= now`) and not leased,
 /// earliest first, at most `limit`; held, leased, finished and future ones stay where they are.
-pub async fn a_claim_takes_only_due_pending_unleased_deliveries_earliest_first(
-    store: &dyn Backend,
-) {
+pub async fn a_claim_takes_only_due_pending_unleased_deliveries_earliest_first(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await;
     let off = EndpointFields {
@@ -75,7 +74,7 @@ pub async fn a_claim_takes_only_due_pending_unleased_deliveries_earliest_first(
 }
 
 /// `EndpointRoom::skipping` leaves those endpoints' deliveries for a later claim.
-pub async fn a_claim_skips_the_endpoints_it_is_told_to_skip(store: &dyn Backend) {
+pub async fn a_claim_skips_the_endpoints_it_is_told_to_skip(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let a = create_endpoint(store, app.id).await.id;
     let b = create_endpoint(store, app.id).await.id;
@@ -100,7 +99,7 @@ pub async fn a_claim_skips_the_endpoints_it_is_told_to_skip(store: &dyn Backend)
 /// Each endpoint gets at most its room (`default`, or its own in `except`); an endpoint without
 /// room and with a long backlog holds no one else back; the endpoint that has waited longest is
 /// served first.
-pub async fn a_claim_gives_each_endpoint_at_most_its_room(store: &dyn Backend) {
+pub async fn a_claim_gives_each_endpoint_at_most_its_room(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let busy = create_endpoint(store, app.id).await.id;
     let a = create_endpoint(store, app.id).await.id;
@@ -162,9 +161,7 @@ pub async fn a_claim_gives_each_endpoint_at_most_its_room(store: &dyn Backend) {
 /// A claimed delivery carries the event type, the payload verbatim, and the endpoint as it is
 /// at claim time: URL, headers, throttle, `DeliveryOptions`, `updated_at`, and every secret
 /// valid then (two during a rotation's grace period, current first).
-pub async fn a_claim_carries_the_payload_the_event_type_and_the_endpoint_target(
-    store: &dyn Backend,
-) {
+pub async fn a_claim_carries_the_payload_the_event_type_and_the_endpoint_target(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let options = DeliveryOptions {
         signature_style: vow_core::SignatureStyle::SeedSha256,
@@ -251,7 +248,7 @@ pub async fn a_claim_carries_the_payload_the_event_type_and_the_endpoint_target(
 
 /// A payload whose `payload_expires_at` has come (`<= now`) or that was expunged is claimed as
 /// `None`; the event type is still there.
-pub async fn an_expired_or_expunged_payload_is_claimed_as_none(store: &dyn Backend) {
+pub async fn an_expired_or_expunged_payload_is_claimed_as_none(store: &dyn Store) {
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     let at = |expires: i64| NewMessage {
@@ -280,7 +277,7 @@ pub async fn an_expired_or_expunged_payload_is_claimed_as_none(store: &dyn Backe
 }
 
 /// A claim with a `limit` of 0 takes nothing and leases nothing, even with deliveries due.
-pub async fn a_claim_with_a_limit_of_zero_takes_nothing(store: &dyn Backend) {
+pub async fn a_claim_with_a_limit_of_zero_takes_nothing(store: &dyn Store) {
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     let m = message_at(store, app.id, 10).await;

@@ -1,6 +1,7 @@
 //! Cases about leases: claims in flight at once, take-over after expiry and fencing by token,
 //! renewal, and `next_due`.
 
+use crate::Store;
 use std::collections::HashSet;
 
 use chrono::Duration;
@@ -10,7 +11,7 @@ use crate::queue::{ClaimRequest, LeaseToken, NextState};
 use crate::{DeliveryStatus, EndpointFields};
 
 /// Many claims in flight at once: no delivery is handed out twice, and every one is handed out.
-pub async fn concurrent_claims_never_return_the_same_delivery(store: &dyn Backend) {
+pub async fn concurrent_claims_never_return_the_same_delivery(store: &dyn Store) {
     let app = create_app(store, "App").await;
     for _ in 0..4 {
         create_endpoint(store, app.id).await;
@@ -63,7 +64,7 @@ pub async fn concurrent_claims_never_return_the_same_delivery(store: &dyn Backen
 /// token is then `LeaseLost` and writes nothing, while the new owner's record lands. Fencing is
 /// by token: a record whose lease expired but was not taken over still lands.
 pub async fn an_expired_lease_is_taken_over_and_the_old_owner_can_no_longer_record(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
@@ -132,7 +133,7 @@ pub async fn an_expired_lease_is_taken_over_and_the_old_owner_can_no_longer_reco
 
 /// A renewed lease keeps the delivery from other claims until the new end; only the current
 /// token renews.
-pub async fn renewing_a_lease_keeps_the_delivery_from_being_claimed(store: &dyn Backend) {
+pub async fn renewing_a_lease_keeps_the_delivery_from_being_claimed(store: &dyn Store) {
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     let m1 = message_at(store, app.id, 10).await;
@@ -181,7 +182,7 @@ pub async fn renewing_a_lease_keeps_the_delivery_from_being_claimed(store: &dyn 
 
 /// `next_due` is when a claim could next take something: the earliest `next_attempt_at` of an
 /// unleased pending delivery, or the end of a lease; held and finished deliveries do not count.
-pub async fn next_due_is_the_earliest_time_a_claim_can_take_something(store: &dyn Backend) {
+pub async fn next_due_is_the_earliest_time_a_claim_can_take_something(store: &dyn Store) {
     assert_eq!(store.next_due().await.unwrap(), None, "an empty store");
     let app = create_app(store, "App").await;
     let off = EndpointFields {
@@ -227,7 +228,7 @@ pub async fn next_due_is_the_earliest_time_a_claim_can_take_something(store: &dy
 
 /// A lease that ends before the next pending delivery is due is what `next_due` reports; once
 /// it is taken over under a longer lease, the pending delivery's due time is.
-pub async fn next_due_is_a_lease_end_that_comes_before_the_next_due_delivery(store: &dyn Backend) {
+pub async fn next_due_is_a_lease_end_that_comes_before_the_next_due_delivery(store: &dyn Store) {
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     let first = message_at(store, app.id, 10).await;

@@ -1,6 +1,7 @@
 //! Cases about what operators do besides replay: resend one delivery, count an endpoint's
 //! deliveries by state.
 
+use crate::Store;
 use chrono::Duration;
 
 use super::*;
@@ -10,7 +11,7 @@ use crate::DeliveryStatus;
 /// Resending a dead-lettered delivery makes it pending, due now, with a fresh run (attempts and
 /// client errors 0, no reason) and ends any lease; resending to an endpoint the message never
 /// went to writes a new pending delivery.
-pub async fn resend_resets_an_existing_delivery_and_creates_a_missing_one(store: &dyn Backend) {
+pub async fn resend_resets_an_existing_delivery_and_creates_a_missing_one(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
     let m = message_at(store, app.id, 10).await;
@@ -83,7 +84,7 @@ pub async fn resend_resets_an_existing_delivery_and_creates_a_missing_one(store:
 
 /// Resend checks the message, then the endpoint, within the application, and writes nothing
 /// when either is missing.
-pub async fn resend_of_a_missing_message_or_endpoint_is_not_found(store: &dyn Backend) {
+pub async fn resend_of_a_missing_message_or_endpoint_is_not_found(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let other = create_app(store, "Other").await;
     let ep = create_endpoint(store, app.id).await.id;
@@ -109,7 +110,7 @@ pub async fn resend_of_a_missing_message_or_endpoint_is_not_found(store: &dyn Ba
 
 /// Stats count an endpoint's deliveries created in `[since, until)` by state at `now`:
 /// delivered, pending (held and expired leases included), sending (leased now), failed.
-pub async fn endpoint_stats_count_deliveries_by_state_within_the_window(store: &dyn Backend) {
+pub async fn endpoint_stats_count_deliveries_by_state_within_the_window(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
     let other = create_endpoint(store, app.id).await.id;

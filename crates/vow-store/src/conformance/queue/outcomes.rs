@@ -7,7 +7,7 @@ use crate::queue::{AttemptTrigger, ClaimRequest, NextState};
 use crate::{DeliveryStatus, EndpointKey, Store};
 
 /// Claims the earliest due delivery at `t(secs)`.
-async fn claim_one(store: &dyn Backend, secs: i64) -> ClaimedDelivery {
+async fn claim_one(store: &dyn Store, secs: i64) -> ClaimedDelivery {
     let claimed = store.claim_deliveries(&claim_at(t(secs), 1)).await.unwrap();
     claimed.into_iter().next().expect("a due delivery")
 }
@@ -23,7 +23,7 @@ const DISABLED: Recorded = Recorded::Stored {
 
 /// `Delivered` stores the attempt row with every field, counts the attempt, keeps its status
 /// and ends the lease; the delivery is never claimed again.
-pub async fn a_delivered_outcome_stores_the_attempt_and_finishes_the_delivery(store: &dyn Backend) {
+pub async fn a_delivered_outcome_stores_the_attempt_and_finishes_the_delivery(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
     let m = message_at(store, app.id, 10).await;
@@ -70,7 +70,7 @@ pub async fn a_delivered_outcome_stores_the_attempt_and_finishes_the_delivery(st
 
 /// `RetryAt` makes the delivery pending again at the given time with the given client-error
 /// count; `last_status` follows the attempt (`None` for one without a response).
-pub async fn a_retry_outcome_reschedules_the_delivery_with_its_counters(store: &dyn Backend) {
+pub async fn a_retry_outcome_reschedules_the_delivery_with_its_counters(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
     let m = message_at(store, app.id, 10).await;
@@ -115,7 +115,7 @@ pub async fn a_retry_outcome_reschedules_the_delivery_with_its_counters(store: &
 
 /// `DeadLetter` keeps the reason and the last status; without an attempt row (an expired
 /// payload) the attempts counter and last status stay as they were.
-pub async fn a_dead_letter_keeps_its_reason_and_last_status(store: &dyn Backend) {
+pub async fn a_dead_letter_keeps_its_reason_and_last_status(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
     let m1 = message_at(store, app.id, 10).await;
@@ -161,7 +161,7 @@ pub async fn a_dead_letter_keeps_its_reason_and_last_status(store: &dyn Backend)
 
 /// `Hold` (the endpoint was disabled when the worker got to it) puts the delivery back to held
 /// with no attempt row and no attempt counted.
-pub async fn a_hold_puts_the_delivery_back_to_held_without_an_attempt(store: &dyn Backend) {
+pub async fn a_hold_puts_the_delivery_back_to_held_without_an_attempt(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
     let m = message_at(store, app.id, 10).await;
@@ -182,7 +182,7 @@ pub async fn a_hold_puts_the_delivery_back_to_held_without_an_attempt(store: &dy
 /// flip), a delivered one in between resets the count, its waiting deliveries go to held while
 /// leased ones stay with their worker, re-enabling starts a fresh count, and 0 never disables.
 pub async fn an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letters(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await;
@@ -274,7 +274,7 @@ pub async fn an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letter
 /// moves its waiting deliveries to held; other endpoints are untouched. A leased delivery comes
 /// back through its worker: retried, claimed with `disabled: true`, recorded as `Hold`.
 pub async fn a_gone_endpoint_is_disabled_at_once_and_its_waiting_deliveries_are_held(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await;

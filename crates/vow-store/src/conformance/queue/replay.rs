@@ -1,5 +1,6 @@
 //! Cases about replaying an endpoint's failed deliveries: spacing, filters, dry runs.
 
+use crate::Store;
 use chrono::Duration;
 
 use super::*;
@@ -10,7 +11,7 @@ use crate::DeliveryStatus;
 /// from `now` on, `spacing` apart in creation order; other states and other endpoints are left
 /// alone, and a second replay finds nothing.
 pub async fn replay_makes_failed_deliveries_pending_again_spaced_in_creation_order(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
@@ -134,7 +135,7 @@ pub async fn replay_makes_failed_deliveries_pending_again_spaced_in_creation_ord
 /// Replay filters: creation time in `[since, until)`, event types, last status; each filter
 /// combines with the others. A dry run only counts.
 pub async fn replay_filters_by_time_event_type_and_last_status_and_a_dry_run_changes_nothing(
-    store: &dyn Backend,
+    store: &dyn Store,
 ) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
@@ -272,9 +273,7 @@ pub async fn replay_filters_by_time_event_type_and_last_status_and_a_dry_run_cha
 
 /// Replay through an application that does not have the endpoint is `NotFound("endpoint")`,
 /// dry run or not, and replays nothing.
-pub async fn replay_through_another_application_is_not_found_even_as_a_dry_run(
-    store: &dyn Backend,
-) {
+pub async fn replay_through_another_application_is_not_found_even_as_a_dry_run(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let ep = create_endpoint(store, app.id).await.id;
     let m = message_at(store, app.id, 10).await;

@@ -1,6 +1,7 @@
 //! Cases about removing attempt content and attempts: expunge on request, cascades from
 //! endpoints and applications, and retention purges.
 
+use crate::Store;
 use vow_core::AttemptId;
 
 use super::*;
@@ -8,9 +9,7 @@ use crate::queue::AttemptFilter;
 use crate::{MessageKey, NewMessage};
 
 /// Expunging a message drops its payload and its attempts' response bodies, nothing else.
-pub async fn expunging_a_message_removes_its_payload_and_its_attempts_responses(
-    store: &dyn Backend,
-) {
+pub async fn expunging_a_message_removes_its_payload_and_its_attempts_responses(store: &dyn Store) {
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     create_endpoint(store, app.id).await;
@@ -56,7 +55,7 @@ pub async fn expunging_a_message_removes_its_payload_and_its_attempts_responses(
 }
 
 /// Expunging an attempt drops its response body alone; a missing one is `NotFound`.
-pub async fn expunging_an_attempt_removes_only_its_response(store: &dyn Backend) {
+pub async fn expunging_an_attempt_removes_only_its_response(store: &dyn Store) {
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     let m = message_at(store, app.id, 10).await;
@@ -99,7 +98,7 @@ pub async fn expunging_an_attempt_removes_only_its_response(store: &dyn Backend)
 }
 
 /// Deleting an endpoint deletes its attempts; deleting the application deletes the rest.
-pub async fn deleting_an_endpoint_or_an_application_removes_its_attempts(store: &dyn Backend) {
+pub async fn deleting_an_endpoint_or_an_application_removes_its_attempts(store: &dyn Store) {
     let app = create_app(store, "App").await;
     let a = create_endpoint(store, app.id).await.id;
     let b = create_endpoint(store, app.id).await.id;
@@ -137,7 +136,7 @@ pub async fn deleting_an_endpoint_or_an_application_removes_its_attempts(store: 
 
 /// Retention clears payloads with `payload_expires_at <= now` and response bodies of attempts
 /// started before the cut-off, at most `batch` of each per call, and reports what it changed.
-pub async fn purging_respects_the_deadlines_and_the_batch_size(store: &dyn Backend) {
+pub async fn purging_respects_the_deadlines_and_the_batch_size(store: &dyn Store) {
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     let mut expiring = Vec::new();
@@ -187,7 +186,7 @@ pub async fn purging_respects_the_deadlines_and_the_batch_size(store: &dyn Backe
 }
 
 /// A purge with a `batch` of 0 changes nothing, however much is due.
-pub async fn purging_with_a_batch_of_zero_changes_nothing(store: &dyn Backend) {
+pub async fn purging_with_a_batch_of_zero_changes_nothing(store: &dyn Store) {
     let app = create_app(store, "App").await;
     create_endpoint(store, app.id).await;
     let new = NewMessage {
