@@ -34,7 +34,7 @@
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
 //! - `settings`: the admin token hash and ping.
-//! - `queue`: the [`DeliveryQueue`]: claims and leases, recording outcomes, auto-disabling,
+//! - `queue`: the [`DeliveryQueue`](crate::DeliveryQueue): claims and leases, recording outcomes, auto-disabling,
 //!   attempts, resend and replay, stats, expunge and retention (see its own layout).
 //! - `support`: shared fixtures (fixed times, minimal rows, paging and concurrency helpers).
 

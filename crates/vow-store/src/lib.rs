@@ -12,8 +12,8 @@
 //! - [`queue`]: [`DeliveryQueue`], the delivery queue workers claim from and record into.
 //! - [`inbound`]: [`InboundStore`], sources of inbound webhooks and the events claimed from them.
 //! - [`error`]: the error type, [`StoreError`].
-//! - [`idempotency`]: what the `Idempotency-Key` methods take: the write ([`idempotency::Write`])
-//!   and the record it completes ([`idempotency::Completion`]).
+//! - [`idempotency`]: what the `Idempotency-Key` methods take: the record a keyed write
+//!   completes in its own transaction ([`idempotency::Completion`]).
 //! - [`rules`]: the business rules both backends apply, as pure functions (superseding by
 //!   version, dead-letter counting, leases).
 //! - `conformance` (feature `testing`, so only test builds compile it): the shared behaviour suite

@@ -1,7 +1,7 @@
 //! The delivery queue: what the delivery workers and the attempt/replay API need from a store.
 //!
 //! The store is the queue. A delivery row (written with its message, see
-//! [`crate::Messages::create_message`](crate::Messages::create_message)) is *claimed* by a worker with an
+//! [`crate::Messages::create_message`]) is *claimed* by a worker with an
 //! expiring lease and a fresh lease token; the worker attempts it and *records* the outcome, which
 //! only lands while the token still matches (fencing: a worker whose lease expired and was taken
 //! over cannot overwrite the newer owner's result). Claims and records are batched so one

@@ -8,7 +8,7 @@
 //! 500. A delivery of a source that orders by version whose version is neither a number nor an
 //! RFC 3339 time is 422 `version_unorderable` (vow will not guess an order). A verified provider handshake (Slack's `url_verification`, Discord's PING) is answered
 //! and not stored. Everything else is claimed in ONE store transaction
-//! ([`vow_store::InboundStore::claim_inbound`]) and answered only once that has committed:
+//! ([`vow_store::inbound::InboundEvents::claim_inbound`]) and answered only once that has committed:
 //! 200 for a new event or a duplicate (same id, same payload), 202 for a quarantined one (same
 //! id, another payload; `source.event.quarantined` goes to the operational webhook), 409 for a
 //! replay the source's replay guard refuses (a new id, signed content it accepted within its
