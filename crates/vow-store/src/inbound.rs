@@ -26,6 +26,7 @@ use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
 use crate::idempotency::{Applied, Completion};
 use crate::{Seek, StoreResult};
 
+pub mod claim_target;
 pub mod decisions;
 pub mod processing;
 pub mod replay_guard;

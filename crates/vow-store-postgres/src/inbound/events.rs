@@ -13,6 +13,7 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use vow_core::{InboundEventId, SourceId};
 use vow_store::idempotency::{Applied, Completion};
+use vow_store::inbound::claim_target::ClaimTarget;
 use vow_store::inbound::InboundEvents;
 use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
@@ -97,55 +98,11 @@ pub(crate) async fn one_event<'c>(
         .transpose()
 }
 
-/// Which unique index an insert may conflict on.
-#[derive(Clone, Copy)]
-enum Target {
-    /// `inbound_events_claim`: the first row of an event id.
-    Claim,
-    /// `inbound_events_quarantine`: another payload under a claimed id.
-    Quarantine,
-}
-
-impl Target {
-    /// The columns of its unique index.
-    fn columns(self) -> &'static str {
-        match self {
-            Target::Claim => "source_id, account, event_id",
-            Target::Quarantine => "source_id, account, event_id, sha256",
-        }
-    }
-
-    /// Which rows its index holds (its partial-index predicate).
-    fn rows(self) -> &'static str {
-        match self {
-            Target::Claim => "conflicts_with IS NULL",
-            Target::Quarantine => "conflicts_with IS NOT NULL",
-        }
-    }
-
-    /// The state of a row inserted under it.
-    fn state(self) -> InboundState {
-        match self {
-            Target::Claim => InboundState::Received,
-            Target::Quarantine => InboundState::Quarantined,
-        }
-    }
-
-    /// When a row inserted under it is due to be processed: a received row at once, a
-    /// quarantined one never (until an operator releases it).
-    fn due(self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        match self {
-            Target::Claim => Some(now),
-            Target::Quarantine => None,
-        }
-    }
-}
-
 /// Inserts `new` unless the index of `target` already holds its key; the row, if written.
 async fn insert(
     conn: &mut PgConnection,
     new: &NewInboundEvent,
-    target: Target,
+    target: ClaimTarget,
     conflicts_with: Option<&InboundEventId>,
 ) -> StoreResult<Option<InboundEvent>> {
     let sql = format!(
@@ -181,7 +138,7 @@ async fn insert(
 async fn repeat(
     conn: &mut PgConnection,
     new: &NewInboundEvent,
-    among: Target,
+    among: ClaimTarget,
 ) -> StoreResult<Option<InboundEvent>> {
     let sql = format!(
         "UPDATE inbound_events SET duplicates = duplicates + 1, updated_at = $5
@@ -211,7 +168,7 @@ pub(crate) async fn claim(pool: &PgPool, new: NewInboundEvent) -> StoreResult<Cl
 }
 
 async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult<Claim> {
-    if let Some(event) = insert(conn, new, Target::Claim, None).await? {
+    if let Some(event) = insert(conn, new, ClaimTarget::Claim, None).await? {
         if let Some(guard) = &new.replay_guard {
             if let Some(earlier) = super::digests::remember(conn, new, guard, &event).await? {
                 return Ok(Claim::Replayed(earlier));
@@ -219,7 +176,7 @@ async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult
         }
         return Ok(Claim::Received(event));
     }
-    if let Some(event) = repeat(conn, new, Target::Claim).await? {
+    if let Some(event) = repeat(conn, new, ClaimTarget::Claim).await? {
         return Ok(Claim::Duplicate(event));
     }
     // The claim row only goes with its source, so a claim gone by now means the source is.
@@ -235,10 +192,10 @@ async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult
     .map_err(db_error)?
     .ok_or_else(|| not_found("source"))?;
     let claimant = convert::id("inbound_events.id", &claimant)?;
-    if let Some(event) = insert(conn, new, Target::Quarantine, Some(&claimant)).await? {
+    if let Some(event) = insert(conn, new, ClaimTarget::Quarantine, Some(&claimant)).await? {
         return Ok(Claim::Quarantined(event));
     }
-    repeat(conn, new, Target::Quarantine)
+    repeat(conn, new, ClaimTarget::Quarantine)
         .await?
         .map(Claim::Duplicate)
         .ok_or_else(|| not_found("source"))

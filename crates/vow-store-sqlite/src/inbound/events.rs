@@ -9,6 +9,7 @@ use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{InboundEventId, SourceId};
 use vow_store::idempotency::{Applied, Completion};
+use vow_store::inbound::claim_target::ClaimTarget;
 use vow_store::inbound::InboundEvents;
 use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
@@ -53,53 +54,18 @@ pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<InboundEvent> {
     })
 }
 
-/// Which unique index an insert may conflict on.
-#[derive(Clone, Copy)]
-enum Target {
-    /// `inbound_events_claim`: the first row of an event id.
-    Claim,
-    /// `inbound_events_quarantine`: another payload under a claimed id.
-    Quarantine,
-}
-
-impl Target {
-    /// The columns of its unique index.
-    fn columns(self) -> &'static str {
-        match self {
-            Target::Claim => "source_id, account, event_id",
-            Target::Quarantine => "source_id, account, event_id, sha256",
-        }
-    }
-
-    /// Which rows its index holds (its partial-index predicate).
-    fn rows(self) -> &'static str {
-        match self {
-            Target::Claim => "conflicts_with IS NULL",
-            Target::Quarantine => "conflicts_with IS NOT NULL",
-        }
-    }
-
-    /// The state of a row inserted under it.
-    fn state(self) -> InboundState {
-        match self {
-            Target::Claim => InboundState::Received,
-            Target::Quarantine => InboundState::Quarantined,
-        }
-    }
-}
-
 /// Inserts `new` unless the index of `target` already holds its key; the row, if written.
 fn insert(
     conn: &Connection,
     new: &NewInboundEvent,
-    target: Target,
+    target: ClaimTarget,
     conflicts_with: Option<&InboundEventId>,
 ) -> Result<Option<InboundEvent>> {
     let sql = format!(
         "INSERT INTO inbound_events (id, source_id, account, event_id, conflicts_with, state,
          sha256, size, payload, headers, version, entity, received_at, updated_at,
          next_attempt_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14)
          ON CONFLICT ({}) WHERE {} DO NOTHING RETURNING {COLUMNS}",
         target.columns(),
         target.rows()
@@ -121,6 +87,7 @@ fn insert(
                 new.version,
                 new.entity,
                 micros(new.now),
+                target.due(new.now).map(micros),
             ],
             from_row,
         )
@@ -129,7 +96,11 @@ fn insert(
 
 /// Counts one more delivery of the row of `new`'s id and digest among the claim (`Claim`) or
 /// the quarantined rows (`Quarantine`); that row, if there is one.
-fn repeat(conn: &Connection, new: &NewInboundEvent, among: Target) -> Result<Option<InboundEvent>> {
+fn repeat(
+    conn: &Connection,
+    new: &NewInboundEvent,
+    among: ClaimTarget,
+) -> Result<Option<InboundEvent>> {
     let sql = format!(
         "UPDATE inbound_events SET duplicates = duplicates + 1, updated_at = ?5
          WHERE source_id = ?1 AND account = ?2 AND event_id = ?3 AND sha256 = ?4 AND {}
@@ -154,7 +125,7 @@ fn repeat(conn: &Connection, new: &NewInboundEvent, among: Target) -> Result<Opt
 /// [`vow_store::inbound::InboundEvents::claim_inbound`], inside the writer's transaction.
 pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
     sources::require(conn, new.source_id)?;
-    if let Some(event) = insert(conn, &new, Target::Claim, None)? {
+    if let Some(event) = insert(conn, &new, ClaimTarget::Claim, None)? {
         if let Some(guard) = &new.replay_guard {
             if let Some(earlier) = super::digests::remember(conn, &new, guard, &event)? {
                 conn.prepare_cached("DELETE FROM inbound_events WHERE id = ?1")?
@@ -164,7 +135,7 @@ pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
         }
         return Ok(Claim::Received(event));
     }
-    if let Some(event) = repeat(conn, &new, Target::Claim)? {
+    if let Some(event) = repeat(conn, &new, ClaimTarget::Claim)? {
         return Ok(Claim::Duplicate(event));
     }
     let claimant: String = conn
@@ -179,10 +150,10 @@ pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
     let claimant = claimant.parse().map_err(|e: vow_core::IdError| {
         rusqlite::Error::FromSqlConversionFailure(0, Type::Text, Box::new(e))
     })?;
-    if let Some(event) = insert(conn, &new, Target::Quarantine, Some(&claimant))? {
+    if let Some(event) = insert(conn, &new, ClaimTarget::Quarantine, Some(&claimant))? {
         return Ok(Claim::Quarantined(event));
     }
-    match repeat(conn, &new, Target::Quarantine)? {
+    match repeat(conn, &new, ClaimTarget::Quarantine)? {
         Some(event) => Ok(Claim::Duplicate(event)),
         None => {
             Err(StoreError::Backend("a conflicting inbound row vanished mid-claim".into()).into())

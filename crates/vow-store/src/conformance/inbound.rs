@@ -224,8 +224,19 @@ pub async fn a_reused_id_with_another_payload_is_quarantined_once(store: &dyn St
     assert_eq!(quarantined.state, InboundState::Quarantined);
     assert_eq!(quarantined.conflicts_with, Some(claim.id));
     assert_eq!(quarantined.sha256, changed.sha256);
-    let content = store.get_inbound_event(source.id, quarantined.id).await;
-    let content = content.unwrap().unwrap().content.unwrap();
+    assert_eq!(
+        quarantined.next_attempt_at, None,
+        "a quarantined row is never due until an operator releases it"
+    );
+    assert_eq!(
+        claim.next_attempt_at,
+        Some(claim.received_at),
+        "a claim is due at once"
+    );
+    let stored = store.get_inbound_event(source.id, quarantined.id).await;
+    let stored = stored.unwrap().unwrap();
+    assert_eq!(stored.event.next_attempt_at, None);
+    let content = stored.content.unwrap();
     assert_eq!(content.payload, b"two", "the new payload is kept, durable");
 
     let again = delivery(source.id, Some("evt-1"), b"two");
