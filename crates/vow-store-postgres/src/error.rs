@@ -54,9 +54,12 @@ fn conflict_message(constraint: Option<&str>) -> &'static str {
 /// What is missing when `constraint`, a foreign key, refused a write.
 fn missing_parent(constraint: Option<&str>) -> Option<&'static str> {
     match constraint {
-        Some("endpoints_app_id_fkey" | "messages_app_id_fkey" | "attempts_app_id_fkey") => {
-            Some("application")
-        }
+        Some(
+            "endpoints_app_id_fkey"
+            | "messages_app_id_fkey"
+            | "attempts_app_id_fkey"
+            | "sessions_app_id_fkey",
+        ) => Some("application"),
         Some(
             "endpoint_secrets_endpoint_fkey"
             | "deliveries_endpoint_fkey"

@@ -21,7 +21,7 @@
 //! - `migrate`: the embedded migrations (`migrations/*.sql`), [`PgStore::migrate`] and
 //!   [`PgStore::pending_migrations`].
 //! - one module per entity, each implementing its `vow_store` trait with its SQL:
-//!   `settings`, `application`, `event_type`, `endpoint` (with its signing secrets and their
+//!   `settings`, `session`, `application`, `event_type`, `endpoint` (with its signing secrets and their
 //!   rotation), `message` (with the fan-out into deliveries), `delivery` and `idempotency`
 //!   (`Idempotency-Key` records, completed in the transaction of the write they protect).
 //! - `queue`: the [`vow_store::DeliveryQueue`] traits: leased claims, fenced records, attempts,
@@ -48,6 +48,7 @@ mod message;
 mod migrate;
 mod queue;
 mod seek;
+mod session;
 mod settings;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -26,7 +26,7 @@
 //! - `migrate`: the embedded, forward-only migrations in `migrations/`.
 //! - `error`: SQLite errors → [`vow_store::StoreError`] (unique violations → `Conflict`, ...).
 //! - `convert`: column encodings shared by the entity modules (times, ids, JSON, keyset seeks).
-//! - `application`, `event_type`, `endpoint`, `message`, `settings` (with ping): each entity's
+//! - `application`, `event_type`, `endpoint`, `message`, `session`, `settings` (with ping): each entity's
 //!   trait impl and SQL.
 //! - `idempotency`: `Idempotency-Key` records, completed in the writer job of the write they
 //!   protect.
@@ -44,6 +44,7 @@ mod message;
 mod migrate;
 mod queue;
 mod readers;
+mod session;
 mod settings;
 mod writer;
 

@@ -51,6 +51,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0010_inbound_replay_guard",
         include_str!("../migrations/0010_inbound_replay_guard.sql"),
     ),
+    (
+        "0011_sessions",
+        include_str!("../migrations/0011_sessions.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

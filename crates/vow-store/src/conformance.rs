@@ -33,6 +33,7 @@
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
+//! - `sessions`: console sessions and app-portal tokens: expiry, ending, purge, their application.
 //! - `settings`: the admin token hash and ping.
 //! - `queue`: the [`DeliveryQueue`](crate::DeliveryQueue): claims and leases, recording outcomes, auto-disabling,
 //!   attempts, resend and replay, stats, expunge and retention (see its own layout).
@@ -51,6 +52,7 @@ mod inbound_rejections;
 mod inbound_work;
 mod messages;
 mod queue;
+mod sessions;
 mod settings;
 mod support;
 
@@ -67,6 +69,7 @@ pub use inbound_rejections::*;
 pub use inbound_work::*;
 pub use messages::*;
 pub use queue::*;
+pub use sessions::*;
 pub use settings::*;
 
 /// Instantiates the conformance suite for a backend: one
@@ -99,6 +102,7 @@ macro_rules! conformance_suite {
         $crate::__conformance_cases_idempotency!($make);
         $crate::__conformance_cases_idempotency_identity!($make);
         $crate::__conformance_cases_settings!($make);
+        $crate::__conformance_cases_sessions!($make);
         $crate::__conformance_cases_queue_claims!($make);
         $crate::__conformance_cases_queue_leases!($make);
         $crate::__conformance_cases_queue_outcomes!($make);

@@ -14,6 +14,7 @@
 //! - [`error`]: the error type, [`StoreError`].
 //! - [`idempotency`]: what the `Idempotency-Key` methods take: the record a keyed write
 //!   completes in its own transaction ([`idempotency::Completion`]).
+//! - [`session`]: [`Sessions`], the console's browser sessions and app-portal tokens.
 //! - [`rules`]: the business rules both backends apply, as pure functions (superseding by
 //!   version, dead-letter counting, leases).
 //! - `conformance` (feature `testing`, so only test builds compile it): the shared behaviour suite
@@ -29,6 +30,7 @@ pub mod model;
 pub mod page;
 pub mod queue;
 pub mod rules;
+pub mod session;
 
 pub use entities::{Admin, Applications, Endpoints, EventTypes, MessageCreate, Messages};
 pub use error::{StoreError, StoreResult};
@@ -37,6 +39,7 @@ pub use inbound::InboundStore;
 pub use model::*;
 pub use page::{Order, Seek};
 pub use queue::DeliveryQueue;
+pub use session::Sessions;
 
 /// Everything vow persists: every per-entity trait of a backend, in one. Implemented by any type
 /// that implements them all (`vow-store-sqlite`, `vow-store-postgres`), so an `Arc<dyn Store>`
@@ -50,6 +53,7 @@ pub trait Store:
     + IdempotencyRecords
     + DeliveryQueue
     + InboundStore
+    + Sessions
 {
 }
 
@@ -62,6 +66,7 @@ impl<T> Store for T where
         + IdempotencyRecords
         + DeliveryQueue
         + InboundStore
+        + Sessions
 {
 }
 
@@ -77,5 +82,6 @@ pub mod prelude {
         AttemptedListings, Attempts, DeliveryClaims, DeliveryOperators, DeliveryOutcomes,
         DeliveryQueue, Retention,
     };
+    pub use crate::session::Sessions;
     pub use crate::Store;
 }

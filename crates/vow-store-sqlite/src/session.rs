@@ -1,0 +1,102 @@
+//! Console sessions and app-portal tokens ([`vow_store::Sessions`]), by the hash of their secret.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::types::Type;
+use rusqlite::{params, OptionalExtension, Row};
+use vow_store::session::{Session, SessionScope, Sessions};
+use vow_store::StoreResult;
+
+use crate::application;
+use crate::convert::{micros, time, truncate};
+use crate::SqliteStore;
+
+const COLUMNS: &str = "id_hash, kind, app_id, csrf, created_at, expires_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Session> {
+    let kind: String = row.get(1)?;
+    let app_id: Option<String> = row.get(2)?;
+    let app_id = app_id
+        .map(|id| id.parse())
+        .transpose()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(2, Type::Text, Box::new(e)))?;
+    let scope = SessionScope::from_columns(&kind, app_id).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            1,
+            Type::Text,
+            format!("session kind {kind:?} does not match its app_id").into(),
+        )
+    })?;
+    Ok(Session {
+        id_hash: row.get(0)?,
+        scope,
+        csrf: row.get(3)?,
+        created_at: time(row, 4)?,
+        expires_at: time(row, 5)?,
+    })
+}
+
+#[async_trait]
+impl Sessions for SqliteStore {
+    async fn create_session(&self, session: Session) -> StoreResult<Session> {
+        self.write(move |conn| {
+            if let Some(app) = session.scope.app_id() {
+                application::require(conn, &app)?;
+            }
+            conn.prepare_cached(&format!(
+                "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+            ))?
+            .execute(params![
+                session.id_hash,
+                session.scope.kind(),
+                session.scope.app_id().map(|a| a.to_string()),
+                session.csrf,
+                micros(session.created_at),
+                micros(session.expires_at),
+            ])?;
+            Ok(Session {
+                created_at: truncate(session.created_at),
+                expires_at: truncate(session.expires_at),
+                ..session
+            })
+        })
+        .await
+    }
+
+    async fn session(&self, id_hash: &str, now: DateTime<Utc>) -> StoreResult<Option<Session>> {
+        let id_hash = id_hash.to_owned();
+        self.read(move |conn| {
+            let sql =
+                format!("SELECT {COLUMNS} FROM sessions WHERE id_hash = ?1 AND expires_at > ?2");
+            Ok(conn
+                .prepare_cached(&sql)?
+                .query_row(params![id_hash, micros(now)], from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn end_session(&self, id_hash: &str) -> StoreResult<bool> {
+        let id_hash = id_hash.to_owned();
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached("DELETE FROM sessions WHERE id_hash = ?1")?
+                .execute([id_hash])?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn purge_sessions(&self, now: DateTime<Utc>, batch: usize) -> StoreResult<usize> {
+        let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+        self.write(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "DELETE FROM sessions WHERE id_hash IN
+                     (SELECT id_hash FROM sessions WHERE expires_at <= ?1 LIMIT ?2)",
+                )?
+                .execute(params![micros(now), batch])?)
+        })
+        .await
+    }
+}
