@@ -66,6 +66,10 @@ pub struct Config {
     pub idempotency_retention_hours: u32,
     /// How long an expired key stays refused (its tombstone) before it is free again, days.
     pub idempotency_tombstone_days: u16,
+    /// How long a console session lasts after login, hours.
+    pub console_session_hours: u32,
+    /// Whether the console's session cookie is marked `Secure` (vow is reached over TLS).
+    pub console_secure_cookies: bool,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -281,7 +285,20 @@ impl Config {
         if self.idempotency_tombstone_days > 3650 {
             return invalid("idempotency_tombstone_days", "must be at most 3650");
         }
+        if !(1..=720).contains(&self.console_session_hours) {
+            return invalid("console_session_hours", "must be between 1 and 720");
+        }
         Ok(())
+    }
+
+    /// How console sessions are kept.
+    pub fn console(&self) -> crate::state::ConsoleSettings {
+        crate::state::ConsoleSettings {
+            session_ttl: std::time::Duration::from_secs(
+                u64::from(self.console_session_hours) * 3600,
+            ),
+            secure_cookies: self.console_secure_cookies,
+        }
     }
 
     /// How long `Idempotency-Key` records live: the lease, the replay window and the tombstone.

@@ -72,6 +72,11 @@ impl Cleaner {
             inbound.purge_inbound(now - self.keep_inbound, BATCH)
         })
         .await;
+        in_batches("expired sessions", || async {
+            let ended = store.purge_sessions(now, BATCH).await?;
+            Ok(ended as u64)
+        })
+        .await;
     }
 }
 

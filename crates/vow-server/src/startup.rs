@@ -157,6 +157,7 @@ impl Server {
             retry_schedule: config.schedule()?,
             idempotency: config.idempotency(),
             rejections_kept: config.inbound_rejections_kept,
+            console: config.console(),
         };
         let state = AppState {
             store: stores.store.clone(),

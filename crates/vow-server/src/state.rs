@@ -74,6 +74,26 @@ pub struct ApiSettings {
     pub idempotency: vow_store::idempotency::Settings,
     /// Rejection rows kept per source.
     pub rejections_kept: u32,
+    /// How console sessions are kept.
+    pub console: ConsoleSettings,
+}
+
+/// How console sessions are kept.
+#[derive(Debug, Clone)]
+pub struct ConsoleSettings {
+    /// How long a session lasts after login.
+    pub session_ttl: Duration,
+    /// Whether the cookie is marked `Secure` (vow is reached over TLS).
+    pub secure_cookies: bool,
+}
+
+impl Default for ConsoleSettings {
+    fn default() -> Self {
+        Self {
+            session_ttl: Duration::from_secs(12 * 3600),
+            secure_cookies: false,
+        }
+    }
 }
 
 impl ApiSettings {

@@ -1,13 +1,15 @@
 //! The HTTP layer: the router and the request middleware. The state handlers share is
 //! [`crate::state`] (re-exported here).
 //!
-//! Handlers live in [`api`] (the admin API) and [`inbound`] (the public ingest routes of inbound
-//! webhooks, outside the admin token); they parse input with the [`extract`] extractors into `vow-core`
+//! Handlers live in [`api`] (the admin API), [`inbound`] (the public ingest routes of inbound
+//! webhooks, outside the admin token) and [`console`] (the operator console's pages, behind
+//! their own session); they parse input with the [`extract`] extractors into `vow-core`
 //! types, call one [`Store`](vow_store::Store) method, and map the result to Svix's wire shapes.
 //! [`request_context`] gives every request an id, logs every error once with its cause chain, and
 //! makes 5xx bodies carry that id instead of internals.
 
 pub mod api;
+pub mod console;
 pub mod extract;
 pub mod idempotency;
 pub mod inbound;
@@ -30,6 +32,7 @@ use extract::BodyLimit;
 /// The whole HTTP application.
 pub fn router(state: AppState, admin: TokenHash) -> Router {
     let limit = state.settings.max_body_bytes;
+    let console = console::routes(admin, state.settings.console.clone());
     crate::metrics::recorder();
     let authenticated = api::routes()
         .merge(idempotency::status::routes())
@@ -38,6 +41,7 @@ pub fn router(state: AppState, admin: TokenHash) -> Router {
     Router::new()
         .merge(api::health::routes())
         .merge(inbound::routes())
+        .merge(console)
         .merge(authenticated)
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(state)
@@ -52,7 +56,9 @@ pub async fn serve(
     router: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
+    // The peer address lets the console slow repeated failed logins per client.
+    let app = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
 }

@@ -7,6 +7,8 @@ mod helpers;
 
 mod child;
 
+mod console;
+
 mod app_on_the_fly;
 mod applications;
 mod attempted;

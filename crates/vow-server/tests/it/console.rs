@@ -1,0 +1,310 @@
+//! The operator console as a person meets it: a real headless Chromium (Debian's `chromium`,
+//! driven through `chromedriver`) against a real `vow serve` child, on SQLite and PostgreSQL,
+//! with deliveries counted at a real receiver. Set `VOW_SCREENSHOTS=<dir>` to keep the browser's
+//! screenshots of each page (the ones in `docs/` were made so).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use reqwest::header::{COOKIE, LOCATION, ORIGIN, RETRY_AFTER};
+use reqwest::redirect::Policy;
+use serde_json::json;
+
+use crate::child::Vow;
+use crate::helpers::TOKEN;
+use crate::receiver::Receiver;
+
+/// A headless Chromium session; chromedriver is killed when dropped.
+struct Browser {
+    client: Client,
+    driver: Child,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (apt-get install chromium chromium-driver; .ci/run does)");
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                            "--disable-dev-shm-usage", "--window-size=1280,800"]}),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let mut last = None;
+        for _ in 0..100 {
+            match ClientBuilder::new(HttpConnector::new())
+                .capabilities(caps.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => return Browser { client, driver },
+                Err(e) => last = Some(e),
+            }
+            // Poll interval while chromedriver starts; the loop is bounded at 10 s.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("chromedriver did not answer: {last:?}");
+    }
+
+    /// The text of the element `css`.
+    async fn text(&self, css: &str) -> String {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css}: {e}"))
+            .text()
+            .await
+            .unwrap()
+    }
+
+    async fn path(&self) -> String {
+        self.client.current_url().await.unwrap().path().to_string()
+    }
+
+    /// Waits (at most 10 s) until the page at `path` has loaded: a click returns before the
+    /// navigation it starts has finished.
+    async fn reaches(&self, path: &str) {
+        for _ in 0..200 {
+            let ready = self
+                .client
+                .execute("return document.readyState", vec![])
+                .await
+                .unwrap();
+            if self.path().await == path && ready == json!("complete") {
+                return;
+            }
+            // Poll interval of a wait bounded at 10 s.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the browser is at {}, not {path}", self.path().await);
+    }
+
+    async fn log_in(&self, token: &str) {
+        let field = self.client.find(Locator::Id("token")).await.unwrap();
+        field.clear().await.unwrap();
+        field.send_keys(token).await.unwrap();
+        self.client
+            .find(Locator::Css("form button[type=submit]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+
+    /// Keeps a screenshot of the page as `<VOW_SCREENSHOTS>/<name>.png`, when asked to.
+    async fn screenshot(&self, name: &str) {
+        if let Ok(dir) = std::env::var("VOW_SCREENSHOTS") {
+            let png = self.client.screenshot().await.unwrap();
+            std::fs::write(format!("{dir}/{name}.png"), png).unwrap();
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// An application whose name is markup, an endpoint at `receiver`, and one message delivered
+/// there; returns the application's id.
+async fn one_delivered_message(vow: &Vow, receiver: &Receiver) -> String {
+    let api = reqwest::Client::new();
+    let post = |path: &str, body: serde_json::Value| {
+        api.post(format!("{}/api/v1{path}", vow.base))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+    };
+    let app: serde_json::Value = post(
+        "/app",
+        json!({"name": "<script>alert('x')</script>Acme", "uid": "acme"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let app_id = app["id"].as_str().unwrap().to_string();
+    let endpoint = post(
+        "/app/acme/endpoint",
+        json!({"url": receiver.url, "description": "<b>bold</b> hooks"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(endpoint.status(), 201);
+    let message = post(
+        "/app/acme/msg",
+        json!({"eventType": "invoice.paid", "payload": {"n": 1}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(message.status(), 202);
+    receiver.wait_for(1).await;
+    app_id
+}
+
+async fn an_operator_logs_in_sees_endpoint_health_and_logs_out(database_url: String) {
+    let receiver = Receiver::start(&[]).await;
+    let vow = Vow::start(&database_url, &[]).await;
+    let app_id = one_delivered_message(&vow, &receiver).await;
+    let browser = Browser::start().await;
+    let page = &browser.client;
+
+    // Not logged in: sent to the login page, where a wrong token is refused by name.
+    page.goto(&format!("{}/console", vow.base)).await.unwrap();
+    browser.reaches("/console/login").await;
+    browser.screenshot("console-login").await;
+    browser.log_in("not-the-token").await;
+    browser.reaches("/console/login").await;
+    assert_eq!(
+        browser.text(".error").await,
+        "That token is not the admin token."
+    );
+
+    // The admin token opens the applications; a name holding markup shows as text.
+    browser.log_in(TOKEN).await;
+    browser.reaches("/console").await;
+    let link = browser
+        .text(&format!("a[href='/console/app/{app_id}']"))
+        .await;
+    assert_eq!(link, "<script>alert('x')</script>Acme");
+    let scripts = page
+        .execute("return document.scripts.length", vec![])
+        .await
+        .unwrap();
+    assert_eq!(scripts, json!(0), "the markup in the name stayed inert");
+    browser.screenshot("console-applications").await;
+
+    // The application's page: the endpoint, enabled, with the one delivery counted.
+    page.find(Locator::Css(&format!("a[href='/console/app/{app_id}']")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.reaches(&format!("/console/app/{app_id}")).await;
+    assert_eq!(browser.text("tbody .url").await, receiver.url);
+    assert_eq!(browser.text("tbody small").await, "<b>bold</b> hooks");
+    assert_eq!(browser.text("tbody .state").await, "enabled");
+    let cells: Vec<String> = {
+        let mut texts = Vec::new();
+        for cell in page.find_all(Locator::Css("tbody td.n")).await.unwrap() {
+            texts.push(cell.text().await.unwrap());
+        }
+        texts
+    };
+    assert_eq!(
+        cells,
+        ["1", "0", "0", "0", "100.0 %"],
+        "delivered, pending, sending, dead, rate"
+    );
+    assert_eq!(receiver.received().len(), 1);
+    browser.screenshot("console-application").await;
+
+    // A form post without the session's CSRF token, or from another site, changes nothing.
+    let secret = page
+        .get_named_cookie("vow_console")
+        .await
+        .unwrap()
+        .value()
+        .to_string();
+    let http = reqwest::Client::builder()
+        .redirect(Policy::none())
+        .build()
+        .unwrap();
+    let cookie = format!("vow_console={secret}");
+    let logout = format!("{}/console/logout", vow.base);
+    let forged = http
+        .post(&logout)
+        .header(COOKIE, &cookie)
+        .form(&[("csrf", "guessed")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    let csrf = page
+        .find(Locator::Css("form.logout input[name=csrf]"))
+        .await
+        .unwrap()
+        .attr("value")
+        .await
+        .unwrap()
+        .unwrap();
+    let cross_site = http
+        .post(&logout)
+        .header(COOKIE, &cookie)
+        .header(ORIGIN, "https://evil.example")
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), 403);
+    let still_in = http
+        .get(format!("{}/console", vow.base))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still_in.status(), 200, "the refused posts ended nothing");
+
+    // Logging out ends the session in the store: the old cookie opens nothing any more.
+    page.find(Locator::Css("form.logout button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.reaches("/console/login").await;
+    let after = http
+        .get(format!("{}/console", vow.base))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 303);
+    assert_eq!(after.headers()[LOCATION], "/console/login");
+    browser.client.clone().close().await.unwrap();
+
+    // Repeated wrong tokens from one address are slowed: refused unchecked, with Retry-After.
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let r = http
+            .post(format!("{}/console/login", vow.base))
+            .form(&[("token", "wrong")])
+            .send()
+            .await
+            .unwrap();
+        statuses.push((r.status().as_u16(), r.headers().get(RETRY_AFTER).cloned()));
+    }
+    let codes: Vec<u16> = statuses.iter().map(|(s, _)| *s).collect();
+    assert_eq!(codes, [401, 401, 401, 401, 429]);
+    assert_eq!(statuses[4].1.as_ref().unwrap(), "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_an_operator_logs_in_sees_endpoint_health_and_logs_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/vow.db", dir.path().display());
+    an_operator_logs_in_sees_endpoint_health_and_logs_out(url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_operator_logs_in_sees_endpoint_health_and_logs_out() {
+    let (_store, url) = vow_store_postgres::testing::fresh_store().await;
+    an_operator_logs_in_sees_endpoint_health_and_logs_out(url).await;
+}
