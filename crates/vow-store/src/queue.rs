@@ -143,6 +143,23 @@ pub enum AttemptTrigger {
     Manual,
 }
 
+impl AttemptTrigger {
+    /// The stored text form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptTrigger::Scheduled => "scheduled",
+            AttemptTrigger::Manual => "manual",
+        }
+    }
+
+    /// Parses the stored text form.
+    pub fn parse(s: &str) -> Option<Self> {
+        [AttemptTrigger::Scheduled, AttemptTrigger::Manual]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+}
+
 /// Where a delivery goes after an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NextState {

@@ -10,12 +10,13 @@ use rusqlite::{params, Connection};
 use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::queue::AttemptedListings;
 use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
+use vow_store::rows::{delivery_state, DELIVERY_STATE_COLUMNS};
 use vow_store::StoreResult;
 use vow_store::{Endpoint, Message, MessageFilter, Seek};
 
-use crate::convert::{micros, opt_time, to_json};
+use crate::convert::{micros, to_json, SqliteColumns};
 use crate::error::Result;
-use crate::message::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS, DELIVERY_COLUMN_COUNT};
+use crate::message::DeliveredTo;
 use crate::SqliteStore;
 use crate::{endpoint, message};
 
@@ -40,16 +41,12 @@ fn states(
     now: DateTime<Utc>,
 ) -> Result<HashMap<String, DeliveryState>> {
     let sql = format!(
-        "SELECT {DELIVERY_COLUMNS}, lease_until, {other_col} FROM deliveries
+        "SELECT {DELIVERY_STATE_COLUMNS}, {other_col} FROM deliveries
          WHERE app_id = ?1 AND {key_col} = ?2 AND {other_col} IN (SELECT value FROM json_each(?3))"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(params![app.to_string(), key, to_json(&others)?], |r| {
-        let delivery = delivery_from_row(r)?;
-        let lease_until = opt_time(r, DELIVERY_COLUMN_COUNT)?;
-        let status = MessageStatus::of(delivery.status, lease_until, now);
-        let other = r.get::<_, String>(DELIVERY_COLUMN_COUNT + 1)?;
-        Ok((other, DeliveryState { delivery, status }))
+        delivery_state(&SqliteColumns(r), now)
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
