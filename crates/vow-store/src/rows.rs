@@ -236,10 +236,118 @@ impl<'r, C: Columns + ?Sized> Reader<'r, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Application, DeliveryOptions};
+    use vow_core::{RetrySchedule, SignatureStyle};
+
+    /// A row of text and integer cells, as a test stand-in for a backend's.
+    struct Cells(Vec<Option<&'static str>>);
+
+    impl Columns for Cells {
+        type Error = String;
+
+        fn text(&self, at: usize) -> Result<String, String> {
+            self.opt_text(at)?
+                .ok_or_else(|| self.corrupt(at, "NULL".into()))
+        }
+        fn opt_text(&self, at: usize) -> Result<Option<String>, String> {
+            Ok(self.0[at].map(str::to_string))
+        }
+        fn bool(&self, at: usize) -> Result<bool, String> {
+            Ok(self.text(at)? == "true")
+        }
+        fn opt_int(&self, at: usize) -> Result<Option<i64>, String> {
+            self.0[at]
+                .map(|v| v.parse().map_err(|_| self.corrupt(at, v.into())))
+                .transpose()
+        }
+        fn opt_time(&self, at: usize) -> Result<Option<DateTime<Utc>>, String> {
+            self.0[at]
+                .map(|v| v.parse().map_err(|_| self.corrupt(at, v.into())))
+                .transpose()
+        }
+        fn opt_strings(&self, at: usize) -> Result<Option<Vec<String>>, String> {
+            self.opt_json(at)
+        }
+        fn opt_json<T: DeserializeOwned>(&self, at: usize) -> Result<Option<T>, String> {
+            self.0[at]
+                .map(|v| serde_json::from_str(v).map_err(|e| self.corrupt(at, e.to_string())))
+                .transpose()
+        }
+        fn opt_bytes(&self, at: usize) -> Result<Option<Vec<u8>>, String> {
+            Ok(self.0[at].map(|v| v.as_bytes().to_vec()))
+        }
+        fn corrupt(&self, at: usize, why: String) -> String {
+            format!("column {at}: {why}")
+        }
+    }
+
+    const NOW: &str = "2026-01-02T03:04:05.678901Z";
+
+    fn application(id: &'static str, throttle: Option<&'static str>) -> Cells {
+        Cells(vec![
+            Some(id),
+            None,
+            Some("shop"),
+            throttle,
+            Some("{}"),
+            Some(NOW),
+            Some(NOW),
+        ])
+    }
 
     #[test]
     fn a_select_list_is_as_wide_as_its_names() {
         assert_eq!(width("id"), 1);
         assert_eq!(width("id, app_id, created_at"), 3);
+    }
+
+    #[test]
+    fn a_stored_row_reads_back_as_its_model() {
+        let id = vow_core::AppId::new().to_string().leak();
+        let app: Application = read(&application(id, Some("65535"))).unwrap();
+        assert_eq!(app.id.to_string(), *id);
+        assert_eq!(app.fields.name, "shop");
+        assert_eq!(app.fields.throttle_rate, Some(65535));
+        assert_eq!(app.created_at, NOW.parse::<DateTime<Utc>>().unwrap());
+    }
+
+    #[test]
+    fn a_malformed_id_or_an_out_of_range_number_names_its_column() {
+        let err = read::<Application, _>(&application("ep_nope", None)).unwrap_err();
+        assert!(err.starts_with("column 0: \"ep_nope\""), "{err}");
+        let id = vow_core::AppId::new().to_string().leak();
+        let err = read::<Application, _>(&application(id, Some("70000"))).unwrap_err();
+        assert_eq!(err, "column 3: 70000 is out of range");
+        let err = read::<Application, _>(&application(id, Some("-1"))).unwrap_err();
+        assert_eq!(err, "column 3: -1 is out of range");
+    }
+
+    #[test]
+    fn delivery_options_read_back_and_bad_stored_values_name_their_column() {
+        let options: DeliveryOptions = read(&Cells(vec![
+            Some("sha256"),
+            Some("2500"),
+            Some("1s,2m,2h8m"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            options,
+            DeliveryOptions {
+                signature_style: SignatureStyle::SeedSha256,
+                timeout_ms: Some(2_500),
+                retry_schedule: Some(RetrySchedule::parse("1s,2m,2h8m").unwrap()),
+            }
+        );
+        let default: DeliveryOptions =
+            read(&Cells(vec![Some("standard-webhooks"), None, None])).unwrap();
+        assert_eq!(default, DeliveryOptions::default());
+        for (cells, column) in [
+            (vec![Some("hmac"), None, None], 0),
+            (vec![Some("sha256"), Some("-1"), None], 1),
+            (vec![Some("sha256"), None, Some("1s,,2s")], 2),
+        ] {
+            let err = read::<DeliveryOptions, _>(&Cells(cells)).unwrap_err();
+            assert!(err.starts_with(&format!("column {column}:")), "{err}");
+        }
     }
 }

@@ -25,7 +25,7 @@ use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
 use vow_store::{DeliveryStatus, StoreResult};
 
 use crate::convert;
-use crate::error::db_error;
+use crate::error::{corrupt, db_error};
 use crate::PgStore;
 
 /// A delivery as locked by step 1.
@@ -300,9 +300,13 @@ async fn count_dead_letters(
             continue;
         };
         let mut health = EndpointHealth {
-            consecutive_dead_letters: convert::count(
-                "endpoints.consecutive_dead_letters",
-                row.consecutive_dead_letters,
+            consecutive_dead_letters: u32::try_from(row.consecutive_dead_letters).map_err(
+                |_| {
+                    corrupt(format!(
+                        "endpoints.consecutive_dead_letters is negative: {}",
+                        row.consecutive_dead_letters
+                    ))
+                },
             )?,
             disabled: row.disabled,
         };
