@@ -376,18 +376,16 @@ impl Messages for PgStore {
             Some(ReadyClaim::Not(completion)) => (None, Some(completion)),
             None => (None, None),
         };
-        let applied = match ready {
+        match ready {
             Some(ready) => {
                 let answering = step(move |tx| Box::pin(create_answering(tx, create, ready)));
-                transaction(&self.pool, answering).await?
+                self.waking(transaction(&self.pool, answering)).await
             }
             None => {
                 let write = step(move |tx| Box::pin(create_with_app(tx, create)));
-                keyed(&self.pool, completion, write).await?
+                self.waking(keyed(&self.pool, completion, write)).await
             }
-        };
-        self.notifier.written(&applied.0);
-        Ok(applied)
+        }
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {

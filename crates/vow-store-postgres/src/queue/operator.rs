@@ -195,9 +195,7 @@ impl DeliveryOperators for PgStore {
         completion: Option<Completion<Delivery>>,
     ) -> StoreResult<Applied<Delivery>> {
         let write = step(move |tx| Box::pin(resend(tx, app, msg, endpoint, now)));
-        let applied = keyed(&self.pool, completion, write).await?;
-        self.notifier.written(&applied.0);
-        Ok(applied)
+        self.waking(keyed(&self.pool, completion, write)).await
     }
 
     async fn replay_keyed(
@@ -215,9 +213,7 @@ impl DeliveryOperators for PgStore {
                 async move { replay(tx, app, endpoint, &filter, now, spacing, false).await };
             Box::pin(replayed)
         });
-        let applied = keyed(&self.pool, completion, write).await?;
-        self.notifier.written(&applied.0);
-        Ok(applied)
+        self.waking(keyed(&self.pool, completion, write)).await
     }
 
     async fn replay(
