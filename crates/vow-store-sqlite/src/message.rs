@@ -89,7 +89,7 @@ pub(crate) fn create(
 }
 
 /// Restricts a message listing to the messages with a delivery to one endpoint, optionally in
-/// one state (an SQL condition over `deliveries` that may use `?7` for now).
+/// one state (an SQL condition over `deliveries`; `$now` stands for the bound time, `?7`).
 pub(crate) struct DeliveredTo {
     pub(crate) endpoint: EndpointId,
     pub(crate) status: Option<&'static str>,
@@ -119,7 +119,10 @@ pub(crate) fn list(
         filters.push("created_at > ?5".into());
     }
     if let Some(to) = delivered_to {
-        let status = to.status.map(|s| format!(" AND ({s})")).unwrap_or_default();
+        let status = to
+            .status
+            .map(|s| format!(" AND ({})", s.replace("$now", "?7")));
+        let status = status.unwrap_or_default();
         filters.push(format!(
             "id IN (SELECT msg_id FROM deliveries WHERE app_id = ?1 AND endpoint_id = ?6{status})"
         ));

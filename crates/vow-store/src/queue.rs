@@ -328,6 +328,19 @@ pub enum MessageStatus {
 }
 
 impl MessageStatus {
+    /// The condition over a `deliveries` row for this status at `$now` (a backend puts its
+    /// placeholder for the time there): what a listing filters by and `stats` counts.
+    pub fn condition(self) -> &'static str {
+        match self {
+            MessageStatus::Success => "status = 'delivered'",
+            MessageStatus::Fail => "status = 'dead_lettered'",
+            MessageStatus::Sending => "status = 'pending' AND lease_until > $now",
+            MessageStatus::Pending => {
+                "status = 'held' OR (status = 'pending' AND (lease_until IS NULL OR lease_until <= $now))"
+            }
+        }
+    }
+
     /// The status of a delivery in `status` whose lease (if any) ends at `lease_until`, at `now`.
     pub fn of(
         status: DeliveryStatus,
@@ -369,6 +382,28 @@ impl DeliveryState {
                 Some(pair(row, state))
             })
             .collect()
+    }
+}
+
+impl AttemptedDestination {
+    /// For backends: each listed endpoint with its delivery's state, found in `states` by the
+    /// endpoint's id; one whose delivery is not there (deleted in between) is left out.
+    pub fn pair_up(endpoints: Vec<Endpoint>, states: HashMap<String, DeliveryState>) -> Vec<Self> {
+        let key = |e: &Endpoint| e.id.to_string();
+        DeliveryState::pair(endpoints, states, key, |endpoint, delivery| {
+            AttemptedDestination { endpoint, delivery }
+        })
+    }
+}
+
+impl AttemptedMessage {
+    /// For backends: each listed message with its delivery's state, found in `states` by the
+    /// message's id; one whose delivery is not there (deleted in between) is left out.
+    pub fn pair_up(messages: Vec<Message>, states: HashMap<String, DeliveryState>) -> Vec<Self> {
+        let key = |m: &Message| m.id.to_string();
+        DeliveryState::pair(messages, states, key, |message, delivery| {
+            AttemptedMessage { message, delivery }
+        })
     }
 }
 

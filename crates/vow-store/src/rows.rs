@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 mod inbound;
 mod outbound;
 
-pub use inbound::{destination_key, event_with_content, PULL};
+pub use inbound::{destination_key, event_with_content, PULL, SOURCE_FIELDS};
 pub use outbound::{delivery_state, DELIVERY_STATE_COLUMNS};
 
 /// The typed reads of one result row, by column position (0 is the first). A backend

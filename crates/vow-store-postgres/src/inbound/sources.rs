@@ -12,7 +12,7 @@ use vow_core::SourceId;
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::Sources;
 use vow_store::inbound::{NewSource, Source, SourceFields};
-use vow_store::rows::FromColumns;
+use vow_store::rows::{FromColumns, SOURCE_FIELDS};
 use vow_store::{Seek, StoreResult};
 
 use crate::convert::{self, not_found, read};
@@ -22,20 +22,8 @@ use crate::PgStore;
 
 const COLUMNS: &str = Source::COLUMNS;
 
-/// The replaceable columns, bound in this order by [`bind_fields`].
-const FIELDS: [&str; 11] = [
-    "description",
-    "scheme",
-    "hmac",
-    "secrets",
-    "tolerance_secs",
-    "event_id",
-    "account",
-    "version_pointer",
-    "entity_pointer",
-    "destinations",
-    "replay_window_secs",
-];
+/// The replaceable columns ([`SOURCE_FIELDS`]), bound in this order by [`bind_fields`].
+const FIELDS: [&str; 11] = SOURCE_FIELDS;
 
 type SourceQuery<'q> = Query<'q, Postgres, PgArguments>;
 

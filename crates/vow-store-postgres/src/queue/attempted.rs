@@ -13,25 +13,13 @@ use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::queue::AttemptedListings;
 use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
 use vow_store::rows::{delivery_state, DELIVERY_STATE_COLUMNS};
-use vow_store::{Endpoint, Message, MessageFilter, Seek, StoreResult};
+use vow_store::{MessageFilter, Seek, StoreResult};
 
 use crate::convert::PgColumns;
 use crate::endpoint;
 use crate::error::db_error;
 use crate::message::{self, DeliveredTo};
 use crate::PgStore;
-
-/// The condition over `deliveries` for a status at `$now`, as `stats` counts them.
-fn status_sql(status: MessageStatus) -> &'static str {
-    match status {
-        MessageStatus::Success => "status = 'delivered'",
-        MessageStatus::Fail => "status = 'dead_lettered'",
-        MessageStatus::Sending => "status = 'pending' AND lease_until > $now",
-        MessageStatus::Pending => {
-            "status = 'held' OR (status = 'pending' AND (lease_until IS NULL OR lease_until <= $now))"
-        }
-    }
-}
 
 async fn snapshot(pool: &PgPool) -> StoreResult<Transaction<'static, Postgres>> {
     let mut tx = pool.begin().await.map_err(db_error)?;
@@ -78,13 +66,7 @@ impl AttemptedListings for PgStore {
         let ids = found.iter().map(|e| e.id.to_string()).collect();
         let key = ("msg_id", msg.to_string());
         let states = states(&mut tx, app, key, ("endpoint_id", ids), now).await?;
-        let key = |e: &Endpoint| e.id.to_string();
-        Ok(DeliveryState::pair(
-            found,
-            states,
-            key,
-            |endpoint, delivery| AttemptedDestination { endpoint, delivery },
-        ))
+        Ok(AttemptedDestination::pair_up(found, states))
     }
 
     async fn list_attempted_messages(
@@ -99,19 +81,13 @@ impl AttemptedListings for PgStore {
         let mut tx = snapshot(&self.pool).await?;
         let to = DeliveredTo {
             endpoint,
-            status: status.map(status_sql),
+            status: status.map(MessageStatus::condition),
             now,
         };
         let found = message::list(&mut *tx, app, filter, Some(&to), seek).await?;
         let ids = found.iter().map(|m| m.id.to_string()).collect();
         let key = ("endpoint_id", endpoint.to_string());
         let states = states(&mut tx, app, key, ("msg_id", ids), now).await?;
-        let key = |m: &Message| m.id.to_string();
-        Ok(DeliveryState::pair(
-            found,
-            states,
-            key,
-            |message, delivery| AttemptedMessage { message, delivery },
-        ))
+        Ok(AttemptedMessage::pair_up(found, states))
     }
 }

@@ -10,7 +10,7 @@ use vow_core::SourceId;
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::Sources;
 use vow_store::inbound::{NewSource, Source, SourceFields};
-use vow_store::rows::FromColumns;
+use vow_store::rows::{FromColumns, SOURCE_FIELDS};
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
@@ -32,20 +32,8 @@ pub(crate) fn require(conn: &Connection, source: SourceId) -> Result<()> {
         .ok_or_else(not_found)
 }
 
-/// The replaceable columns, in the order [`field_values`] gives their values.
-const FIELDS: [&str; 11] = [
-    "description",
-    "scheme",
-    "hmac",
-    "secrets",
-    "tolerance_secs",
-    "event_id",
-    "account",
-    "version_pointer",
-    "entity_pointer",
-    "destinations",
-    "replay_window_secs",
-];
+/// The replaceable columns ([`SOURCE_FIELDS`]), in the order [`field_values`] gives values.
+const FIELDS: [&str; 11] = SOURCE_FIELDS;
 
 /// The values of [`FIELDS`], as stored.
 fn field_values(f: &SourceFields) -> rusqlite::Result<[Value; 11]> {

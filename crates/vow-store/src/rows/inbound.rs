@@ -17,6 +17,22 @@ pub fn destination_key(destination: Option<&DestinationId>) -> String {
     destination.map_or_else(|| PULL.to_string(), ToString::to_string)
 }
 
+/// A source's replaceable columns, in the order of [`SourceFields`]' fields: what a create
+/// inserts and an update sets (both backends bind the values in this order).
+pub const SOURCE_FIELDS: [&str; 11] = [
+    "description",
+    "scheme",
+    "hmac",
+    "secrets",
+    "tolerance_secs",
+    "event_id",
+    "account",
+    "version_pointer",
+    "entity_pointer",
+    "destinations",
+    "replay_window_secs",
+];
+
 impl FromColumns for Source {
     const COLUMNS: &'static str = "id, token, description, scheme, hmac, secrets, \
                                   tolerance_secs, replay_window_secs, event_id, account, \
