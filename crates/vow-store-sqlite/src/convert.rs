@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use vow_core::IdError;
 use vow_store::rows::{Columns, FromColumns};
-use vow_store::{Order, Seek};
+use vow_store::Seek;
 
 /// A time as stored: microseconds since the epoch.
 pub(crate) fn micros(t: DateTime<Utc>) -> i64 {
@@ -122,10 +122,7 @@ pub(crate) fn seek_sql(
     after_param: usize,
     limit_param: usize,
 ) -> String {
-    let (cmp, dir) = match seek.order {
-        Order::Ascending => (">", "ASC"),
-        Order::Descending => ("<", "DESC"),
-    };
+    let (cmp, dir) = seek.order.sql();
     let mut conds: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
     if seek.after.is_some() {
         conds.push(format!("{key} {cmp} ?{after_param}"));
@@ -142,6 +139,7 @@ pub(crate) fn seek_sql(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vow_store::Order;
 
     #[test]
     fn truncation_drops_nanoseconds_only() {
