@@ -3,7 +3,7 @@
 
 use vow_core::DestinationId;
 
-use super::{Columns, FromColumns, Reader};
+use super::read::{Columns, FromColumns, Reader};
 use crate::inbound::processing::{Forward, Outcome};
 use crate::inbound::{
     InboundContent, InboundEvent, InboundState, Rejection, RejectionCount, Source, SourceFields,

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Columns, FromColumns, Reader};
+use super::read::{Columns, FromColumns, Reader};
 use crate::queue::{Attempt, DeliveryState, DeliveryTarget, MessageStatus, NewAttempt};
 use crate::rules::fan_out::FanOutEndpoint;
 use crate::{
