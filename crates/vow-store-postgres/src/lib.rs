@@ -31,7 +31,8 @@
 //! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
 //!   process's workers.
 //! - `seek`: keyset pagination ([`vow_store::Seek`]) as SQL.
-//! - `convert`: reading stored values back into vow-core types.
+//! - `convert`: this store's `vow_store::rows::Columns` (rows read back through the shared
+//!   mapping) and the conversions on the way in.
 //! - `error`: PostgreSQL errors into [`StoreError`] (unique violation → `Conflict`, ...).
 //! - `testing` (feature `testing`): a fresh migrated schema per test.
 

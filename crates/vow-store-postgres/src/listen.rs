@@ -2,12 +2,15 @@
 //! (through [`WorkNotifier`], after its commit), and each process `LISTEN`s on it (besides
 //! polling, which catches anything missed while a listener reconnects or a notifier died).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, Notify};
+use vow_store::idempotency::{Applied, QueuesWork};
+use vow_store::StoreResult;
 
 use crate::PgStore;
 
@@ -42,17 +45,23 @@ impl WorkNotifier {
         });
         Self { signal }
     }
-
-    /// A write was committed: when it queued work, tell the other processes.
-    pub(crate) fn written(&self, written: &impl vow_store::idempotency::QueuesWork) {
-        if written.queues_work() {
-            // Full means a signal is already waiting, which covers this one too.
-            let _ = self.signal.try_send(());
-        }
-    }
 }
 
 impl PgStore {
+    /// Runs `write`, a write that may queue work, and once it committed, wakes the workers of
+    /// every process when it did.
+    pub(crate) async fn waking<T: QueuesWork>(
+        &self,
+        write: impl Future<Output = StoreResult<Applied<T>>>,
+    ) -> StoreResult<Applied<T>> {
+        let applied = write.await?;
+        if applied.0.queues_work() {
+            // Full means a signal is already waiting, which covers this one too.
+            let _ = self.notifier.signal.try_send(());
+        }
+        Ok(applied)
+    }
+
     /// Listens for work made due by any process and notifies `wake` for each signal. Runs in
     /// the background until `wake` has no other owner; reconnects after a lost connection.
     pub fn spawn_work_listener(&self, wake: Arc<Notify>) {

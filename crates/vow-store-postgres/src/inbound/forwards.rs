@@ -3,51 +3,19 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
-use vow_core::{DestinationId, InboundEventId};
+use vow_core::InboundEventId;
 use vow_store::inbound::processing::{Forward, Outcome};
+use vow_store::rows::FromColumns;
 use vow_store::StoreResult;
 
-use crate::convert;
+use crate::convert::{self, read};
 use crate::error::{corrupt, db_error};
 
-/// The stored destination of a pull consumer's outcome.
-pub(crate) const PULL: &str = "pull";
-
-/// A destination as stored: its id, or [`PULL`].
-pub(crate) fn destination_key(destination: Option<&DestinationId>) -> String {
-    destination.map_or_else(|| PULL.to_string(), ToString::to_string)
-}
+pub(crate) use vow_store::rows::{destination_key, PULL};
 
 /// A stored outcome.
 pub(crate) fn outcome(value: &str) -> StoreResult<Outcome> {
     Outcome::parse(value).ok_or_else(|| corrupt(format!("inbound_forwards.outcome {value:?}")))
-}
-
-/// One `inbound_forwards` row.
-#[derive(sqlx::FromRow)]
-struct ForwardRow {
-    destination: String,
-    outcome: String,
-    attempts: i32,
-    status: Option<i32>,
-    error: Option<String>,
-    updated_at: DateTime<Utc>,
-}
-
-impl ForwardRow {
-    fn into_model(self) -> StoreResult<Forward> {
-        Ok(Forward {
-            destination: match self.destination.as_str() {
-                PULL => None,
-                id => Some(convert::id("inbound_forwards.destination", id)?),
-            },
-            outcome: outcome(&self.outcome)?,
-            attempts: convert::count("inbound_forwards.attempts", self.attempts)?,
-            status: convert::status("inbound_forwards.status", self.status)?,
-            error: self.error,
-            updated_at: self.updated_at,
-        })
-    }
 }
 
 /// The forwards of `event`, by destination.
@@ -55,17 +23,15 @@ pub(crate) async fn of<'c>(
     ex: impl PgExecutor<'c>,
     event: &InboundEventId,
 ) -> StoreResult<Vec<Forward>> {
-    sqlx::query_as::<_, ForwardRow>(
-        "SELECT destination, outcome, attempts, status, error, updated_at
-         FROM inbound_forwards WHERE event_id = $1 ORDER BY destination",
-    )
+    sqlx::query(&format!(
+        "SELECT {} FROM inbound_forwards WHERE event_id = $1 ORDER BY destination",
+        Forward::COLUMNS
+    ))
     .bind(event.to_string())
+    .try_map(read::<Forward>)
     .fetch_all(ex)
     .await
-    .map_err(db_error)?
-    .into_iter()
-    .map(ForwardRow::into_model)
-    .collect()
+    .map_err(db_error)
 }
 
 /// The stored outcomes of the forwards of each of `events`, as `(event id, destination,

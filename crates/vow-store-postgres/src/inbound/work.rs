@@ -208,7 +208,7 @@ async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<I
     let mut ends = Ends::default();
     for row in &rows {
         let mut outcomes = known.remove(&row.event.id).unwrap_or_default();
-        let attempts = convert::count("inbound_events.attempts", row.event.attempts)?;
+        let attempts = row.event.attempts;
         // The destinations still owed the event, and whether each is idempotent.
         let owed: Vec<(String, bool)> = match holder(row)? {
             PULL => vec![(PULL.to_string(), false)],

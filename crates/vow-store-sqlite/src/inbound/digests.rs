@@ -4,8 +4,8 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use vow_store::inbound::{InboundEvent, NewInboundEvent, ReplayGuard};
 
-use super::events::{from_row, COLUMNS};
-use crate::convert::micros;
+use super::events::COLUMNS;
+use crate::convert::{micros, read};
 use crate::error::Result;
 
 /// Records that `event` (just inserted for `new`) was accepted with the guard's digest, unless
@@ -47,6 +47,6 @@ pub(crate) fn remember(
     );
     let earlier = conn
         .prepare_cached(&sql)?
-        .query_row(params![source, guard.digest], from_row)?;
+        .query_row(params![source, guard.digest], read)?;
     Ok(Some(earlier))
 }

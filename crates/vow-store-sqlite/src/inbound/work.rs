@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{DestinationId, InboundEventId, SourceId};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::decisions::{self, Decided, Decision};
@@ -19,15 +19,16 @@ use vow_store::inbound::processing::{
 };
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
 use vow_store::inbound::{InboundDecisions, InboundWork};
+use vow_store::rows::Columns;
 use vow_store::rules::lease::{expired_outcome, lease_until};
 use vow_store::rules::supersede::{self, Candidate, Mark, Turn};
 use vow_store::StoreError;
 use vow_store::StoreResult;
 
-use super::events::{content_from_row, from_row, COLUMNS};
+use super::events::{with_content, COLUMNS};
 use super::forwards::{destination_key, forwards, put_forward, unknown, PULL};
 use super::sources;
-use crate::convert::{micros, opt_time};
+use crate::convert::{micros, read, SqliteColumns};
 use crate::error::Result;
 use crate::SqliteStore;
 
@@ -60,7 +61,7 @@ fn settle(
             last_error.flatten(),
             micros(now),
         ],
-        from_row,
+        read,
     )?)
 }
 
@@ -122,7 +123,7 @@ fn settle_expired(
     let expired: Vec<(InboundEvent, Option<String>)> = conn
         .prepare_cached(&sql)?
         .query_map(params![micros(request.now), EXPIRED_BATCH], |row| {
-            Ok((from_row(row)?, row.get(16)?))
+            Ok((read(row)?, row.get(16)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut settled = Vec::with_capacity(expired.len());
@@ -179,7 +180,7 @@ fn candidates(
          ORDER BY next_attempt_at, id LIMIT ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let map = |row: &Row<'_>| Ok((from_row(row)?, content_from_row(row, 16)?));
+    let map = with_content;
     let rows = match pull_source {
         None => stmt.query_map(params![micros(request.now), request.limit], map)?,
         Some(source) => stmt.query_map(params![micros(request.now), request.limit, source], map)?,
@@ -234,7 +235,7 @@ fn supersede(
     );
     Ok(conn
         .prepare_cached(&sql)?
-        .query_row(params![event.to_string(), note, micros(now)], from_row)?)
+        .query_row(params![event.to_string(), note, micros(now)], read)?)
 }
 
 /// Leases `event` to the claimer.
@@ -258,7 +259,7 @@ fn lease(
             request.consumer.as_str(),
             micros(request.now),
         ],
-        from_row,
+        read,
     )?;
     Ok((leased, token, until))
 }
@@ -401,7 +402,7 @@ pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
              WHERE state IN ('received', 'retryable')
                AND source_id IN (SELECT id FROM sources WHERE destinations <> '[]')",
         )?
-        .query_row([], |row| opt_time(row, 0))?)
+        .query_row([], |row| SqliteColumns(row).opt_time(0))?)
 }
 
 /// The state of `source`'s event `id`; `NotFound("inbound event")` when absent.
@@ -434,7 +435,7 @@ pub(crate) fn decide(
     for destination in &targets {
         rewrite.execute(params![
             id.to_string(),
-            destination_key(*destination),
+            destination_key(destination.as_ref()),
             decision.outcome().as_str(),
             micros(now),
         ])?;
