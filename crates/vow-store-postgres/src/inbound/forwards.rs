@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 use vow_core::{DestinationId, InboundEventId};
 use vow_store::inbound::processing::{Forward, Outcome};
+use vow_store::rules::recording::Stored;
 use vow_store::StoreResult;
 
 use crate::convert;
@@ -68,22 +69,71 @@ pub(crate) async fn of<'c>(
     .collect()
 }
 
-/// The stored outcomes of the forwards of each of `events`, as `(event id, destination,
-/// outcome)`.
+/// The stored outcomes of the forwards of each of `events`, as `(event id, outcome)`.
 pub(crate) async fn outcomes_of(
     conn: &mut PgConnection,
     events: &[String],
-) -> StoreResult<Vec<(String, String, Outcome)>> {
-    let rows: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT event_id, destination, outcome FROM inbound_forwards WHERE event_id = ANY($1)",
+) -> StoreResult<Vec<(String, Stored<String>)>> {
+    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT event_id, destination, outcome, error FROM inbound_forwards
+         WHERE event_id = ANY($1)",
     )
     .bind(events)
     .fetch_all(conn)
     .await
     .map_err(db_error)?;
     rows.into_iter()
-        .map(|(event, destination, o)| Ok((event, destination, outcome(&o)?)))
+        .map(|(event, destination, o, error)| {
+            let outcome = outcome(&o)?;
+            Ok((
+                event,
+                Stored {
+                    destination,
+                    outcome,
+                    error,
+                },
+            ))
+        })
         .collect()
+}
+
+/// Retryable outcomes that become `dead_lettered`, as columns: (event, destination).
+#[derive(Default)]
+pub(crate) struct DeadLetters {
+    event_id: Vec<String>,
+    destination: Vec<String>,
+}
+
+impl DeadLetters {
+    /// Adds `event`'s forward to `destination`.
+    pub(crate) fn push(&mut self, event: &str, destination: String) {
+        self.event_id.push(event.to_string());
+        self.destination.push(destination);
+    }
+
+    /// Writes them at `now`, one statement (none when there are none); attempts, status and
+    /// error stay.
+    pub(crate) async fn write(
+        self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        if self.event_id.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE inbound_forwards f SET outcome = 'dead_lettered', updated_at = $3
+             FROM UNNEST($1::text[], $2::text[]) AS u (eid, dest)
+             WHERE f.event_id = u.eid AND f.destination = u.dest",
+        )
+        .bind(&self.event_id)
+        .bind(&self.destination)
+        .bind(now)
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
 }
 
 /// Outcomes to write, as columns: one row per (event, destination).
