@@ -130,6 +130,12 @@ impl PgStore {
         Ok(store)
     }
 
+    /// Listens for work made due by any process and notifies `wake` for each signal. Runs in
+    /// the background until `wake` has no other owner; reconnects after a lost connection.
+    pub fn spawn_work_listener(&self, wake: std::sync::Arc<tokio::sync::Notify>) {
+        listen::spawn_listener(self.pool.clone(), wake);
+    }
+
     /// A connection from the pool, for the entity functions that take one.
     pub(crate) async fn conn(&self) -> StoreResult<PoolConnection<Postgres>> {
         self.pool.acquire().await.map_err(db_error)
