@@ -5,7 +5,7 @@
 //! (`crate::idempotency::apply`).
 //!
 //! A claim is ONE transaction:
-//! 1. settle: lock up to [`SETTLE_BATCH`] `processing` events whose lease ran out
+//! 1. settle: lock up to [`SETTLED_PER_CLAIM`] `processing` events whose lease ran out
 //!    (`FOR UPDATE SKIP LOCKED`) and write what [`vow_store::rules::recording::expire`] decides
 //!    for each (every destination still owed it `uncertain`, or `retryable` when idempotent;
 //!    the event the aggregate of its outcomes);
@@ -34,7 +34,7 @@ use vow_store::inbound::processing::{
 };
 use vow_store::inbound::InboundWork;
 use vow_store::inbound::{Destination, InboundEvent, InboundState};
-use vow_store::rules::lease::lease_until;
+use vow_store::rules::lease::{lease_until, SETTLED_PER_CLAIM};
 use vow_store::rules::recording::{self, Attempt, Recording, Stored};
 use vow_store::rules::supersede::{self, Candidate, Mark, Turn};
 use vow_store::StoreResult;
@@ -44,9 +44,6 @@ use super::forwards::{self, destination_key, DeadLetters, ForwardColumns, PULL};
 use crate::convert;
 use crate::error::{corrupt, db_error};
 use crate::PgStore;
-
-/// How many expired leases one claim settles at most (the next claim settles more).
-const SETTLE_BATCH: i64 = 100;
 
 /// The sources matching `filter` as `s (sid, destinations)`, to join `inbound_events e` with:
 /// their column names differ from the events', so the bare names of [`COLUMNS`] can only mean
@@ -230,7 +227,7 @@ async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<I
         sources("TRUE")
     ))
     .bind(req.now)
-    .bind(SETTLE_BATCH)
+    .bind(convert::bigint_param(SETTLED_PER_CLAIM))
     .fetch_all(&mut *conn)
     .await
     .map_err(db_error)?;

@@ -19,7 +19,7 @@ use vow_store::inbound::processing::{
 };
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
 use vow_store::inbound::{InboundDecisions, InboundWork};
-use vow_store::rules::lease::lease_until;
+use vow_store::rules::lease::{lease_until, SETTLED_PER_CLAIM};
 use vow_store::rules::recording::{self, Attempt, Recording, Stored};
 use vow_store::rules::supersede::{self, Candidate, Mark, Turn};
 use vow_store::StoreError;
@@ -31,9 +31,6 @@ use super::sources;
 use crate::convert::{micros, opt_time};
 use crate::error::Result;
 use crate::SqliteStore;
-
-/// Expired leases settled per claim at most (the rest wait for the next claim).
-const EXPIRED_BATCH: usize = 256;
 
 /// Ends `event`'s lease and moves it to `state` (due at `due`); `last_error` replaces the stored
 /// one unless `None`.
@@ -148,11 +145,11 @@ fn settle_expired(
 ) -> Result<Vec<InboundEvent>> {
     let sql = format!(
         "SELECT {COLUMNS}, claimed_by FROM inbound_events
-         WHERE state = 'processing' AND lease_until <= ?1 ORDER BY lease_until LIMIT ?2"
+         WHERE state = 'processing' AND lease_until <= ?1 ORDER BY lease_until, id LIMIT ?2"
     );
     let expired: Vec<(InboundEvent, Option<String>)> = conn
         .prepare_cached(&sql)?
-        .query_map(params![micros(request.now), EXPIRED_BATCH], |row| {
+        .query_map(params![micros(request.now), SETTLED_PER_CLAIM], |row| {
             Ok((from_row(row)?, row.get(16)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -180,10 +177,7 @@ fn candidates(
     request: &WorkRequest,
 ) -> Result<Vec<(InboundEvent, Option<InboundContent>)>> {
     let (filter, pull_source) = match request.consumer {
-        Consumer::Push => (
-            "source_id IN (SELECT id FROM sources WHERE destinations <> '[]')",
-            None,
-        ),
+        Consumer::Push => (PUSHED, None),
         // Only while the source has no destinations, which vow's workers would forward to.
         Consumer::Pull(source) => (
             "source_id = ?3 AND source_id IN (SELECT id FROM sources WHERE destinations = '[]')",
@@ -193,10 +187,7 @@ fn candidates(
     let sql = format!(
         "SELECT {COLUMNS}, headers, payload FROM inbound_events e
          WHERE state IN ('received', 'retryable') AND next_attempt_at <= ?1 AND {filter}
-           AND (entity IS NULL OR version IS NULL OR NOT EXISTS (
-               SELECT 1 FROM inbound_events p WHERE p.source_id = e.source_id
-                 AND p.entity = e.entity AND p.state = 'processing'
-                 AND p.version IS NOT NULL))
+           AND {ENTITY_FREE}
          ORDER BY next_attempt_at, id LIMIT ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
@@ -394,14 +385,30 @@ pub(crate) fn renew(
     Ok(kept)
 }
 
-/// `vow_store::inbound::InboundWork::next_inbound_due`.
+/// Events of sources that vow's workers forward.
+const PUSHED: &str = "source_id IN (SELECT id FROM sources WHERE destinations <> '[]')";
+
+/// That no other versioned event of the entity of `e` (an event with an entity and a version)
+/// is being processed.
+const ENTITY_FREE: &str = "(entity IS NULL OR version IS NULL OR NOT EXISTS (
+    SELECT 1 FROM inbound_events p WHERE p.source_id = e.source_id
+      AND p.entity = e.entity AND p.state = 'processing' AND p.version IS NOT NULL))";
+
+/// `vow_store::inbound::InboundWork::next_inbound_due`: the first due event of a pushed source
+/// whose entity is not busy, or the end of the first lease of such a source (its settling may
+/// make the event due at once).
 pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
+    let sql = format!(
+        "SELECT MIN(due) FROM (
+             SELECT * FROM (SELECT next_attempt_at AS due FROM inbound_events e
+                 WHERE state IN ('received', 'retryable') AND {PUSHED} AND {ENTITY_FREE}
+                 ORDER BY next_attempt_at LIMIT 1)
+             UNION ALL
+             SELECT * FROM (SELECT lease_until AS due FROM inbound_events
+                 WHERE state = 'processing' AND {PUSHED} ORDER BY lease_until LIMIT 1))"
+    );
     Ok(conn
-        .prepare_cached(
-            "SELECT MIN(next_attempt_at) FROM inbound_events
-             WHERE state IN ('received', 'retryable')
-               AND source_id IN (SELECT id FROM sources WHERE destinations <> '[]')",
-        )?
+        .prepare_cached(&sql)?
         .query_row([], |row| opt_time(row, 0))?)
 }
 

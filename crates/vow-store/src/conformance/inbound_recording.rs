@@ -220,6 +220,27 @@ pub async fn events_without_a_version_neither_wait_for_nor_hold_back_their_entit
     );
 }
 
+/// The next time a push claim could take something is not that of an event waiting for its
+/// busy entity but the end of the lease that keeps the entity busy (settling it may make work
+/// due); an event without an entity is due when it arrives.
+pub async fn next_due_waits_for_a_busy_entity_and_counts_lease_ends(store: &dyn Store) {
+    let source = source_with(store, vec![destination("https://a.example", false)]).await;
+    let of_entity = |id: &str, version: &str, secs| NewInboundEvent {
+        entity: Some("cus_a".into()),
+        version: Some(version.into()),
+        now: t(secs),
+        ..delivery(source.id, Some(id), id.as_bytes())
+    };
+    claim_new(store, of_entity("v1", "1", 10)).await;
+    claim_new(store, of_entity("v2", "2", 11)).await;
+    let got = claim(store, Consumer::Push, 12).await;
+    assert_eq!(got.claimed.len(), 1, "one event of cus_a at a time");
+    assert_eq!(got.claimed[0].lease_until, t(42));
+    assert_eq!(store.next_inbound_due().await.unwrap(), Some(t(42)));
+    claim_new(store, delivery(source.id, Some("plain"), b"{}")).await;
+    assert_eq!(store.next_inbound_due().await.unwrap(), Some(t(10)));
+}
+
 /// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
 /// added to this module is listed here, and nowhere else.
 #[doc(hidden)]
@@ -233,6 +254,7 @@ macro_rules! __conformance_cases_inbound_recording {
             a_destination_reported_twice_counts_one_attempt,
             a_pull_claim_takes_nothing_while_its_source_has_destinations,
             events_without_a_version_neither_wait_for_nor_hold_back_their_entity,
+            next_due_waits_for_a_busy_entity_and_counts_lease_ends,
         );
     };
 }
