@@ -97,45 +97,6 @@ pub(crate) async fn outcomes_of(
         .collect()
 }
 
-/// Retryable outcomes that become `dead_lettered`, as columns: (event, destination).
-#[derive(Default)]
-pub(crate) struct DeadLetters {
-    event_id: Vec<String>,
-    destination: Vec<String>,
-}
-
-impl DeadLetters {
-    /// Adds `event`'s forward to `destination`.
-    pub(crate) fn push(&mut self, event: &str, destination: String) {
-        self.event_id.push(event.to_string());
-        self.destination.push(destination);
-    }
-
-    /// Writes them at `now`, one statement (none when there are none); attempts, status and
-    /// error stay.
-    pub(crate) async fn write(
-        self,
-        conn: &mut PgConnection,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        if self.event_id.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(
-            "UPDATE inbound_forwards f SET outcome = 'dead_lettered', updated_at = $3
-             FROM UNNEST($1::text[], $2::text[]) AS u (eid, dest)
-             WHERE f.event_id = u.eid AND f.destination = u.dest",
-        )
-        .bind(&self.event_id)
-        .bind(&self.destination)
-        .bind(now)
-        .execute(conn)
-        .await
-        .map_err(db_error)?;
-        Ok(())
-    }
-}
-
 /// Outcomes to write, as columns: one row per (event, destination).
 #[derive(Default)]
 pub(crate) struct ForwardColumns {
@@ -144,6 +105,8 @@ pub(crate) struct ForwardColumns {
     outcome: Vec<&'static str>,
     status: Vec<Option<i32>>,
     error: Vec<Option<String>>,
+    /// 1 for an attempt, 0 for a stored outcome dead-lettered.
+    attempts: Vec<i32>,
 }
 
 impl ForwardColumns {
@@ -162,10 +125,21 @@ impl ForwardColumns {
         self.outcome.push(outcome.as_str());
         self.status.push(convert::status_param(status));
         self.error.push(error);
+        self.attempts.push(1);
+    }
+
+    /// Dead-letters the stored outcome of `event` at `destination`: no attempt, its status and
+    /// error stay.
+    pub(crate) fn dead_letter(&mut self, event: &str, destination: String) {
+        self.push(event, destination, Outcome::DeadLettered, None, None);
+        if let Some(last) = self.attempts.last_mut() {
+            *last = 0;
+        }
     }
 
     /// Writes them at `now`, one statement: a new row counts one attempt, an existing one
-    /// takes the new outcome, status and error and counts one more. A pair must appear once.
+    /// takes the new outcome, status and error and counts one more (a dead-letter only takes
+    /// the outcome). A pair must appear once.
     pub(crate) async fn upsert(
         self,
         conn: &mut PgConnection,
@@ -177,12 +151,16 @@ impl ForwardColumns {
         sqlx::query(
             "INSERT INTO inbound_forwards
                  (event_id, destination, outcome, attempts, status, error, updated_at)
-             SELECT u.event_id, u.destination, u.outcome, 1, u.status, u.error, $6
-             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::text[])
-                 AS u (event_id, destination, outcome, status, error)
+             SELECT u.event_id, u.destination, u.outcome, u.attempts, u.status, u.error, $7
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[])
+                 AS u (event_id, destination, outcome, status, error, attempts)
              ON CONFLICT (event_id, destination) DO UPDATE SET
-                 outcome = EXCLUDED.outcome, attempts = inbound_forwards.attempts + 1,
-                 status = EXCLUDED.status, error = EXCLUDED.error,
+                 outcome = EXCLUDED.outcome,
+                 attempts = inbound_forwards.attempts + EXCLUDED.attempts,
+                 status = CASE WHEN EXCLUDED.attempts > 0 THEN EXCLUDED.status
+                               ELSE inbound_forwards.status END,
+                 error = CASE WHEN EXCLUDED.attempts > 0 THEN EXCLUDED.error
+                              ELSE inbound_forwards.error END,
                  updated_at = EXCLUDED.updated_at",
         )
         .bind(&self.event_id)
@@ -190,6 +168,7 @@ impl ForwardColumns {
         .bind(&self.outcome)
         .bind(&self.status)
         .bind(&self.error)
+        .bind(&self.attempts)
         .bind(now)
         .execute(conn)
         .await

@@ -40,7 +40,7 @@ use vow_store::rules::supersede::{self, Candidate, Mark, Turn};
 use vow_store::StoreResult;
 
 use super::events::{DetailRow, EventRow, COLUMNS};
-use super::forwards::{self, destination_key, DeadLetters, ForwardColumns, PULL};
+use super::forwards::{self, destination_key, ForwardColumns, PULL};
 use crate::convert;
 use crate::error::{corrupt, db_error};
 use crate::PgStore;
@@ -83,11 +83,10 @@ fn is_done(outcomes: &[Stored<String>], destination: &str) -> bool {
         .any(|s| s.destination == destination && s.outcome.is_final())
 }
 
-/// What [`recording`] decided for some events, to write in three statements at most.
+/// What [`recording`] decided for some events, to write in two statements.
 #[derive(Default)]
 struct Recorded {
-    attempts: ForwardColumns,
-    dead_letters: DeadLetters,
+    forwards: ForwardColumns,
     ends: Ends,
 }
 
@@ -95,10 +94,10 @@ impl Recorded {
     fn push(&mut self, id: &str, recorded: Recording<String>) {
         for a in recorded.attempts {
             let key = a.destination;
-            self.attempts.push(id, key, a.outcome, a.status, a.error);
+            self.forwards.push(id, key, a.outcome, a.status, a.error);
         }
         for destination in recorded.dead_lettered {
-            self.dead_letters.push(id, destination);
+            self.forwards.dead_letter(id, destination);
         }
         let (state, due) = (recorded.state, recorded.due);
         self.ends
@@ -111,8 +110,7 @@ impl Recorded {
         conn: &mut PgConnection,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<InboundEvent>> {
-        self.attempts.upsert(conn, now).await?;
-        self.dead_letters.write(conn, now).await?;
+        self.forwards.upsert(conn, now).await?;
         self.ends.write(conn, now).await
     }
 }
