@@ -8,7 +8,7 @@
 use vow_core::SourceId;
 
 use super::inbound::{claim_new, delivery};
-use super::inbound_work::{claim, destination, record, result, source_with};
+use super::inbound_work::{claim, destination, record, result, source_with, two_destinations};
 use super::support::*;
 use crate::inbound::processing::{Consumer, Forward, NextTry, Outcome};
 use crate::inbound::{InboundState, NewInboundEvent, Source, StoredInbound};
@@ -49,12 +49,7 @@ fn at(forwards: &[Forward], destination: Option<vow_core::DestinationId>) -> &Fo
 pub async fn out_of_attempts_no_destination_stays_retryable_even_one_not_reported(
     store: &dyn Store,
 ) {
-    let (a, b) = (
-        destination("https://a.example", false),
-        destination("https://b.example", false),
-    );
-    let source = source_with(store, vec![a.clone(), b.clone()]).await;
-    let event = claim_new(store, delivery(source.id, Some("e-1"), b"{}")).await;
+    let (source, [a, b], event) = two_destinations(store).await;
     let first = claim(store, Consumer::Push, 20).await.claimed.remove(0);
     let results = vec![
         result(Some(a.id), Outcome::Completed),
