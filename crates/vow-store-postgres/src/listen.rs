@@ -2,17 +2,12 @@
 //! (through [`WorkNotifier`], after its commit), and each process `LISTEN`s on it (besides
 //! polling, which catches anything missed while a listener reconnects or a notifier died).
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, Notify};
-use vow_store::idempotency::{Applied, QueuesWork};
-use vow_store::StoreResult;
-
-use crate::PgStore;
 
 /// The channel.
 pub const WORK_CHANNEL: &str = "vow_work";
@@ -45,71 +40,63 @@ impl WorkNotifier {
         });
         Self { signal }
     }
+
+    /// A write was committed: when it queued work, tell the other processes.
+    pub(crate) fn written(&self, written: &impl vow_store::idempotency::QueuesWork) {
+        if written.queues_work() {
+            // Full means a signal is already waiting, which covers this one too.
+            let _ = self.signal.try_send(());
+        }
+    }
 }
 
-impl PgStore {
-    /// Runs `write`, a write that may queue work, and once it committed, wakes the workers of
-    /// every process when it did.
-    pub(crate) async fn waking<T: QueuesWork>(
-        &self,
-        write: impl Future<Output = StoreResult<Applied<T>>>,
-    ) -> StoreResult<Applied<T>> {
-        let applied = write.await?;
-        if applied.0.queues_work() {
-            // Full means a signal is already waiting, which covers this one too.
-            let _ = self.notifier.signal.try_send(());
-        }
-        Ok(applied)
-    }
-
-    /// Listens for work made due by any process and notifies `wake` for each signal. Runs in
-    /// the background until `wake` has no other owner; reconnects after a lost connection.
-    pub fn spawn_work_listener(&self, wake: Arc<Notify>) {
-        let pool = self.pool.clone();
-        tokio::spawn(async move {
-            let mut backoff = Duration::from_millis(100);
-            while Arc::strong_count(&wake) > 1 {
-                let mut listener = match PgListener::connect_with(&pool).await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "LISTEN connection failed; retrying");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
-                        continue;
-                    }
-                };
-                let schema: String = match sqlx::query_scalar("SELECT current_schema()")
-                    .fetch_one(&pool)
-                    .await
-                {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "reading the schema failed; retrying");
-                        tokio::time::sleep(backoff).await;
-                        continue;
-                    }
-                };
-                if let Err(e) = listener.listen(WORK_CHANNEL).await {
-                    tracing::warn!(error = %e, "LISTEN failed; retrying");
+/// Listens on `pool` for work made due by any process and notifies `wake` for each signal
+/// (`PgStore::spawn_work_listener`). Runs in the background until `wake` has no other owner;
+/// reconnects after a lost connection.
+pub(crate) fn spawn_listener(pool: PgPool, wake: Arc<Notify>) {
+    tokio::spawn(async move {
+        let mut backoff = Duration::from_millis(100);
+        while Arc::strong_count(&wake) > 1 {
+            let mut listener = match PgListener::connect_with(&pool).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "LISTEN connection failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            let schema: String = match sqlx::query_scalar("SELECT current_schema()")
+                .fetch_one(&pool)
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the schema failed; retrying");
                     tokio::time::sleep(backoff).await;
                     continue;
                 }
-                backoff = Duration::from_millis(100);
-                // Anything queued while we were not listening is found by the next claim.
-                wake.notify_one();
-                while Arc::strong_count(&wake) > 1 {
-                    match tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await {
-                        Ok(Ok(Some(n))) if n.payload() == schema => wake.notify_one(),
-                        Ok(Ok(Some(_))) => {}  // another deployment's schema
-                        Ok(Ok(None)) => break, // connection lost: reconnect
-                        Ok(Err(e)) => {
-                            tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
-                            break;
-                        }
-                        Err(_) => {} // idle: re-check that someone still wants wake-ups
+            };
+            if let Err(e) = listener.listen(WORK_CHANNEL).await {
+                tracing::warn!(error = %e, "LISTEN failed; retrying");
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
+            backoff = Duration::from_millis(100);
+            // Anything queued while we were not listening is found by the next claim.
+            wake.notify_one();
+            while Arc::strong_count(&wake) > 1 {
+                match tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await {
+                    Ok(Ok(Some(n))) if n.payload() == schema => wake.notify_one(),
+                    Ok(Ok(Some(_))) => {}  // another deployment's schema
+                    Ok(Ok(None)) => break, // connection lost: reconnect
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
+                        break;
                     }
+                    Err(_) => {} // idle: re-check that someone still wants wake-ups
                 }
             }
-        });
-    }
+        }
+    });
 }

@@ -22,7 +22,7 @@ use vow_store::inbound::{
 use vow_store::rows::{event_with_content, FromColumns};
 use vow_store::{Seek, StoreError, StoreResult};
 
-use super::forwards;
+use super::{digests, forwards};
 use crate::convert::{self, not_found, read, PgColumns};
 use crate::error::{corrupt, db_error};
 use crate::seek::push_seek;
@@ -154,7 +154,17 @@ pub(crate) async fn claim(pool: &PgPool, new: NewInboundEvent) -> StoreResult<Cl
 async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult<Claim> {
     if let Some(event) = insert(conn, new, ClaimTarget::Claim, None).await? {
         if let Some(guard) = &new.replay_guard {
-            if let Some(earlier) = super::digests::remember(conn, new, guard, &event).await? {
+            if !digests::remember(conn, new, guard, &event).await? {
+                let sql = format!(
+                    "SELECT {COLUMNS} FROM inbound_events WHERE id = ({})",
+                    digests::HOLDER
+                );
+                let query = sqlx::query_as::<_, EventRow>(&sql)
+                    .bind(new.source_id.to_string())
+                    .bind(&guard.digest);
+                let earlier = one_event(query, conn).await?;
+                let earlier = earlier
+                    .ok_or_else(|| corrupt("a replay guard's digest names no inbound event"))?;
                 return Ok(Claim::Replayed(earlier));
             }
         }

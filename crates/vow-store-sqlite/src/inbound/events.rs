@@ -18,7 +18,7 @@ use vow_store::rows::{event_with_content, FromColumns};
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
-use super::sources;
+use super::{digests, sources};
 use crate::convert::{id, micros, read, seek_sql, to_json, SqliteColumns};
 use crate::error::Result;
 use crate::SqliteStore;
@@ -98,7 +98,14 @@ pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
     sources::require(conn, new.source_id)?;
     if let Some(event) = insert(conn, &new, ClaimTarget::Claim, None)? {
         if let Some(guard) = &new.replay_guard {
-            if let Some(earlier) = super::digests::remember(conn, &new, guard, &event)? {
+            if !digests::remember(conn, &new, guard, &event)? {
+                let sql = format!(
+                    "SELECT {COLUMNS} FROM inbound_events WHERE id = ({})",
+                    digests::HOLDER
+                );
+                let earlier = conn
+                    .prepare_cached(&sql)?
+                    .query_row(params![new.source_id.to_string(), guard.digest], read)?;
                 conn.prepare_cached("DELETE FROM inbound_events WHERE id = ?1")?
                     .execute([event.id.to_string()])?;
                 return Ok(Claim::Replayed(earlier));
