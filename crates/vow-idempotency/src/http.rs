@@ -3,10 +3,16 @@
 //! [`Problem`] as `application/problem+json`, turning a [`StoredResponse`] back into a response
 //! (a replay carries `Idempotent-Replayed: true`), `Idempotency-Expires`, and [`answer`], which
 //! maps a [`Begun`] to the response a request that does not own the key gets ([`next`], the
-//! decision itself, and [`begin_until`], the `Prefer: wait` polling, for a host's own flow).
+//! decision itself, and [`begin_until`], the `Prefer: wait` polling).
 //!
-//! On top of these, [`Request`], [`Done`], [`Failure`] and [`Outcome`] are the vocabulary of the
-//! "run this operation at most once" entry points, one a store: `sqlite::run` (features
+//! On these stands the one keyed flow, [`flow::run`]: on any [`RecordStore`] a host implements
+//! (with an optional claim of the key in the write's own transaction), with the in-flight
+//! registry ([`InFlight`]), the request read from its head ([`Head`]: the key, `Prefer: wait`,
+//! the [`Route`]'s target and query in the fingerprint, a route's replay window). vow's server
+//! runs it over its store.
+//!
+//! [`Request`], [`Done`], [`Failure`] and [`Outcome`] are the vocabulary of the "run this
+//! operation at most once" entry points built on that flow, one a store: `sqlite::run` (features
 //! `axum` + `sqlite`) and `postgres::run` (`axum` + `postgres`). A handler:
 //! 1. reads the key with [`key`] (400 on a bad header, before anything else is done);
 //! 2. validates its body (a validation failure is never stored);
@@ -29,15 +35,22 @@ use crate::problem::{self, Problem};
 use crate::record::{Begun, LeaseToken, Settings, StoredResponse};
 use crate::IdempotencyKey;
 
+pub mod flow;
+pub mod in_flight;
+mod keyed;
 mod next;
 mod once;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod route;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+pub use in_flight::InFlight;
+pub use keyed::{Ended, Event, Fresh, Head, Keyed, Owner, RecordStore, Settled};
 pub use next::{begin_until, next, Next, POLL};
 pub use once::{Done, Failure, Outcome, Request};
+pub use route::Route;
 
 /// The request header that carries the key.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
