@@ -25,7 +25,8 @@ use tokio::time::Instant;
 
 use super::in_flight::{Entered, InFlight, Running};
 use super::keyed::{Ended, Event, Fresh, Keyed, Owner, RecordStore, Settled};
-use super::{begin_until, next, replay, with_expires, Next};
+use super::next::{begin_until, next, Next};
+use super::respond::{replay, with_expires};
 use crate::record::{Begun, LeaseToken, StoredResponse};
 use crate::{KeyState, Problem};
 

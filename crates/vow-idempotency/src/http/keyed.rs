@@ -41,8 +41,8 @@ impl Head {
     ) -> Result<Self, Problem> {
         Ok(Self {
             route,
-            key: super::key(headers)?,
-            wait: super::prefer_wait(headers),
+            key: super::respond::key(headers)?,
+            wait: super::respond::prefer_wait(headers),
             target: route.target(scoped, params),
             query: route.canonical_query(query),
             window: None,
@@ -123,7 +123,7 @@ pub struct Keyed {
 }
 
 impl Keyed {
-    /// The request, its wait (capped at [`super::MAX_WAIT`]) counted from now.
+    /// The request, its wait (capped at [`super::respond::MAX_WAIT`]) counted from now.
     pub fn new(
         scope: Scope,
         fingerprint: Fingerprint,
@@ -131,7 +131,7 @@ impl Keyed {
         wait: Option<Duration>,
         settings: Settings,
     ) -> Self {
-        let wait = wait.map(|w| w.min(super::MAX_WAIT));
+        let wait = wait.map(|w| w.min(super::respond::MAX_WAIT));
         Self {
             scope,
             fingerprint,

@@ -4,7 +4,7 @@
 //!
 //! 1. **Begin** ([`crate::sqlite::begin`] / [`crate::postgres::begin`]): the insert decides the
 //!    owner (these stores do not claim in the write). With `Prefer: wait=N`, a request that
-//!    finds the key in progress polls every [`super::POLL`] until the outcome is stored (a
+//!    finds the key in progress polls every [`super::next::POLL`] until the outcome is stored (a
 //!    replay), the lease ends (it takes over), or the N seconds are over (409). Each poll begins
 //!    at `now` plus the time waited so far ([`Timed`]).
 //! 2. Not the owner: replay, 422 reused or expired, 409 in progress.
@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::flow;
 use super::keyed::{Ended, Keyed, Owner, RecordStore, Settled};
-use super::{response, with_expires};
+use super::respond::{response, with_expires};
 use crate::error::{Error, Result};
 use crate::fingerprint::canonical_body;
 use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
@@ -44,7 +44,7 @@ pub struct Request<'a> {
     pub now: DateTime<Utc>,
     /// The lease, replay and tombstone durations.
     pub settings: Settings,
-    /// How long to wait for a request in progress with the same key ([`super::prefer_wait`]).
+    /// How long to wait for a request in progress with the same key ([`super::respond::prefer_wait`]).
     pub wait: Option<Duration>,
 }
 
@@ -65,7 +65,7 @@ impl<'a> Request<'a> {
         Self { settings, ..self }
     }
 
-    /// The same, waiting up to `wait` (capped at [`super::MAX_WAIT`]) for a request in progress.
+    /// The same, waiting up to `wait` (capped at [`super::respond::MAX_WAIT`]) for a request in progress.
     pub fn with_wait(self, wait: Option<Duration>) -> Self {
         Self { wait, ..self }
     }

@@ -15,7 +15,7 @@ use sqlx::{PgConnection, PgPool};
 
 use super::keyed::Owner;
 use super::once::{self, Records, Write, Written};
-use super::{Done, Failure, Outcome, Request};
+use super::once::{Done, Failure, Outcome, Request};
 use crate::error::Result;
 use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
 use crate::{postgres as records, Fingerprint, KeyStatus};

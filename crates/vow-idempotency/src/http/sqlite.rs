@@ -21,7 +21,7 @@ use rusqlite::Connection;
 
 use super::keyed::Owner;
 use super::once::{self, Records, Write, Written};
-use super::{Done, Failure, Outcome, Request};
+use super::once::{Done, Failure, Outcome, Request};
 use crate::error::{Error, Result};
 use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
 use crate::{sqlite as records, Fingerprint, KeyStatus};
