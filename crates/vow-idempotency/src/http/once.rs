@@ -1,12 +1,12 @@
-//! Both stores' `run`, on the one keyed flow ([`super::flow`]), over two small crate-private
-//! traits that each store implements ([`Records`] for the record steps, [`Write`] for the one
-//! transaction of the business writes and the completion):
+//! Both stores' `run`, on the one keyed flow ([`super::flow`]): each store is the flow's
+//! [`RecordStore`] (its record steps, timed by the request's [`Clock`]) and implements the
+//! crate-private [`Write`], the one transaction of the business writes and the completion:
 //!
 //! 1. **Begin** ([`crate::sqlite::begin`] / [`crate::postgres::begin`]): the insert decides the
 //!    owner (these stores do not claim in the write). With `Prefer: wait=N`, a request that
 //!    finds the key in progress polls every [`super::next::POLL`] until the outcome is stored (a
 //!    replay), the lease ends (it takes over), or the N seconds are over (409). Each poll begins
-//!    at `now` plus the time waited so far ([`Timed`]).
+//!    at `now` plus the time waited so far ([`Clock`]).
 //! 2. Not the owner: replay, 422 reused or expired, 409 in progress.
 //! 3. **Write**: one transaction that fences the record by its lease token, runs the closure and
 //!    completes the record with the closure's response; all of it commits or none.
@@ -29,8 +29,8 @@ use super::keyed::{Ended, Keyed, Owner, RecordStore, Settled};
 use super::respond::{response, with_expires};
 use crate::error::{Error, Result};
 use crate::fingerprint::canonical_body;
-use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
-use crate::{Fingerprint, KeyStatus, Problem};
+use crate::record::{Scope, Settings, StoredResponse};
+use crate::{Fingerprint, Problem};
 
 /// One request with a key, to run at most once.
 #[derive(Debug, Clone)]
@@ -137,107 +137,34 @@ impl<T, E: IntoResponse> IntoResponse for Outcome<T, E> {
 /// What the write transaction gives back: the store's error, else the closure's result.
 pub(crate) type Written<T, E> = Result<std::result::Result<Done<T>, Failure<E>>>;
 
-/// The record steps of a store, each in a short transaction of its own.
-pub(crate) trait Records: Sync {
-    /// [`crate::sqlite::begin`] / [`crate::postgres::begin`], committed.
-    fn begin(
-        &self,
-        scope: &Scope,
-        fingerprint: &Fingerprint,
-        canonical_body: &str,
-        now: DateTime<Utc>,
-        settings: &Settings,
-    ) -> impl Future<Output = Result<Begun>> + Send;
-
-    /// [`crate::sqlite::status`] / [`crate::postgres::status`].
-    fn status(
-        &self,
-        scope: &Scope,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Option<KeyStatus>>> + Send;
-
-    /// Fences the record and completes it with `response`, in one transaction.
-    fn complete(
-        &self,
-        scope: &Scope,
-        token: &LeaseToken,
-        response: StoredResponse,
-        now: DateTime<Utc>,
-        settings: &Settings,
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// Releases the record `token` owns.
-    fn release(
-        &self,
-        scope: &Scope,
-        token: &LeaseToken,
-    ) -> impl Future<Output = Result<bool>> + Send;
-}
-
 /// A store's one transaction around the closure `Op`: fence `owner`'s record (if any), run
 /// `op`, complete the record with its response; committed only when all of it succeeds.
-pub(crate) trait Write<T, E, Op>: Records {
+pub(crate) trait Write<T, E, Op>: RecordStore<Error = Error> {
     fn write(&self, owner: Option<Owner>, op: Op) -> impl Future<Output = Written<T, E>> + Send;
 }
 
-/// A store's [`Records`] as the flow's [`RecordStore`], its clock the request's `now` plus the
-/// time waited since (in whole milliseconds, so the first begin is at `now` itself).
-struct Timed<'a, S> {
-    store: &'a S,
-    now: DateTime<Utc>,
+/// A store's clock for one request: the request's `now` plus the time waited since (in whole
+/// milliseconds, so the first begin is at `now` itself).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    at: DateTime<Utc>,
     started: Instant,
 }
 
-impl<S: Records> RecordStore for Timed<'_, S> {
-    type Error = Error;
-
-    fn is_fenced(error: &Error) -> bool {
-        error.is_fenced()
+impl Clock {
+    /// The clock of `request` (the time now without one: nothing is timed then).
+    pub(crate) fn of(request: Option<&Request<'_>>) -> Self {
+        Self {
+            at: request.map_or_else(Utc::now, |r| r.now),
+            started: Instant::now(),
+        }
     }
 
-    fn now(&self) -> DateTime<Utc> {
+    /// The request's time plus the time waited.
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         let waited = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let waited = TimeDelta::try_milliseconds(waited).unwrap_or(TimeDelta::MAX);
-        self.now.checked_add_signed(waited).unwrap_or(self.now)
-    }
-
-    fn begin(
-        &self,
-        scope: &Scope,
-        fingerprint: &Fingerprint,
-        canonical_body: &str,
-        now: DateTime<Utc>,
-        settings: &Settings,
-    ) -> impl Future<Output = Result<Begun>> + Send {
-        self.store
-            .begin(scope, fingerprint, canonical_body, now, settings)
-    }
-
-    fn status(
-        &self,
-        scope: &Scope,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Option<KeyStatus>>> + Send {
-        self.store.status(scope, now)
-    }
-
-    fn complete(
-        &self,
-        scope: &Scope,
-        token: &LeaseToken,
-        response: StoredResponse,
-        now: DateTime<Utc>,
-        settings: &Settings,
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.store.complete(scope, token, response, now, settings)
-    }
-
-    fn release(
-        &self,
-        scope: &Scope,
-        token: &LeaseToken,
-    ) -> impl Future<Output = Result<bool>> + Send {
-        self.store.release(scope, token)
+        self.at.checked_add_signed(waited).unwrap_or(self.at)
     }
 }
 
@@ -268,12 +195,7 @@ where
         request.wait,
         request.settings,
     );
-    let timed = Timed {
-        store,
-        now: request.now,
-        started: Instant::now(),
-    };
-    let settled = flow::run(&timed, &keyed, None, |owner| async move {
+    let settled = flow::run(store, &keyed, None, |owner| async move {
         match store.write(Some(owner), op).await {
             Ok(Ok(done)) => Ended::Completed {
                 answer: done,

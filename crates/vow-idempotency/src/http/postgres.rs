@@ -14,9 +14,10 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 
 use super::keyed::Owner;
-use super::once::{self, Records, Write, Written};
+use super::keyed::RecordStore;
+use super::once::{self, Clock, Write, Written};
 use super::once::{Done, Failure, Outcome, Request};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
 use crate::{postgres as records, Fingerprint, KeyStatus};
 
@@ -57,13 +58,24 @@ where
     T: Send,
     E: Send,
 {
-    once::run(&Postgres(pool), request, op).await
+    let clock = Clock::of(request.as_ref());
+    once::run(&Postgres(pool, clock), request, op).await
 }
 
-/// The pool as the flow's store.
-struct Postgres<'a>(&'a PgPool);
+/// The pool as the flow's store, with the request's clock.
+struct Postgres<'a>(&'a PgPool, Clock);
 
-impl Records for Postgres<'_> {
+impl RecordStore for Postgres<'_> {
+    type Error = Error;
+
+    fn is_fenced(error: &Error) -> bool {
+        error.is_fenced()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.1.now()
+    }
+
     async fn begin(
         &self,
         scope: &Scope,

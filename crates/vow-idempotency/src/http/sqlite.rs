@@ -20,7 +20,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 
 use super::keyed::Owner;
-use super::once::{self, Records, Write, Written};
+use super::keyed::RecordStore;
+use super::once::{self, Clock, Write, Written};
 use super::once::{Done, Failure, Outcome, Request};
 use crate::error::{Error, Result};
 use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
@@ -94,13 +95,24 @@ where
     T: Send + 'static,
     E: Send + 'static,
 {
-    once::run(&Sqlite(db), request, op).await
+    let clock = Clock::of(request.as_ref());
+    once::run(&Sqlite(db, clock), request, op).await
 }
 
-/// `A` as the flow's store.
-struct Sqlite<'a, A>(&'a A);
+/// `A` as the flow's store, with the request's clock.
+struct Sqlite<'a, A>(&'a A, Clock);
 
-impl<A: WithConnection> Records for Sqlite<'_, A> {
+impl<A: WithConnection> RecordStore for Sqlite<'_, A> {
+    type Error = Error;
+
+    fn is_fenced(error: &Error) -> bool {
+        error.is_fenced()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.1.now()
+    }
+
     fn begin(
         &self,
         scope: &Scope,
