@@ -59,61 +59,51 @@ impl Route {
 mod tests {
     use super::*;
 
-    const CREATE: Route = Route {
-        name: "application.create",
-        template: "/api/v1/app",
-        query: &["get_if_exists"],
+    const ORDER: Route = Route {
+        name: "order.create",
+        template: "/shops/{shop}/orders",
+        query: &["dry_run", "expand"],
     };
-    const MESSAGE: Route = Route {
-        name: "message.create",
-        template: "/api/v1/app/{app_id}/msg",
-        query: &["with_content"],
-    };
-    const RESEND: Route = Route {
-        name: "message.resend",
-        template: "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend",
+    const REFUND: Route = Route {
+        name: "order.refund",
+        template: "/shops/{shop}/orders/{order}/lines/{line}/refund",
         query: &[],
     };
 
     #[test]
     fn a_route_knows_its_path_parameters() {
-        assert!(RESEND.has_param("app_id"));
-        assert!(RESEND.has_param("msg_id"));
-        assert!(!CREATE.has_param("app_id"));
+        assert!(REFUND.has_param("shop"));
+        assert!(REFUND.has_param("line"));
+        assert!(!REFUND.has_param("sho"));
+        assert!(!ORDER.has_param("order"));
     }
 
     #[test]
     fn the_target_fills_in_every_parameter_but_the_scoped_one() {
-        let target = RESEND.target(
-            "app_id",
-            [
-                ("app_id", "acme"),
-                ("msg_id", "msg_1"),
-                ("endpoint_id", "ep_2"),
-            ],
+        let params = [("shop", "s1"), ("order", "o/2"), ("line", "3")];
+        assert_eq!(
+            REFUND.target("shop", params),
+            "/shops/{shop}/orders/o/2/lines/3/refund"
         );
         assert_eq!(
-            target,
-            "/api/v1/app/{app_id}/msg/msg_1/endpoint/ep_2/resend"
+            REFUND.target("order", params),
+            "/shops/s1/orders/{order}/lines/3/refund"
         );
-        assert_eq!(
-            MESSAGE.target("app_id", [("app_id", "acme")]),
-            MESSAGE.template
-        );
+        assert_eq!(ORDER.target("shop", [("shop", "s1")]), ORDER.template);
     }
 
     #[test]
-    fn the_query_keeps_what_the_route_reads_in_a_canonical_order() {
-        assert_eq!(CREATE.canonical_query(None), "");
-        assert_eq!(CREATE.canonical_query(Some("other=1")), "");
+    fn the_query_keeps_what_the_route_reads_sorted_and_encoded_one_way() {
+        assert_eq!(ORDER.canonical_query(None), "");
+        assert_eq!(ORDER.canonical_query(Some("page=2&sort=asc")), "");
         assert_eq!(
-            CREATE.canonical_query(Some("z=9&get_if_exists=tru%65")),
-            "get_if_exists=true"
+            ORDER.canonical_query(Some("expand=lines&page=2&dry_run=%74rue")),
+            "dry_run=true&expand=lines"
         );
         assert_eq!(
-            MESSAGE.canonical_query(Some("with_content=false&x=1&with_content=a+b")),
-            "with_content=false&with_content=a+b"
+            ORDER.canonical_query(Some("expand=b+c&dry_run=1&expand=a%2Cd")),
+            "dry_run=1&expand=b+c&expand=a%2Cd"
         );
-        assert_eq!(RESEND.canonical_query(Some("with_content=false")), "");
+        assert_eq!(REFUND.canonical_query(Some("dry_run=1")), "");
     }
 }
