@@ -6,7 +6,8 @@
 //! with ([`Problem`]), and the record's types and decision ([`record`]). The record store, which
 //! commits the stored response in the same transaction as the write it protects (ADR 6), is
 //! behind the features `sqlite` (rusqlite) and `postgres` (sqlx). The feature `axum` adds the HTTP
-//! glue ([`http`]) and, with a store feature, the entry point a handler calls to run an
+//! glue ([`http`]): the one keyed flow on any record store a host implements (vow's server runs
+//! it over its own), and, with a store feature, the entry point a handler calls to run an
 //! operation at most once, its writes in the transaction that completes the record
 //! (`http::sqlite::run`, `http::postgres::run`; `examples/jobs-api` is one such service).
 //!
@@ -23,8 +24,16 @@
 //! - `http` (feature `axum`): the key and `Prefer: wait` from a `HeaderMap`, problem, replay and
 //!   `Idempotency-Expires` responses, and the vocabulary of the entry points (`Request`, `Done`,
 //!   `Failure`, `Outcome`).
-//!   - `http/once.rs`: the flow both entry points share (begin and wait, write and complete,
-//!     store a final refusal, release).
+//!   - `http/next.rs`: what a begun record says to do (`next`), and the `Prefer: wait` polling
+//!     (`begin_until`).
+//!   - `http/keyed.rs`: what the flow works with: `Head` (a request's key, wait, target and
+//!     query, replay window), `Keyed`, the `RecordStore` trait a host implements, `Owner`,
+//!     `Ended`, `Settled`, `Event`.
+//!   - `http::flow`: the one keyed flow (in flight here, claim in the write or begin and wait,
+//!     complete, store a final refusal, release), which vow's server runs too.
+//!   - `http::in_flight`: the keyed requests running in this process.
+//!   - `http/route.rs`: `Route`, a keyed route's template and the query it reads.
+//!   - `http/once.rs`: both entry points' `run` on the flow.
 //!   - `http::sqlite` (with `sqlite`): `run` over a `WithConnection` (e.g.
 //!     `Arc<Mutex<rusqlite::Connection>>`).
 //!   - `http::postgres` (with `postgres`): `run` over a `PgPool`, the operation a

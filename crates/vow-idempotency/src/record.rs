@@ -12,8 +12,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rand::RngCore;
 use serde_json::Value;
 
+use crate::fingerprint::Fingerprint;
 use crate::fingerprint::{differences, differences_across};
-use crate::{Fingerprint, IdempotencyKey};
+use crate::key::IdempotencyKey;
 
 /// What a key is unique within. The principal and the application come from authentication and
 /// the route, never from client input.

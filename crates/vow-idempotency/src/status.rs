@@ -78,7 +78,10 @@ impl KeyStatus {
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// When a lease that ends at `lease_until` began: claims are never renewed, so this is when the
 /// request that holds it started.
-pub(crate) fn lease_start(lease_until: DateTime<Utc>, settings: &crate::Settings) -> DateTime<Utc> {
+pub(crate) fn lease_start(
+    lease_until: DateTime<Utc>,
+    settings: &crate::record::Settings,
+) -> DateTime<Utc> {
     chrono::TimeDelta::from_std(settings.lease)
         .ok()
         .and_then(|lease| lease_until.checked_sub_signed(lease))

@@ -84,7 +84,7 @@ impl Config {
             .split(',')
             .map(str::trim)
             .filter(|name| !name.is_empty())
-            .map(|name| match crate::http::idempotency::Route::named(name) {
+            .map(|name| match crate::http::idempotency::route::named(name) {
                 Some(_) => Ok(name.to_owned()),
                 None => Err(name.to_owned()),
             })

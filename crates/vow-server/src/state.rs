@@ -10,7 +10,7 @@ use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use vow_store::Store;
 
 use crate::delivery::operational::Operational;
-use crate::http::idempotency::in_flight::InFlight;
+use vow_idempotency::http::InFlight;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -31,7 +31,7 @@ pub struct AppState {
     pub operational: Option<Operational>,
     /// The time handlers work in ([`AppState::now`]).
     pub clock: Clock,
-    /// The keyed requests running on this node ([`crate::http::idempotency::in_flight`]).
+    /// The keyed requests running on this node (`vow_idempotency::http::in_flight`).
     pub in_flight: Arc<InFlight>,
 }
 

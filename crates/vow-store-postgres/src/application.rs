@@ -3,58 +3,28 @@
 
 use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 use vow_core::AppId;
 use vow_store::idempotency::{Applied, Completion};
+use vow_store::rows::FromColumns;
 use vow_store::Applications;
-use vow_store::{
-    AppKey, Application, ApplicationFields, Metadata, NewApplication, Seek, StoreResult,
-};
+use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Seek, StoreResult};
 
-use crate::convert::{self, not_found};
+use crate::convert::{self, not_found, read};
 use crate::error::db_error;
 use crate::seek::push_seek;
 use crate::PgStore;
 
-/// The columns [`AppRow`] reads.
-const COLUMNS: &str = "id, uid, name, throttle_rate, metadata, created_at, updated_at";
-
-/// One `applications` row.
-#[derive(sqlx::FromRow)]
-struct AppRow {
-    id: String,
-    uid: Option<String>,
-    name: String,
-    throttle_rate: Option<i32>,
-    metadata: Json<Metadata>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-}
-
-impl AppRow {
-    fn into_model(self) -> StoreResult<Application> {
-        Ok(Application {
-            id: convert::id("applications.id", &self.id)?,
-            fields: ApplicationFields {
-                name: self.name,
-                uid: self.uid,
-                throttle_rate: convert::rate("applications.throttle_rate", self.throttle_rate)?,
-                metadata: self.metadata.0,
-            },
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        })
-    }
-}
+const COLUMNS: &str = Application::COLUMNS;
 
 pub(crate) async fn create(
     conn: &mut PgConnection,
     new: NewApplication,
 ) -> StoreResult<Application> {
     let f = new.fields;
-    sqlx::query_as::<_, AppRow>(&format!(
+    sqlx::query(&format!(
         "INSERT INTO applications (id, uid, name, throttle_rate, metadata, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $6)
          RETURNING {COLUMNS}"
@@ -65,10 +35,10 @@ pub(crate) async fn create(
     .bind(convert::rate_param(f.throttle_rate))
     .bind(Json(f.metadata))
     .bind(new.now)
+    .try_map(read::<Application>)
     .fetch_one(conn)
     .await
-    .map_err(db_error)?
-    .into_model()
+    .map_err(db_error)
 }
 
 #[async_trait]
@@ -87,28 +57,25 @@ impl Applications for PgStore {
             AppKey::Id(id) => ("id", id.to_string()),
             AppKey::Uid(uid) => ("uid", uid.clone()),
         };
-        sqlx::query_as::<_, AppRow>(&format!(
+        sqlx::query(&format!(
             "SELECT {COLUMNS} FROM applications WHERE {column} = $1"
         ))
         .bind(value)
+        .try_map(read::<Application>)
         .fetch_optional(&self.pool)
         .await
-        .map_err(db_error)?
-        .map(AppRow::into_model)
-        .transpose()
+        .map_err(db_error)
     }
 
     async fn list_applications(&self, seek: &Seek) -> StoreResult<Vec<Application>> {
         let mut qb =
             QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM applications WHERE TRUE"));
         push_seek(&mut qb, "id", seek);
-        qb.build_query_as::<AppRow>()
+        qb.build()
+            .try_map(read::<Application>)
             .fetch_all(&self.pool)
             .await
-            .map_err(db_error)?
-            .into_iter()
-            .map(AppRow::into_model)
-            .collect()
+            .map_err(db_error)
     }
 
     async fn update_application(
@@ -118,7 +85,7 @@ impl Applications for PgStore {
     ) -> StoreResult<Application> {
         // The trait gives no clock here; `updated_at` never moves backwards, even when this node's
         // clock is behind the one that wrote the row.
-        sqlx::query_as::<_, AppRow>(&format!(
+        sqlx::query(&format!(
             "UPDATE applications
              SET uid = $2, name = $3, throttle_rate = $4, metadata = $5,
                  updated_at = GREATEST(updated_at, $6)
@@ -131,11 +98,11 @@ impl Applications for PgStore {
         .bind(convert::rate_param(f.throttle_rate))
         .bind(Json(f.metadata))
         .bind(Utc::now())
+        .try_map(read::<Application>)
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?
-        .ok_or_else(|| not_found("application"))?
-        .into_model()
+        .ok_or_else(|| not_found("application"))
     }
 
     async fn delete_application(&self, id: AppId) -> StoreResult<()> {

@@ -1,40 +1,78 @@
-//! Reading stored values back into vow-core types, and the few conversions on the way in.
+//! Stored values in and out: PostgreSQL's rows as [`vow_store::rows::Columns`] ([`PgColumns`],
+//! [`read`]: the row mapping itself is `vow_store::rows`, shared with SQLite), and the few
+//! conversions on the way in.
 //!
 //! A value that does not convert (an id without its prefix, a negative counter) means corrupt
-//! data or a schema this binary does not know, and is reported as [`StoreError::Backend`].
+//! data or a schema this binary does not know: a `ColumnDecode` error naming the column, which
+//! `db_error` reports as [`StoreError::Backend`].
 
-use std::str::FromStr;
-
-use vow_core::{IdError, RetrySchedule, SignatureStyle};
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::{Column, Row, TypeInfo};
+use vow_store::rows::{Columns, FromColumns};
 use vow_store::{DeliveryOptions, StoreError, StoreResult};
 
-use crate::error::corrupt;
+/// A `PgRow` as [`Columns`]: `timestamptz`, `text[]`, `jsonb`, integers of any width.
+pub(crate) struct PgColumns<'r>(pub(crate) &'r PgRow);
 
-/// Parses a stored id of type `T` from `column`.
-pub(crate) fn id<T: FromStr<Err = IdError>>(column: &str, value: &str) -> StoreResult<T> {
-    T::from_str(value).map_err(|e| corrupt(format!("{column} {value:?}: {e}")))
+impl Columns for PgColumns<'_> {
+    type Error = sqlx::Error;
+
+    fn text(&self, at: usize) -> sqlx::Result<String> {
+        self.0.try_get(at)
+    }
+
+    fn opt_text(&self, at: usize) -> sqlx::Result<Option<String>> {
+        self.0.try_get(at)
+    }
+
+    fn bool(&self, at: usize) -> sqlx::Result<bool> {
+        self.0.try_get(at)
+    }
+
+    fn opt_int(&self, at: usize) -> sqlx::Result<Option<i64>> {
+        Ok(match self.0.try_column(at)?.type_info().name() {
+            "INT2" => self.0.try_get::<Option<i16>, _>(at)?.map(i64::from),
+            "INT4" => self.0.try_get::<Option<i32>, _>(at)?.map(i64::from),
+            _ => self.0.try_get(at)?,
+        })
+    }
+
+    fn opt_time(&self, at: usize) -> sqlx::Result<Option<DateTime<Utc>>> {
+        self.0.try_get(at)
+    }
+
+    fn opt_strings(&self, at: usize) -> sqlx::Result<Option<Vec<String>>> {
+        self.0.try_get(at)
+    }
+
+    fn opt_json<T: DeserializeOwned>(&self, at: usize) -> sqlx::Result<Option<T>> {
+        Ok(self.0.try_get::<Option<Json<T>>, _>(at)?.map(|j| j.0))
+    }
+
+    fn opt_bytes(&self, at: usize) -> sqlx::Result<Option<Vec<u8>>> {
+        self.0.try_get(at)
+    }
+
+    fn corrupt(&self, at: usize, why: String) -> sqlx::Error {
+        let column = self.0.try_column(at).map_or("?", |c| c.name());
+        sqlx::Error::ColumnDecode {
+            index: format!("{column:?}"),
+            source: why.into(),
+        }
+    }
 }
 
-/// A stored throttle rate (INTEGER, checked 0..=65535 by the schema).
-pub(crate) fn rate(column: &str, value: Option<i32>) -> StoreResult<Option<u16>> {
-    value
-        .map(|v| u16::try_from(v).map_err(|_| corrupt(format!("{column} out of range: {v}"))))
-        .transpose()
+/// Reads a `T` from the row's first columns (its [`FromColumns::COLUMNS`]), for `try_map`.
+pub(crate) fn read<T: FromColumns>(row: PgRow) -> sqlx::Result<T> {
+    vow_store::rows::read(&PgColumns(&row))
 }
 
 /// A throttle rate as stored.
 pub(crate) fn rate_param(value: Option<u16>) -> Option<i32> {
     value.map(i32::from)
-}
-
-/// A stored non-negative counter.
-pub(crate) fn count(column: &str, value: i32) -> StoreResult<u32> {
-    u32::try_from(value).map_err(|_| corrupt(format!("{column} is negative: {value}")))
-}
-
-/// A stored HTTP status code (INTEGER, checked 0..=65535 by the schema).
-pub(crate) fn status(column: &str, value: Option<i32>) -> StoreResult<Option<u16>> {
-    rate(column, value)
 }
 
 /// An HTTP status code as stored.
@@ -52,30 +90,6 @@ pub(crate) fn int_param(value: u32) -> i32 {
 /// A `u64` or `usize` as a `BIGINT`, saturating (see [`int_param`]).
 pub(crate) fn bigint_param(value: impl TryInto<i64>) -> i64 {
     value.try_into().unwrap_or(i64::MAX)
-}
-
-/// An endpoint's stored delivery options.
-pub(crate) fn delivery_options(
-    signature_style: &str,
-    timeout_ms: Option<i32>,
-    retry_schedule: Option<&str>,
-) -> StoreResult<DeliveryOptions> {
-    Ok(DeliveryOptions {
-        signature_style: SignatureStyle::from_str(signature_style)
-            .map_err(|e| corrupt(format!("endpoints.signature_style: {e}")))?,
-        timeout_ms: timeout_ms
-            .map(|v| {
-                u32::try_from(v)
-                    .map_err(|_| corrupt(format!("endpoints.timeout_ms is negative: {v}")))
-            })
-            .transpose()?,
-        retry_schedule: retry_schedule
-            .map(|text| {
-                RetrySchedule::from_str(text)
-                    .map_err(|e| corrupt(format!("endpoints.retry_schedule {text:?}: {e}")))
-            })
-            .transpose()?,
-    })
 }
 
 /// An endpoint's delivery options as stored: `(signature_style, timeout_ms, retry_schedule)`.
@@ -107,49 +121,30 @@ pub(crate) fn not_found(what: &'static str) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vow_core::AppId;
+    use vow_core::{RetrySchedule, SignatureStyle};
 
     #[test]
-    fn a_malformed_stored_id_is_a_backend_error() {
-        let err = id::<AppId>("applications.id", "ep_nope").unwrap_err();
-        assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
-        let ok = AppId::new();
-        assert_eq!(id::<AppId>("applications.id", &ok.to_string()).unwrap(), ok);
-    }
-
-    #[test]
-    fn rates_and_counts_stay_in_range() {
-        assert_eq!(rate("r", Some(65535)).unwrap(), Some(65535));
-        assert!(rate("r", Some(70000)).is_err());
-        assert_eq!(rate("r", None).unwrap(), None);
-        assert!(count("attempts", -1).is_err());
-        assert_eq!(count("attempts", 3).unwrap(), 3);
+    fn counts_and_limits_saturate_on_the_way_in() {
         assert_eq!(int_param(u32::MAX), i32::MAX);
         assert_eq!(bigint_param(u64::MAX), i64::MAX);
         assert_eq!(bigint_param(7_usize), 7);
+        assert_eq!(rate_param(Some(65535)), Some(65535));
     }
 
     #[test]
-    fn delivery_options_round_trip_and_bad_stored_values_are_backend_errors() {
+    fn delivery_options_are_stored_as_text_and_a_timeout_beyond_the_schema_is_refused() {
         let options = DeliveryOptions {
             signature_style: SignatureStyle::SeedSha256,
             timeout_ms: Some(2_500),
             retry_schedule: Some(RetrySchedule::parse("1s,2m,2h8m").unwrap()),
         };
         let (style, timeout, schedule) = delivery_options_params(&options).unwrap();
-        let back = delivery_options(style, timeout, schedule.as_deref()).unwrap();
-        assert_eq!(back, options);
+        assert_eq!(style, options.signature_style.as_str());
+        assert_eq!(timeout, Some(2_500));
         assert_eq!(
-            delivery_options("standard-webhooks", None, None).unwrap(),
-            DeliveryOptions::default()
+            schedule,
+            options.retry_schedule.as_ref().map(ToString::to_string)
         );
-        for err in [
-            delivery_options("hmac", None, None).unwrap_err(),
-            delivery_options("sha256", Some(-1), None).unwrap_err(),
-            delivery_options("sha256", None, Some("1s,,2s")).unwrap_err(),
-        ] {
-            assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
-        }
         let too_long = DeliveryOptions {
             timeout_ms: Some(u32::MAX),
             ..DeliveryOptions::default()

@@ -2,8 +2,6 @@
 //! exists under another application is simply not found. An endpoint is created together with
 //! its first secret (see `secret` for the rest of the secrets' life).
 
-use std::collections::BTreeMap;
-
 use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -11,67 +9,17 @@ use sqlx::types::Json;
 use sqlx::{Connection, PgConnection, Postgres, QueryBuilder};
 use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::idempotency::{Applied, Completion};
+use vow_store::rows::FromColumns;
 use vow_store::EndpointSecret;
 use vow_store::Endpoints;
-use vow_store::{Endpoint, EndpointFields, EndpointKey, Metadata, NewEndpoint, Seek, StoreResult};
+use vow_store::{Endpoint, EndpointFields, EndpointKey, NewEndpoint, Seek, StoreResult};
 
-use crate::convert::{self, not_found};
+use crate::convert::{self, not_found, read};
 use crate::error::db_error;
 use crate::seek::push_seek;
 use crate::PgStore;
 
-/// The columns [`EndpointRow`] reads.
-const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
-                       throttle_rate, metadata, headers, signature_style, timeout_ms, \
-                       retry_schedule, created_at, updated_at";
-
-/// One `endpoints` row.
-#[derive(sqlx::FromRow)]
-struct EndpointRow {
-    id: String,
-    app_id: String,
-    uid: Option<String>,
-    url: String,
-    description: String,
-    disabled: bool,
-    event_types: Option<Vec<String>>,
-    channels: Option<Vec<String>>,
-    throttle_rate: Option<i32>,
-    metadata: Json<Metadata>,
-    headers: Json<BTreeMap<String, String>>,
-    signature_style: String,
-    timeout_ms: Option<i32>,
-    retry_schedule: Option<String>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-}
-
-impl EndpointRow {
-    fn into_model(self) -> StoreResult<Endpoint> {
-        Ok(Endpoint {
-            id: convert::id("endpoints.id", &self.id)?,
-            app_id: convert::id("endpoints.app_id", &self.app_id)?,
-            fields: EndpointFields {
-                url: self.url,
-                uid: self.uid,
-                description: self.description,
-                disabled: self.disabled,
-                event_types: self.event_types,
-                channels: self.channels,
-                throttle_rate: convert::rate("endpoints.throttle_rate", self.throttle_rate)?,
-                metadata: self.metadata.0,
-                headers: self.headers.0,
-                delivery: convert::delivery_options(
-                    &self.signature_style,
-                    self.timeout_ms,
-                    self.retry_schedule.as_deref(),
-                )?,
-            },
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        })
-    }
-}
+const COLUMNS: &str = Endpoint::COLUMNS;
 
 /// Inserts the endpoint and its first secret in one transaction (a savepoint inside the caller's). The application's absence
 /// shows up as the foreign key `endpoints_app_id_fkey` (→ `NotFound("application")`), a taken
@@ -82,7 +30,7 @@ pub(crate) async fn create(conn: &mut PgConnection, new: NewEndpoint) -> StoreRe
     let app_id = new.app_id.to_string();
     let id = new.id.to_string();
     let mut tx = conn.begin().await.map_err(db_error)?;
-    let row = sqlx::query_as::<_, EndpointRow>(&format!(
+    let row = sqlx::query(&format!(
         "INSERT INTO endpoints
              (id, app_id, uid, url, description, disabled, event_types, channels, throttle_rate,
               metadata, headers, signature_style, timeout_ms, retry_schedule, created_at,
@@ -105,6 +53,7 @@ pub(crate) async fn create(conn: &mut PgConnection, new: NewEndpoint) -> StoreRe
     .bind(style)
     .bind(timeout_ms)
     .bind(schedule)
+    .try_map(read::<Endpoint>)
     .fetch_one(&mut *tx)
     .await
     .map_err(db_error)?;
@@ -120,7 +69,7 @@ pub(crate) async fn create(conn: &mut PgConnection, new: NewEndpoint) -> StoreRe
     .await
     .map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
-    row.into_model()
+    Ok(row)
 }
 
 /// An application's endpoints; with `msg`, only those that message has a delivery to.
@@ -140,13 +89,11 @@ pub(crate) async fn list<'c>(
             .push(")");
     }
     push_seek(&mut qb, "id", seek);
-    qb.build_query_as::<EndpointRow>()
+    qb.build()
+        .try_map(read::<Endpoint>)
         .fetch_all(ex)
         .await
-        .map_err(db_error)?
-        .into_iter()
-        .map(EndpointRow::into_model)
-        .collect()
+        .map_err(db_error)
 }
 
 // ---- signing secrets ----------------------------------------------------------------------------
@@ -215,16 +162,15 @@ impl Endpoints for PgStore {
             EndpointKey::Id(id) => ("id", id.to_string()),
             EndpointKey::Uid(uid) => ("uid", uid.clone()),
         };
-        sqlx::query_as::<_, EndpointRow>(&format!(
+        sqlx::query(&format!(
             "SELECT {COLUMNS} FROM endpoints WHERE app_id = $1 AND {column} = $2"
         ))
         .bind(app.to_string())
         .bind(value)
+        .try_map(read::<Endpoint>)
         .fetch_optional(&self.pool)
         .await
-        .map_err(db_error)?
-        .map(EndpointRow::into_model)
-        .transpose()
+        .map_err(db_error)
     }
 
     async fn list_endpoints(&self, app: AppId, seek: &Seek) -> StoreResult<Vec<Endpoint>> {
@@ -239,7 +185,7 @@ impl Endpoints for PgStore {
     ) -> StoreResult<Endpoint> {
         let (style, timeout_ms, schedule) = convert::delivery_options_params(&f.delivery)?;
         // No clock in the trait here; `updated_at` never moves backwards (see application.rs).
-        sqlx::query_as::<_, EndpointRow>(&format!(
+        sqlx::query(&format!(
             "UPDATE endpoints
              SET uid = $3, url = $4, description = $5, disabled = $6, event_types = $7,
                  channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
@@ -263,11 +209,11 @@ impl Endpoints for PgStore {
         .bind(style)
         .bind(timeout_ms)
         .bind(schedule)
+        .try_map(read::<Endpoint>)
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?
-        .ok_or_else(|| not_found("endpoint"))?
-        .into_model()
+        .ok_or_else(|| not_found("endpoint"))
     }
 
     async fn delete_endpoint(&self, app: AppId, id: EndpointId) -> StoreResult<()> {

@@ -3,51 +3,21 @@
 
 use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 use vow_store::idempotency::{Applied, Completion};
+use vow_store::rows::FromColumns;
 use vow_store::EventTypes;
 use vow_store::{EventType, Seek, StoreResult};
 
-use crate::convert::not_found;
+use crate::convert::{not_found, read};
 use crate::error::db_error;
 use crate::seek::push_seek;
 use crate::PgStore;
 
-/// The columns [`EventTypeRow`] reads.
-const COLUMNS: &str =
-    "name, description, archived, deprecated, feature_flag, schemas, created_at, updated_at";
-
-/// One `event_types` row.
-#[derive(sqlx::FromRow)]
-struct EventTypeRow {
-    name: String,
-    description: String,
-    archived: bool,
-    deprecated: bool,
-    feature_flag: Option<String>,
-    schemas: Option<serde_json::Value>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-}
-
-impl From<EventTypeRow> for EventType {
-    fn from(r: EventTypeRow) -> Self {
-        EventType {
-            name: r.name,
-            description: r.description,
-            archived: r.archived,
-            deprecated: r.deprecated,
-            feature_flag: r.feature_flag,
-            schemas: r.schemas,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-        }
-    }
-}
+const COLUMNS: &str = EventType::COLUMNS;
 
 pub(crate) async fn create(conn: &mut PgConnection, new: EventType) -> StoreResult<EventType> {
-    sqlx::query_as::<_, EventTypeRow>(&format!(
+    sqlx::query(&format!(
         "INSERT INTO event_types
              (name, description, archived, deprecated, feature_flag, schemas, created_at,
               updated_at)
@@ -62,14 +32,14 @@ pub(crate) async fn create(conn: &mut PgConnection, new: EventType) -> StoreResu
     .bind(new.schemas)
     .bind(new.created_at)
     .bind(new.updated_at)
+    .try_map(read::<EventType>)
     .fetch_one(conn)
     .await
-    .map(EventType::from)
     .map_err(db_error)
 }
 
 pub(crate) async fn update(conn: &mut PgConnection, updated: EventType) -> StoreResult<EventType> {
-    sqlx::query_as::<_, EventTypeRow>(&format!(
+    sqlx::query(&format!(
         "UPDATE event_types
          SET description = $2, archived = $3, deprecated = $4, feature_flag = $5, schemas = $6,
              updated_at = $7
@@ -83,10 +53,10 @@ pub(crate) async fn update(conn: &mut PgConnection, updated: EventType) -> Store
     .bind(updated.feature_flag)
     .bind(updated.schemas)
     .bind(updated.updated_at)
+    .try_map(read::<EventType>)
     .fetch_optional(conn)
     .await
     .map_err(db_error)?
-    .map(EventType::from)
     .ok_or_else(|| not_found("event type"))
 }
 
@@ -102,13 +72,13 @@ impl EventTypes for PgStore {
     }
 
     async fn get_event_type(&self, name: &str) -> StoreResult<Option<EventType>> {
-        sqlx::query_as::<_, EventTypeRow>(&format!(
+        sqlx::query(&format!(
             "SELECT {COLUMNS} FROM event_types WHERE name = $1"
         ))
         .bind(name)
+        .try_map(read::<EventType>)
         .fetch_optional(&self.pool)
         .await
-        .map(|row| row.map(EventType::from))
         .map_err(db_error)
     }
 
@@ -125,10 +95,10 @@ impl EventTypes for PgStore {
             "NOT archived"
         });
         push_seek(&mut qb, "name", seek);
-        qb.build_query_as::<EventTypeRow>()
+        qb.build()
+            .try_map(read::<EventType>)
             .fetch_all(&self.pool)
             .await
-            .map(|rows| rows.into_iter().map(EventType::from).collect())
             .map_err(db_error)
     }
 

@@ -31,7 +31,8 @@
 //! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
 //!   process's workers.
 //! - `seek`: keyset pagination ([`vow_store::Seek`]) as SQL.
-//! - `convert`: reading stored values back into vow-core types.
+//! - `convert`: this store's `vow_store::rows::Columns` (rows read back through the shared
+//!   mapping) and the conversions on the way in.
 //! - `error`: PostgreSQL errors into [`StoreError`] (unique violation → `Conflict`, ...).
 //! - `testing` (feature `testing`): a fresh migrated schema per test.
 
@@ -53,12 +54,14 @@ mod settings;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
+use vow_store::idempotency::{Applied, QueuesWork};
 use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
@@ -129,6 +132,23 @@ impl PgStore {
             pool,
         };
         Ok(store)
+    }
+
+    /// Listens for work made due by any process and notifies `wake` for each signal. Runs in
+    /// the background until `wake` has no other owner; reconnects after a lost connection.
+    pub fn spawn_work_listener(&self, wake: std::sync::Arc<tokio::sync::Notify>) {
+        listen::spawn_listener(self.pool.clone(), wake);
+    }
+
+    /// Runs `write`, a write that may queue work, and once it committed, wakes the workers of
+    /// every process when it did.
+    pub(crate) async fn waking<T: QueuesWork>(
+        &self,
+        write: impl Future<Output = StoreResult<Applied<T>>>,
+    ) -> StoreResult<Applied<T>> {
+        let applied = write.await?;
+        self.notifier.written(&applied.0);
+        Ok(applied)
     }
 
     /// A connection from the pool, for the entity functions that take one.

@@ -9,8 +9,6 @@ use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, Notify};
 
-use crate::PgStore;
-
 /// The channel.
 pub const WORK_CHANNEL: &str = "vow_work";
 
@@ -52,55 +50,53 @@ impl WorkNotifier {
     }
 }
 
-impl PgStore {
-    /// Listens for work made due by any process and notifies `wake` for each signal. Runs in
-    /// the background until `wake` has no other owner; reconnects after a lost connection.
-    pub fn spawn_work_listener(&self, wake: Arc<Notify>) {
-        let pool = self.pool.clone();
-        tokio::spawn(async move {
-            let mut backoff = Duration::from_millis(100);
-            while Arc::strong_count(&wake) > 1 {
-                let mut listener = match PgListener::connect_with(&pool).await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "LISTEN connection failed; retrying");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
-                        continue;
-                    }
-                };
-                let schema: String = match sqlx::query_scalar("SELECT current_schema()")
-                    .fetch_one(&pool)
-                    .await
-                {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "reading the schema failed; retrying");
-                        tokio::time::sleep(backoff).await;
-                        continue;
-                    }
-                };
-                if let Err(e) = listener.listen(WORK_CHANNEL).await {
-                    tracing::warn!(error = %e, "LISTEN failed; retrying");
+/// Listens on `pool` for work made due by any process and notifies `wake` for each signal
+/// (`PgStore::spawn_work_listener`). Runs in the background until `wake` has no other owner;
+/// reconnects after a lost connection.
+pub(crate) fn spawn_listener(pool: PgPool, wake: Arc<Notify>) {
+    tokio::spawn(async move {
+        let mut backoff = Duration::from_millis(100);
+        while Arc::strong_count(&wake) > 1 {
+            let mut listener = match PgListener::connect_with(&pool).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "LISTEN connection failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            let schema: String = match sqlx::query_scalar("SELECT current_schema()")
+                .fetch_one(&pool)
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the schema failed; retrying");
                     tokio::time::sleep(backoff).await;
                     continue;
                 }
-                backoff = Duration::from_millis(100);
-                // Anything queued while we were not listening is found by the next claim.
-                wake.notify_one();
-                while Arc::strong_count(&wake) > 1 {
-                    match tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await {
-                        Ok(Ok(Some(n))) if n.payload() == schema => wake.notify_one(),
-                        Ok(Ok(Some(_))) => {}  // another deployment's schema
-                        Ok(Ok(None)) => break, // connection lost: reconnect
-                        Ok(Err(e)) => {
-                            tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
-                            break;
-                        }
-                        Err(_) => {} // idle: re-check that someone still wants wake-ups
+            };
+            if let Err(e) = listener.listen(WORK_CHANNEL).await {
+                tracing::warn!(error = %e, "LISTEN failed; retrying");
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
+            backoff = Duration::from_millis(100);
+            // Anything queued while we were not listening is found by the next claim.
+            wake.notify_one();
+            while Arc::strong_count(&wake) > 1 {
+                match tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await {
+                    Ok(Ok(Some(n))) if n.payload() == schema => wake.notify_one(),
+                    Ok(Ok(Some(_))) => {}  // another deployment's schema
+                    Ok(Ok(None)) => break, // connection lost: reconnect
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
+                        break;
                     }
+                    Err(_) => {} // idle: re-check that someone still wants wake-ups
                 }
             }
-        });
-    }
+        }
+    });
 }

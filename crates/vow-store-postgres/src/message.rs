@@ -9,70 +9,32 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgArguments;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{Arguments, PgConnection, Postgres, QueryBuilder};
-use vow_core::matching::{endpoint_matches, EndpointFilter};
 use vow_core::MessageId;
 use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
     Applied, Completion, FreshClaim, ReadyClaim, Record, Recorded, StoredResponse,
 };
+use vow_store::rows::{Columns, FromColumns, Reader};
+use vow_store::rules::fan_out::{self, FanOutEndpoint};
 use vow_store::Delivery;
 use vow_store::MessageCreate;
 use vow_store::Messages;
 use vow_store::{
-    CreatedMessage, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
-    StoreError, StoreResult,
+    CreatedMessage, Message, MessageFilter, MessageKey, NewMessage, Seek, StoreError, StoreResult,
 };
 
-use crate::convert::{self, not_found};
+use crate::convert::{not_found, read, PgColumns};
 use crate::error::db_error;
 use crate::error::record_error;
 use crate::idempotency::{keyed, step, transaction};
 use crate::seek::push_seek;
 use crate::{application, PgStore};
 
-/// The columns [`MessageRow`] reads.
-const COLUMNS: &str =
-    "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at";
-
-/// One `messages` row.
-#[derive(sqlx::FromRow)]
-struct MessageRow {
-    id: String,
-    app_id: String,
-    event_id: Option<String>,
-    event_type: String,
-    channels: Option<Vec<String>>,
-    payload: Option<String>,
-    payload_expires_at: DateTime<Utc>,
-    created_at: DateTime<Utc>,
-}
-
-impl MessageRow {
-    fn into_model(self) -> StoreResult<Message> {
-        Ok(Message {
-            id: convert::id("messages.id", &self.id)?,
-            app_id: convert::id("messages.app_id", &self.app_id)?,
-            event_id: self.event_id,
-            event_type: self.event_type,
-            channels: self.channels,
-            payload: self.payload,
-            payload_expires_at: self.payload_expires_at,
-            created_at: self.created_at,
-        })
-    }
-}
-
-/// The part of an endpoint the fan-out needs.
-#[derive(sqlx::FromRow)]
-struct FanOutRow {
-    id: String,
-    disabled: bool,
-    event_types: Option<Vec<String>>,
-    channels: Option<Vec<String>>,
-}
+/// The columns of a [`Message`].
+const COLUMNS: &str = Message::COLUMNS;
 
 /// A message create inside the caller's transaction: the application's endpoints are read
 /// ([`fan_out`]), then the message and one delivery per match are inserted in one statement
@@ -227,9 +189,9 @@ async fn fan_out(
         };
         let read = |only: usize| {
             format!(
-                "SELECT e.id, e.disabled, e.event_types, e.channels FROM endpoints e \
-                 WHERE e.app_id = (SELECT id FROM app) \
-                 AND (${only}::text IS NULL OR e.id = ${only}) ORDER BY e.id FOR KEY SHARE OF e"
+                "SELECT {} FROM endpoints e WHERE e.app_id = (SELECT id FROM app) \
+                 AND (${only}::text IS NULL OR e.id = ${only}) ORDER BY e.id FOR KEY SHARE OF e",
+                FanOutEndpoint::COLUMNS
             )
         };
         let first = records::Claim::PARAMS + 1;
@@ -253,21 +215,23 @@ async fn fan_out(
     add(&mut args, only.map(|ep| ep.to_string()))?;
     let sql = SQL[usize::from(claim.is_some())].as_str();
     let (endpoints, claimed) = if claim.is_some() {
-        let rows = sqlx::query_as_with::<_, ClaimingRow, _>(sql, args)
+        let rows = sqlx::query_with(sql, args)
+            .try_map(claiming_row)
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
         let claimed = match rows.first() {
-            Some(r) if r.claimed => Claimed::Yes,
-            Some(r) if !r.free => Claimed::InFlight,
+            Some((true, _, _)) => Claimed::Yes,
+            Some((_, false, _)) => Claimed::InFlight,
             _ => Claimed::Taken,
         };
         (
-            rows.into_iter().filter_map(ClaimingRow::endpoint).collect(),
+            rows.into_iter().filter_map(|(_, _, ep)| ep).collect(),
             claimed,
         )
     } else {
-        let rows = sqlx::query_as_with::<_, FanOutRow, _>(sql, args)
+        let rows = sqlx::query_with(sql, args)
+            .try_map(read::<FanOutEndpoint>)
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -301,50 +265,30 @@ enum Claimed {
     InFlight,
 }
 
-/// A row of [`fan_out`]'s claiming read: the claim's outcome, and an endpoint (all `NULL` when
-/// the application has none).
-#[derive(sqlx::FromRow)]
-struct ClaimingRow {
-    claimed: bool,
-    free: bool,
-    id: Option<String>,
-    disabled: Option<bool>,
-    event_types: Option<Vec<String>>,
-    channels: Option<Vec<String>>,
-}
-
-impl ClaimingRow {
-    fn endpoint(self) -> Option<FanOutRow> {
-        Some(FanOutRow {
-            id: self.id?,
-            disabled: self.disabled?,
-            event_types: self.event_types,
-            channels: self.channels,
-        })
-    }
+/// A row of [`fan_out`]'s claiming read: whether it claimed the key, whether the key was free,
+/// and an endpoint (`None` when the application has none: its columns are all `NULL`).
+fn claiming_row(row: PgRow) -> sqlx::Result<(bool, bool, Option<FanOutEndpoint>)> {
+    let columns = PgColumns(&row);
+    let mut r = Reader::new(&columns);
+    let (claimed, free) = (r.bool()?, r.bool()?);
+    let endpoint = match columns.opt_text(r.at())? {
+        Some(_) => Some(r.take()?),
+        None => None,
+    };
+    Ok((claimed, free, endpoint))
 }
 
 /// The deliveries `new` gets from the application's `endpoints` (with `only`, that one whatever
 /// its filters).
-fn pick(endpoints: Vec<FanOutRow>, new: &NewMessage, only: Option<EndpointId>) -> FanOut {
-    let channels = new.channels.as_deref().unwrap_or_default();
+fn pick(endpoints: Vec<FanOutEndpoint>, new: &NewMessage, only: Option<EndpointId>) -> FanOut {
     let mut fan_out = FanOut {
         ids: Vec::new(),
         endpoint_ids: Vec::new(),
         statuses: Vec::new(),
     };
     for ep in endpoints {
-        let filter = EndpointFilter {
-            event_types: ep.event_types.as_deref(),
-            channels: ep.channels.as_deref(),
-        };
-        if only.is_none() && !endpoint_matches(filter, &new.event_type, channels) {
+        let Some(status) = fan_out::delivery_status(&ep, new, only.is_some()) else {
             continue;
-        }
-        let status = if ep.disabled {
-            DeliveryStatus::Held
-        } else {
-            DeliveryStatus::Pending
         };
         fan_out.ids.push(DeliveryId::new().to_string());
         fan_out.endpoint_ids.push(ep.id);
@@ -411,13 +355,11 @@ pub(crate) async fn list<'c>(
         qb.push(")");
     }
     push_seek(&mut qb, "id", seek);
-    qb.build_query_as::<MessageRow>()
+    qb.build()
+        .try_map(read::<Message>)
         .fetch_all(ex)
         .await
-        .map_err(db_error)?
-        .into_iter()
-        .map(MessageRow::into_model)
-        .collect()
+        .map_err(db_error)
 }
 
 #[async_trait]
@@ -434,18 +376,16 @@ impl Messages for PgStore {
             Some(ReadyClaim::Not(completion)) => (None, Some(completion)),
             None => (None, None),
         };
-        let applied = match ready {
+        match ready {
             Some(ready) => {
                 let answering = step(move |tx| Box::pin(create_answering(tx, create, ready)));
-                transaction(&self.pool, answering).await?
+                self.waking(transaction(&self.pool, answering)).await
             }
             None => {
                 let write = step(move |tx| Box::pin(create_with_app(tx, create)));
-                keyed(&self.pool, completion, write).await?
+                self.waking(keyed(&self.pool, completion, write)).await
             }
-        };
-        self.notifier.written(&applied.0);
-        Ok(applied)
+        }
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {
@@ -453,16 +393,15 @@ impl Messages for PgStore {
             MessageKey::Id(id) => ("id", id.to_string()),
             MessageKey::EventId(event_id) => ("event_id", event_id.clone()),
         };
-        sqlx::query_as::<_, MessageRow>(&format!(
+        sqlx::query(&format!(
             "SELECT {COLUMNS} FROM messages WHERE app_id = $1 AND {column} = $2"
         ))
         .bind(app.to_string())
         .bind(value)
+        .try_map(read::<Message>)
         .fetch_optional(&self.pool)
         .await
-        .map_err(db_error)?
-        .map(MessageRow::into_model)
-        .transpose()
+        .map_err(db_error)
     }
 
     async fn list_messages(

@@ -6,15 +6,12 @@
 //! every database, and the `(app_id, id)` indexes serve both directions.
 
 use sqlx::{Postgres, QueryBuilder};
-use vow_store::{Order, Seek};
+use vow_store::Seek;
 
 /// Appends ` AND key <cmp> $after ORDER BY key <dir> LIMIT $fetch` to a query that already has a
 /// `WHERE` clause. `key` is a trusted column name, never input.
 pub(crate) fn push_seek(qb: &mut QueryBuilder<'_, Postgres>, key: &'static str, seek: &Seek) {
-    let (cmp, dir) = match seek.order {
-        Order::Ascending => (">", "ASC"),
-        Order::Descending => ("<", "DESC"),
-    };
+    let (cmp, dir) = seek.order.sql();
     if let Some(after) = &seek.after {
         qb.push(format_args!(" AND {key} {cmp} "))
             .push_bind(after.clone());
@@ -26,6 +23,7 @@ pub(crate) fn push_seek(qb: &mut QueryBuilder<'_, Postgres>, key: &'static str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vow_store::Order;
 
     fn sql(seek: &Seek) -> String {
         let mut qb = QueryBuilder::<Postgres>::new("SELECT id FROM t WHERE TRUE");

@@ -2,33 +2,20 @@
 
 use crate::idempotency::keyed;
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::AppId;
 use vow_store::idempotency::{Applied, Completion};
+use vow_store::rows::FromColumns;
 use vow_store::Applications;
 use vow_store::StoreResult;
 use vow_store::{AppKey, Application, ApplicationFields, NewApplication, Seek, StoreError};
 
-use crate::convert::{id, json, micros, seek_sql, throttle, time, to_json, truncate};
+use crate::convert::{micros, read, seek_sql, to_json, truncate};
 use crate::error::Result;
 use crate::now;
 use crate::SqliteStore;
 
-const COLUMNS: &str = "id, uid, name, throttle_rate, metadata, created_at, updated_at";
-
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Application> {
-    Ok(Application {
-        id: id(row, 0)?,
-        fields: ApplicationFields {
-            uid: row.get(1)?,
-            name: row.get(2)?,
-            throttle_rate: throttle(row, 3)?,
-            metadata: json(row, 4)?,
-        },
-        created_at: time(row, 5)?,
-        updated_at: time(row, 6)?,
-    })
-}
+const COLUMNS: &str = Application::COLUMNS;
 
 /// Whether the application exists (used by writes that need their parent).
 pub(crate) fn exists(conn: &Connection, app: &AppId) -> rusqlite::Result<bool> {
@@ -97,7 +84,7 @@ impl Applications for SqliteStore {
             };
             Ok(conn
                 .prepare_cached(&sql)?
-                .query_row([value], from_row)
+                .query_row([value], read)
                 .optional()?)
         })
         .await
@@ -116,7 +103,7 @@ impl Applications for SqliteStore {
                 2,
             );
             let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
+            let rows = stmt.query_map(params![seek.after, seek.fetch()], read)?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
         .await
@@ -143,7 +130,7 @@ impl Applications for SqliteStore {
                         to_json(&fields.metadata)?,
                         micros(now),
                     ],
-                    from_row,
+                    read,
                 )
                 .optional()?
                 .ok_or_else(|| StoreError::NotFound("application").into())

@@ -1,9 +1,11 @@
 //! How values are laid out in columns, and back: the encoding rules every entity module shares.
 //!
-//! - Times are INTEGER microseconds since the Unix epoch ([`micros`], [`time`]); the stored
-//!   value is truncated to the microsecond, so what a create returns is [`truncate`]d too.
-//! - Ids are TEXT in their prefixed form and parsed back with their type ([`id`]).
-//! - Lists and maps are JSON text ([`to_json`], [`json`], [`opt_json`]).
+//! - Times are INTEGER microseconds since the Unix epoch ([`micros`]); the stored value is
+//!   truncated to the microsecond, so what a create returns is [`truncate`]d too.
+//! - Ids are TEXT in their prefixed form.
+//! - Lists and maps are JSON text ([`to_json`]).
+//! - Rows read back as models through [`SqliteColumns`], this store's
+//!   [`vow_store::rows::Columns`] (the mapping itself is `vow_store::rows`, shared): [`read`].
 //! - Listings are keyset seeks ([`seek_sql`]).
 //!
 //! Decoding failures surface as `rusqlite` conversion errors, which the crate reports as
@@ -16,7 +18,9 @@ use rusqlite::types::Type;
 use rusqlite::Row;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use vow_store::{Order, Seek};
+use vow_core::IdError;
+use vow_store::rows::{Columns, FromColumns};
+use vow_store::Seek;
 
 /// A time as stored: microseconds since the epoch.
 pub(crate) fn micros(t: DateTime<Utc>) -> i64 {
@@ -28,53 +32,70 @@ pub(crate) fn truncate(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
 }
 
-/// Reads a time column.
-pub(crate) fn time(row: &Row<'_>, idx: usize) -> rusqlite::Result<DateTime<Utc>> {
-    let v: i64 = row.get(idx)?;
-    DateTime::from_timestamp_micros(v).ok_or_else(|| {
-        conversion(
-            idx,
-            Type::Integer,
-            format!("{v} µs is out of range for a time"),
-        )
-    })
-}
+/// A `rusqlite` row as [`Columns`]: times from INTEGER microseconds, lists and JSON from TEXT.
+pub(crate) struct SqliteColumns<'r, 's>(pub(crate) &'r Row<'s>);
 
-/// Reads a nullable time column.
-pub(crate) fn opt_time(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<DateTime<Utc>>> {
-    match row.get::<_, Option<i64>>(idx)? {
-        None => Ok(None),
-        Some(_) => time(row, idx).map(Some),
+impl Columns for SqliteColumns<'_, '_> {
+    type Error = rusqlite::Error;
+
+    fn text(&self, at: usize) -> rusqlite::Result<String> {
+        self.0.get(at)
+    }
+
+    fn opt_text(&self, at: usize) -> rusqlite::Result<Option<String>> {
+        self.0.get(at)
+    }
+
+    fn bool(&self, at: usize) -> rusqlite::Result<bool> {
+        self.0.get(at)
+    }
+
+    fn opt_int(&self, at: usize) -> rusqlite::Result<Option<i64>> {
+        self.0.get(at)
+    }
+
+    fn opt_time(&self, at: usize) -> rusqlite::Result<Option<DateTime<Utc>>> {
+        let Some(v) = self.0.get::<_, Option<i64>>(at)? else {
+            return Ok(None);
+        };
+        DateTime::from_timestamp_micros(v)
+            .map(Some)
+            .ok_or_else(|| self.corrupt(at, format!("{v} µs is out of range for a time")))
+    }
+
+    fn opt_strings(&self, at: usize) -> rusqlite::Result<Option<Vec<String>>> {
+        self.opt_json(at)
+    }
+
+    fn opt_json<T: DeserializeOwned>(&self, at: usize) -> rusqlite::Result<Option<T>> {
+        let Some(text) = self.0.get::<_, Option<String>>(at)? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| self.corrupt(at, e.to_string()))
+    }
+
+    fn opt_bytes(&self, at: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+        self.0.get(at)
+    }
+
+    fn corrupt(&self, at: usize, why: String) -> rusqlite::Error {
+        let column = self.0.as_ref().column_name(at).unwrap_or("?");
+        rusqlite::Error::FromSqlConversionFailure(at, Type::Text, format!("{column}: {why}").into())
     }
 }
 
-/// Reads a TEXT id column into its typed id.
-pub(crate) fn id<T>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T>
-where
-    T: FromStr,
-    T::Err: std::error::Error + Send + Sync + 'static,
-{
-    let s: String = row.get(idx)?;
-    s.parse()
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
+/// Reads a `T` from the row's first columns (its [`FromColumns::COLUMNS`]).
+pub(crate) fn read<T: FromColumns>(row: &Row<'_>) -> rusqlite::Result<T> {
+    vow_store::rows::read(&SqliteColumns(row))
 }
 
-/// Reads a JSON text column.
-pub(crate) fn json<T: DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
-    let s: String = row.get(idx)?;
-    serde_json::from_str(&s)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
-}
-
-/// Reads a nullable JSON text column.
-pub(crate) fn opt_json<T: DeserializeOwned>(
-    row: &Row<'_>,
-    idx: usize,
-) -> rusqlite::Result<Option<T>> {
-    match row.get_ref(idx)? {
-        rusqlite::types::ValueRef::Null => Ok(None),
-        _ => json(row, idx).map(Some),
-    }
+/// Reads the TEXT id in column `at` as its type.
+pub(crate) fn id<T: FromStr<Err = IdError>>(row: &Row<'_>, at: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(at)?;
+    text.parse()
+        .map_err(|e| SqliteColumns(row).corrupt(at, format!("{text:?}: {e}")))
 }
 
 /// Encodes a value as JSON text.
@@ -85,25 +106,6 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(v: &T) -> rusqlite::Result<String> 
 /// Encodes an optional value as nullable JSON text.
 pub(crate) fn to_opt_json<T: Serialize>(v: Option<&T>) -> rusqlite::Result<Option<String>> {
     v.map(to_json).transpose()
-}
-
-/// Reads an optional throttle rate (`u16` stored as INTEGER).
-pub(crate) fn throttle(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<u16>> {
-    match row.get::<_, Option<i64>>(idx)? {
-        None => Ok(None),
-        Some(v) => u16::try_from(v).map(Some).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(idx, Type::Integer, Box::new(e))
-        }),
-    }
-}
-
-/// Reads an optional HTTP status code (`u16` stored as INTEGER).
-pub(crate) fn status_code(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<u16>> {
-    throttle(row, idx)
-}
-
-fn conversion(idx: usize, ty: Type, msg: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(idx, ty, msg.into())
 }
 
 /// The SQL of a keyset listing: `SELECT {select} WHERE {filters} [AND key >/< ?{after_param}]
@@ -120,10 +122,7 @@ pub(crate) fn seek_sql(
     after_param: usize,
     limit_param: usize,
 ) -> String {
-    let (cmp, dir) = match seek.order {
-        Order::Ascending => (">", "ASC"),
-        Order::Descending => ("<", "DESC"),
-    };
+    let (cmp, dir) = seek.order.sql();
     let mut conds: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
     if seek.after.is_some() {
         conds.push(format!("{key} {cmp} ?{after_param}"));
@@ -140,6 +139,7 @@ pub(crate) fn seek_sql(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vow_store::Order;
 
     #[test]
     fn truncation_drops_nanoseconds_only() {

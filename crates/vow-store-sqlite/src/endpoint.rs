@@ -7,11 +7,11 @@
 use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::types::Type;
-use rusqlite::{params, Connection, OptionalExtension, Row};
-use vow_core::{AppId, EndpointId, MessageId, RetrySchedule};
+use rusqlite::{params, Connection, OptionalExtension};
+use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::queue::DeliveryTarget;
+use vow_store::rows::FromColumns;
 use vow_store::Endpoints;
 use vow_store::StoreResult;
 use vow_store::{
@@ -20,62 +20,12 @@ use vow_store::{
 };
 
 use crate::application;
-use crate::convert::{
-    id, json, micros, opt_json, opt_time, seek_sql, throttle, time, to_json, to_opt_json, truncate,
-};
+use crate::convert::{micros, read, seek_sql, to_json, to_opt_json, truncate};
 use crate::error::Result;
 use crate::now;
 use crate::SqliteStore;
 
-const COLUMNS: &str = "id, app_id, uid, url, description, disabled, event_types, channels, \
-                       throttle_rate, metadata, headers, created_at, updated_at, \
-                       signature_style, timeout_ms, retry_schedule";
-
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
-    Ok(Endpoint {
-        id: id(row, 0)?,
-        app_id: id(row, 1)?,
-        fields: EndpointFields {
-            uid: row.get(2)?,
-            url: row.get(3)?,
-            description: row.get(4)?,
-            disabled: row.get(5)?,
-            event_types: opt_json(row, 6)?,
-            channels: opt_json(row, 7)?,
-            throttle_rate: throttle(row, 8)?,
-            metadata: json(row, 9)?,
-            headers: json(row, 10)?,
-            delivery: options(row, 13)?,
-        },
-        created_at: time(row, 11)?,
-        updated_at: time(row, 12)?,
-    })
-}
-
-/// Reads [`DeliveryOptions`] from three columns starting at `idx`: `signature_style`,
-/// `timeout_ms`, `retry_schedule`.
-pub(crate) fn options(row: &Row<'_>, idx: usize) -> rusqlite::Result<DeliveryOptions> {
-    let style: String = row.get(idx)?;
-    let timeout_ms = match row.get::<_, Option<i64>>(idx + 1)? {
-        None => None,
-        Some(v) => Some(u32::try_from(v).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(idx + 1, Type::Integer, Box::new(e))
-        })?),
-    };
-    let schedule: Option<String> = row.get(idx + 2)?;
-    Ok(DeliveryOptions {
-        signature_style: style
-            .parse()
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))?,
-        timeout_ms,
-        retry_schedule: schedule
-            .map(|s| s.parse::<RetrySchedule>())
-            .transpose()
-            .map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(idx + 2, Type::Text, Box::new(e))
-            })?,
-    })
-}
+const COLUMNS: &str = Endpoint::COLUMNS;
 
 /// The stored form of a retry schedule (its Display form).
 fn schedule_text(options: &DeliveryOptions) -> Option<String> {
@@ -159,7 +109,7 @@ pub(crate) fn list(
             seek.after,
             seek.fetch()
         ],
-        from_row,
+        read,
     )?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -191,22 +141,13 @@ pub(crate) fn rotate_secret(
 /// What a delivery attempt needs of endpoint `ep` at `now` (for claims); `None` when it is gone.
 /// Two point reads: the endpoint row, then its secrets valid at `now`, current first.
 pub(crate) fn target(conn: &Connection, ep: &str, now: i64) -> Result<Option<DeliveryTarget>> {
+    let sql = format!(
+        "SELECT {} FROM endpoints WHERE id = ?1",
+        DeliveryTarget::COLUMNS
+    );
     let found = conn
-        .prepare_cached(
-            "SELECT url, headers, disabled, throttle_rate, updated_at, signature_style,
-             timeout_ms, retry_schedule FROM endpoints WHERE id = ?1",
-        )?
-        .query_row([ep], |row| {
-            Ok(DeliveryTarget {
-                url: row.get(0)?,
-                headers: json(row, 1)?,
-                disabled: row.get(2)?,
-                throttle_rate: throttle(row, 3)?,
-                updated_at: time(row, 4)?,
-                options: options(row, 5)?,
-                secrets: Vec::new(),
-            })
-        })
+        .prepare_cached(&sql)?
+        .query_row([ep], read::<DeliveryTarget>)
         .optional()?;
     let Some(mut target) = found else {
         return Ok(None);
@@ -216,12 +157,7 @@ pub(crate) fn target(conn: &Connection, ep: &str, now: i64) -> Result<Option<Del
          WHERE endpoint_id = ?1 AND (valid_until IS NULL OR valid_until > ?2)
          ORDER BY valid_until IS NOT NULL, seq DESC",
     )?;
-    let rows = stmt.query_map(params![ep, now], |row| {
-        Ok(EndpointSecret {
-            key: row.get(0)?,
-            valid_until: opt_time(row, 1)?,
-        })
-    })?;
+    let rows = stmt.query_map(params![ep, now], read)?;
     target.secrets = rows.collect::<rusqlite::Result<_>>()?;
     Ok(Some(target))
 }
@@ -253,7 +189,7 @@ impl Endpoints for SqliteStore {
             };
             Ok(conn
                 .prepare_cached(&sql)?
-                .query_row([app.to_string(), value], from_row)
+                .query_row([app.to_string(), value], read)
                 .optional()?)
         })
         .await
@@ -297,7 +233,7 @@ impl Endpoints for SqliteStore {
                         f.delivery.timeout_ms,
                         schedule_text(&f.delivery),
                     ],
-                    from_row,
+                    read,
                 )
                 .optional()?
                 .ok_or_else(not_found)
@@ -336,15 +272,9 @@ impl Endpoints for SqliteStore {
             )?;
             let rows = stmt.query_map(
                 params![app.to_string(), ep.to_string(), micros(now)],
-                |row| {
-                    let key: Option<String> = row.get(0)?;
-                    Ok(match key {
-                        None => None,
-                        Some(key) => Some(EndpointSecret {
-                            key,
-                            valid_until: opt_time(row, 1)?,
-                        }),
-                    })
+                |row| match row.get::<_, Option<String>>(0)? {
+                    None => Ok(None),
+                    Some(_) => read(row).map(Some),
                 },
             )?;
             let rows: Vec<Option<EndpointSecret>> = rows.collect::<rusqlite::Result<_>>()?;

@@ -2,31 +2,18 @@
 
 use crate::idempotency::keyed;
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension};
 use vow_store::idempotency::{Applied, Completion};
+use vow_store::rows::FromColumns;
 use vow_store::EventTypes;
 use vow_store::StoreResult;
 use vow_store::{EventType, Seek, StoreError};
 
-use crate::convert::{micros, opt_json, seek_sql, time, to_opt_json, truncate};
+use crate::convert::{micros, read, seek_sql, to_opt_json, truncate};
 use crate::error::Result;
 use crate::SqliteStore;
 
-const COLUMNS: &str =
-    "name, description, archived, deprecated, feature_flag, schemas, created_at, updated_at";
-
-fn from_row(row: &Row<'_>) -> rusqlite::Result<EventType> {
-    Ok(EventType {
-        name: row.get(0)?,
-        description: row.get(1)?,
-        archived: row.get(2)?,
-        deprecated: row.get(3)?,
-        feature_flag: row.get(4)?,
-        schemas: opt_json(row, 5)?,
-        created_at: time(row, 6)?,
-        updated_at: time(row, 7)?,
-    })
-}
+const COLUMNS: &str = EventType::COLUMNS;
 
 pub(crate) fn create(conn: &Connection, new: EventType) -> Result<EventType> {
     conn.prepare_cached(
@@ -67,7 +54,7 @@ pub(crate) fn update(conn: &Connection, updated: EventType) -> Result<EventType>
                 to_opt_json(updated.schemas.as_ref())?,
                 micros(updated.updated_at),
             ],
-            from_row,
+            read,
         )
         .optional()?
         .ok_or_else(|| StoreError::NotFound("event type").into())
@@ -91,7 +78,7 @@ impl EventTypes for SqliteStore {
             let sql = format!("SELECT {COLUMNS} FROM event_types WHERE name = ?1");
             Ok(conn
                 .prepare_cached(&sql)?
-                .query_row([name], from_row)
+                .query_row([name], read)
                 .optional()?)
         })
         .await
@@ -119,7 +106,7 @@ impl EventTypes for SqliteStore {
                 2,
             );
             let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
+            let rows = stmt.query_map(params![seek.after, seek.fetch()], read)?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
         .await

@@ -8,37 +8,22 @@
 
 use crate::idempotency::keyed;
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension, Row};
-use vow_core::matching::{endpoint_matches, EndpointFilter};
+use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
 use vow_store::idempotency::{Applied, Completion};
+use vow_store::rows::FromColumns;
+use vow_store::rules::fan_out::{self, FanOutEndpoint};
 use vow_store::MessageCreate;
 use vow_store::Messages;
 use vow_store::StoreResult;
-use vow_store::{
-    CreatedMessage, Delivery, DeliveryStatus, Message, MessageFilter, MessageKey, NewMessage, Seek,
-};
+use vow_store::{CreatedMessage, Delivery, Message, MessageFilter, MessageKey, NewMessage, Seek};
 
-use crate::convert::{id, micros, opt_json, seek_sql, status_code, time, to_json, to_opt_json};
+use crate::convert::{micros, read, seek_sql, to_json, to_opt_json};
 use crate::error::Result;
 use crate::SqliteStore;
 use crate::{application, endpoint};
 
-const COLUMNS: &str =
-    "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at";
-
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
-    Ok(Message {
-        id: id(row, 0)?,
-        app_id: id(row, 1)?,
-        event_id: row.get(2)?,
-        event_type: row.get(3)?,
-        channels: opt_json(row, 4)?,
-        payload: row.get(5)?,
-        payload_expires_at: time(row, 6)?,
-        created_at: time(row, 7)?,
-    })
-}
+const COLUMNS: &str = Message::COLUMNS;
 
 pub(crate) fn create(
     conn: &Connection,
@@ -68,41 +53,29 @@ pub(crate) fn create(
         now,
     ])?;
 
-    let channels: &[String] = new.channels.as_deref().unwrap_or(&[]);
-    let mut endpoints = conn.prepare_cached(
-        "SELECT id, event_types, channels, disabled FROM endpoints
-         WHERE app_id = ?1 AND (?2 IS NULL OR id = ?2)",
-    )?;
+    let sql = format!(
+        "SELECT {} FROM endpoints WHERE app_id = ?1 AND (?2 IS NULL OR id = ?2)",
+        FanOutEndpoint::COLUMNS
+    );
+    let mut endpoints = conn.prepare_cached(&sql)?;
     let only = only.map(|ep| ep.to_string());
-    let mut rows = endpoints.query(params![app, only])?;
+    let rows = endpoints.query_map(params![app, only], read::<FanOutEndpoint>)?;
     let mut insert = conn.prepare_cached(
         "INSERT INTO deliveries
          (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)",
     )?;
     let mut deliveries = 0;
-    while let Some(row) = rows.next()? {
-        let event_types: Option<Vec<String>> = opt_json(row, 1)?;
-        let wanted: Option<Vec<String>> = opt_json(row, 2)?;
-        let filter = EndpointFilter {
-            event_types: event_types.as_deref(),
-            channels: wanted.as_deref(),
-        };
-        if only.is_none() && !endpoint_matches(filter, &new.event_type, channels) {
+    for endpoint in rows {
+        let endpoint = endpoint?;
+        let Some(status) = fan_out::delivery_status(&endpoint, &new, only.is_some()) else {
             continue;
-        }
-        let endpoint: String = row.get(0)?;
-        let disabled: bool = row.get(3)?;
-        let status = if disabled {
-            DeliveryStatus::Held
-        } else {
-            DeliveryStatus::Pending
         };
         insert.execute(params![
             DeliveryId::new().to_string(),
             app,
             msg,
-            endpoint,
+            endpoint.id,
             status.as_str(),
             now,
         ])?;
@@ -116,7 +89,7 @@ pub(crate) fn create(
 }
 
 /// Restricts a message listing to the messages with a delivery to one endpoint, optionally in
-/// one state (an SQL condition over `deliveries` that may use `?7` for now).
+/// one state (an SQL condition over `deliveries`; `$now` stands for the bound time, `?7`).
 pub(crate) struct DeliveredTo {
     pub(crate) endpoint: EndpointId,
     pub(crate) status: Option<&'static str>,
@@ -146,7 +119,10 @@ pub(crate) fn list(
         filters.push("created_at > ?5".into());
     }
     if let Some(to) = delivered_to {
-        let status = to.status.map(|s| format!(" AND ({s})")).unwrap_or_default();
+        let status = to
+            .status
+            .map(|s| format!(" AND ({})", s.replace("$now", "?7")));
+        let status = status.unwrap_or_default();
         filters.push(format!(
             "id IN (SELECT msg_id FROM deliveries WHERE app_id = ?1 AND endpoint_id = ?6{status})"
         ));
@@ -178,43 +154,13 @@ pub(crate) fn list(
             seek.after,
             seek.fetch(),
         ],
-        from_row,
+        read,
     )?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// The columns [`delivery_from_row`] reads, in order.
-pub(crate) const DELIVERY_COLUMNS: &str = "id, app_id, msg_id, endpoint_id, status, attempts, \
-     next_attempt_at, created_at, client_errors, last_status, dead_letter_reason, manual";
-
-/// How many columns [`DELIVERY_COLUMNS`] has: a query's own columns after them start here.
-pub(crate) const DELIVERY_COLUMN_COUNT: usize = 12;
-
-/// Reads a delivery from [`DELIVERY_COLUMNS`] (starting at column 0).
-pub(crate) fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
-    let status: String = row.get(4)?;
-    let status = DeliveryStatus::parse(&status).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            4,
-            rusqlite::types::Type::Text,
-            format!("unknown delivery status {status:?}").into(),
-        )
-    })?;
-    Ok(Delivery {
-        id: id(row, 0)?,
-        app_id: id(row, 1)?,
-        msg_id: id(row, 2)?,
-        endpoint_id: id(row, 3)?,
-        status,
-        attempts: row.get(5)?,
-        client_errors: row.get(8)?,
-        last_status: status_code(row, 9)?,
-        dead_letter_reason: row.get(10)?,
-        next_attempt_at: time(row, 6)?,
-        created_at: time(row, 7)?,
-        manual: row.get(11)?,
-    })
-}
+/// The columns a [`Delivery`] reads.
+pub(crate) const DELIVERY_COLUMNS: &str = Delivery::COLUMNS;
 
 pub(crate) fn deliveries(conn: &Connection, app: AppId, msg: MessageId) -> Result<Vec<Delivery>> {
     let sql = format!(
@@ -222,7 +168,7 @@ pub(crate) fn deliveries(conn: &Connection, app: AppId, msg: MessageId) -> Resul
          ORDER BY endpoint_id"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map([app.to_string(), msg.to_string()], delivery_from_row)?;
+    let rows = stmt.query_map([app.to_string(), msg.to_string()], read)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -259,7 +205,7 @@ impl Messages for SqliteStore {
             };
             Ok(conn
                 .prepare_cached(&sql)?
-                .query_row([app.to_string(), value], from_row)
+                .query_row([app.to_string(), value], read)
                 .optional()?)
         })
         .await
@@ -278,14 +224,5 @@ impl Messages for SqliteStore {
 
     async fn list_deliveries(&self, app: AppId, msg: MessageId) -> StoreResult<Vec<Delivery>> {
         self.read(move |c| deliveries(c, app, msg)).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_delivery_column_count_matches_the_column_list() {
-        let listed = super::DELIVERY_COLUMNS.split(',').count();
-        assert_eq!(listed, super::DELIVERY_COLUMN_COUNT);
     }
 }

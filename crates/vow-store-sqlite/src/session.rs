@@ -2,39 +2,16 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::types::Type;
-use rusqlite::{params, OptionalExtension, Row};
-use vow_store::session::{Session, SessionScope, Sessions};
+use rusqlite::{params, OptionalExtension};
+use vow_store::rows::FromColumns;
+use vow_store::session::{Session, Sessions};
 use vow_store::StoreResult;
 
 use crate::application;
-use crate::convert::{micros, time, truncate};
+use crate::convert::{micros, read, truncate};
 use crate::SqliteStore;
 
-const COLUMNS: &str = "id_hash, kind, app_id, csrf, created_at, expires_at";
-
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Session> {
-    let kind: String = row.get(1)?;
-    let app_id: Option<String> = row.get(2)?;
-    let app_id = app_id
-        .map(|id| id.parse())
-        .transpose()
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(2, Type::Text, Box::new(e)))?;
-    let scope = SessionScope::from_columns(&kind, app_id).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            1,
-            Type::Text,
-            format!("session kind {kind:?} does not match its app_id").into(),
-        )
-    })?;
-    Ok(Session {
-        id_hash: row.get(0)?,
-        scope,
-        csrf: row.get(3)?,
-        created_at: time(row, 4)?,
-        expires_at: time(row, 5)?,
-    })
-}
+const COLUMNS: &str = <Session as FromColumns>::COLUMNS;
 
 #[async_trait]
 impl Sessions for SqliteStore {
@@ -70,7 +47,7 @@ impl Sessions for SqliteStore {
                 format!("SELECT {COLUMNS} FROM sessions WHERE id_hash = ?1 AND expires_at > ?2");
             Ok(conn
                 .prepare_cached(&sql)?
-                .query_row(params![id_hash, micros(now)], from_row)
+                .query_row(params![id_hash, micros(now)], read)
                 .optional()?)
         })
         .await

@@ -30,6 +30,8 @@
 //!   commits with its record or leases nothing; a lost lease leaves no record.
 //! - `inbound_rejections`: the bounded rejection log: the newest rows, exact counts by reason.
 //! - `inbound_guard`: the replay guard; operators' decisions per destination.
+//! - `inbound_recording`: recording an attempt and settling an expired lease alike on every
+//!   backend: dead-letters out of attempts, the last error, final outcomes, who may claim.
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
@@ -48,6 +50,7 @@ mod idempotency_identity;
 mod inbound;
 mod inbound_guard;
 mod inbound_keyed;
+mod inbound_recording;
 mod inbound_rejections;
 mod inbound_work;
 mod messages;
@@ -65,6 +68,7 @@ pub use idempotency_identity::*;
 pub use inbound::*;
 pub use inbound_guard::*;
 pub use inbound_keyed::*;
+pub use inbound_recording::*;
 pub use inbound_rejections::*;
 pub use inbound_work::*;
 pub use messages::*;
@@ -117,6 +121,7 @@ macro_rules! conformance_suite {
         $crate::__conformance_cases_inbound_work!($make);
         $crate::__conformance_cases_inbound_keyed!($make);
         $crate::__conformance_cases_inbound_guard!($make);
+        $crate::__conformance_cases_inbound_recording!($make);
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
         $(

@@ -571,8 +571,9 @@ pub trait InboundWork: Send + Sync + 'static {
         keyed: Option<Completion<WorkClaim>>,
     ) -> StoreResult<Applied<WorkClaim>>;
 
-    /// Records a claimed event's outcome if its lease is still held, and moves the event to
-    /// the [`processing::aggregate`] of its destinations' outcomes.
+    /// Records a claimed event's outcome if its lease is still held, as
+    /// [`crate::rules::recording::record`] decides, and moves the event to the
+    /// [`processing::aggregate`] of its destinations' outcomes.
     async fn record_inbound_work(&self, outcome: WorkOutcome) -> StoreResult<WorkRecorded>;
 
     /// A pull consumer's complete or fail: [`InboundWork::record_inbound_work`] where a lost
@@ -591,7 +592,8 @@ pub trait InboundWork: Send + Sync + 'static {
         until: DateTime<Utc>,
     ) -> StoreResult<usize>;
 
-    /// The earliest time a push claim could take something, if anything waits.
+    /// The earliest time a push claim could take something, if anything waits: the first due
+    /// event whose entity is not busy, or the first lease end (settling it may make work due).
     async fn next_inbound_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
 }
 

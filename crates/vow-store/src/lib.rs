@@ -14,6 +14,8 @@
 //! - [`error`]: the error type, [`StoreError`].
 //! - [`idempotency`]: what the `Idempotency-Key` methods take: the record a keyed write
 //!   completes in its own transaction ([`idempotency::Completion`]).
+//! - [`rows`]: how a stored row reads back as each model, once for every backend (each
+//!   implements [`rows::Columns`] for its row type).
 //! - [`session`]: [`Sessions`], the console's browser sessions and app-portal tokens.
 //! - [`rules`]: the business rules both backends apply, as pure functions (superseding by
 //!   version, dead-letter counting, leases).
@@ -29,6 +31,7 @@ pub mod inbound;
 pub mod model;
 pub mod page;
 pub mod queue;
+pub mod rows;
 pub mod rules;
 pub mod session;
 

@@ -23,6 +23,15 @@ impl Order {
             Order::Descending => Order::Ascending,
         }
     }
+
+    /// As SQL: how a key compares to the seek's `after` to be beyond it, and the `ORDER BY`
+    /// direction (`(">", "ASC")` or `("<", "DESC")`).
+    pub fn sql(self) -> (&'static str, &'static str) {
+        match self {
+            Order::Ascending => (">", "ASC"),
+            Order::Descending => ("<", "DESC"),
+        }
+    }
 }
 
 /// What a backend fetches for a listing: at most `limit + 1` rows ordered by key in `order`,

@@ -143,6 +143,23 @@ pub enum AttemptTrigger {
     Manual,
 }
 
+impl AttemptTrigger {
+    /// The stored text form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptTrigger::Scheduled => "scheduled",
+            AttemptTrigger::Manual => "manual",
+        }
+    }
+
+    /// Parses the stored text form.
+    pub fn parse(s: &str) -> Option<Self> {
+        [AttemptTrigger::Scheduled, AttemptTrigger::Manual]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+}
+
 /// Where a delivery goes after an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NextState {
@@ -164,6 +181,48 @@ pub enum NextState {
     },
     /// The endpoint was disabled when the worker got to it: back to `held`, no attempt row.
     Hold,
+}
+
+impl NextState {
+    /// What recording it writes to its delivery's columns.
+    pub fn stored(&self) -> StoredNext<'_> {
+        let (status, next_attempt_at, client_errors, dead_letter_reason) = match self {
+            NextState::Delivered => (DeliveryStatus::Delivered, None, None, None),
+            NextState::RetryAt { at, client_errors } => (
+                DeliveryStatus::Pending,
+                Some(*at),
+                Some(*client_errors),
+                None,
+            ),
+            NextState::DeadLetter { reason, .. } => (
+                DeliveryStatus::DeadLettered,
+                None,
+                None,
+                Some(reason.as_str()),
+            ),
+            NextState::Hold => (DeliveryStatus::Held, None, None, None),
+        };
+        StoredNext {
+            status,
+            next_attempt_at,
+            client_errors,
+            dead_letter_reason,
+        }
+    }
+}
+
+/// A [`NextState`] as its delivery's columns (`status`, `next_attempt_at`, `client_errors`,
+/// `dead_letter_reason`), which both backends write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredNext<'a> {
+    /// The new status.
+    pub status: DeliveryStatus,
+    /// The new due time; `None` keeps the stored one.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The new count of 4xx responses; `None` keeps the stored one.
+    pub client_errors: Option<u32>,
+    /// Why it was dead-lettered; `None` clears it.
+    pub dead_letter_reason: Option<&'a str>,
 }
 
 /// One outcome to record.
@@ -269,6 +328,19 @@ pub enum MessageStatus {
 }
 
 impl MessageStatus {
+    /// The condition over a `deliveries` row for this status at `$now` (a backend puts its
+    /// placeholder for the time there): what a listing filters by and `stats` counts.
+    pub fn condition(self) -> &'static str {
+        match self {
+            MessageStatus::Success => "status = 'delivered'",
+            MessageStatus::Fail => "status = 'dead_lettered'",
+            MessageStatus::Sending => "status = 'pending' AND lease_until > $now",
+            MessageStatus::Pending => {
+                "status = 'held' OR (status = 'pending' AND (lease_until IS NULL OR lease_until <= $now))"
+            }
+        }
+    }
+
     /// The status of a delivery in `status` whose lease (if any) ends at `lease_until`, at `now`.
     pub fn of(
         status: DeliveryStatus,
@@ -310,6 +382,28 @@ impl DeliveryState {
                 Some(pair(row, state))
             })
             .collect()
+    }
+}
+
+impl AttemptedDestination {
+    /// For backends: each listed endpoint with its delivery's state, found in `states` by the
+    /// endpoint's id; one whose delivery is not there (deleted in between) is left out.
+    pub fn pair_up(endpoints: Vec<Endpoint>, states: HashMap<String, DeliveryState>) -> Vec<Self> {
+        let key = |e: &Endpoint| e.id.to_string();
+        DeliveryState::pair(endpoints, states, key, |endpoint, delivery| {
+            AttemptedDestination { endpoint, delivery }
+        })
+    }
+}
+
+impl AttemptedMessage {
+    /// For backends: each listed message with its delivery's state, found in `states` by the
+    /// message's id; one whose delivery is not there (deleted in between) is left out.
+    pub fn pair_up(messages: Vec<Message>, states: HashMap<String, DeliveryState>) -> Vec<Self> {
+        let key = |m: &Message| m.id.to_string();
+        DeliveryState::pair(messages, states, key, |message, delivery| {
+            AttemptedMessage { message, delivery }
+        })
     }
 }
 
@@ -513,4 +607,50 @@ pub trait Retention: Send + Sync + 'static {
         responses_before: DateTime<Utc>,
         batch: usize,
     ) -> StoreResult<u64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_next_state_sets_its_status_and_keeps_what_it_does_not_name() {
+        let at = Utc::now();
+        let retry = NextState::RetryAt {
+            at,
+            client_errors: 2,
+        };
+        assert_eq!(
+            retry.stored(),
+            StoredNext {
+                status: DeliveryStatus::Pending,
+                next_attempt_at: Some(at),
+                client_errors: Some(2),
+                dead_letter_reason: None,
+            }
+        );
+        let dead = NextState::DeadLetter {
+            reason: "gone".into(),
+            disable_endpoint: true,
+        };
+        assert_eq!(dead.stored().status, DeliveryStatus::DeadLettered);
+        assert_eq!(dead.stored().dead_letter_reason, Some("gone"));
+        for (next, status) in [
+            (NextState::Delivered, DeliveryStatus::Delivered),
+            (NextState::Hold, DeliveryStatus::Held),
+        ] {
+            let stored = next.stored();
+            assert_eq!(stored.status, status);
+            assert_eq!(stored.next_attempt_at, None);
+            assert_eq!(stored.client_errors, None);
+        }
+    }
+
+    #[test]
+    fn a_trigger_reads_back_from_its_stored_text() {
+        for trigger in [AttemptTrigger::Scheduled, AttemptTrigger::Manual] {
+            assert_eq!(AttemptTrigger::parse(trigger.as_str()), Some(trigger));
+        }
+        assert_eq!(AttemptTrigger::parse("cron"), None);
+    }
 }

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::canonical_differences;
+use super::pointers::canonical_differences;
 
 /// Where `request_body` (a version 2 canonical body) differs from `stored`, a version 1
 /// canonical body, by version 1's rules: empty when version 1 took them for the same request.

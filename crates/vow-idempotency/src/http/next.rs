@@ -26,7 +26,7 @@ pub enum Next {
         /// Whether the record was taken over from a request whose lease ran out.
         taken_over: bool,
     },
-    /// Replay the stored response ([`super::replay`]).
+    /// Replay the stored response ([`super::respond::replay`]).
     Replay {
         /// The stored response.
         response: StoredResponse,

@@ -1,12 +1,13 @@
-//! The "at most once" flow both stores' `run` share, over two small crate-private traits that
-//! each store implements ([`Records`] for the record steps, [`Write`] for the one transaction of
-//! the business writes and the completion):
+//! Both stores' `run`, on the one keyed flow ([`super::flow`]): each store is the flow's
+//! [`RecordStore`] (its record steps, timed by the request's [`Clock`]) and implements the
+//! crate-private [`Write`], the one transaction of the business writes and the completion:
 //!
 //! 1. **Begin** ([`crate::sqlite::begin`] / [`crate::postgres::begin`]): the insert decides the
-//!    owner. With `Prefer: wait=N`, a request that finds the key in progress polls every
-//!    [`super::POLL`] until the outcome is stored (a replay), the lease ends (it takes over), or the N
-//!    seconds are over (409). Each poll begins at `now` plus the time waited so far.
-//! 2. Not the owner: [`super::answer`] (replay, 422 reused or expired, 409 in progress).
+//!    owner (these stores do not claim in the write). With `Prefer: wait=N`, a request that
+//!    finds the key in progress polls every [`super::next::POLL`] until the outcome is stored (a
+//!    replay), the lease ends (it takes over), or the N seconds are over (409). Each poll begins
+//!    at `now` plus the time waited so far ([`Clock`]).
+//! 2. Not the owner: replay, 422 reused or expired, 409 in progress.
 //! 3. **Write**: one transaction that fences the record by its lease token, runs the closure and
 //!    completes the record with the closure's response; all of it commits or none.
 //! 4. A [`Failure::Final`] is stored in a transaction of its own after the writes rolled back; a
@@ -16,15 +17,19 @@
 //! [`Outcome`]) is of use.
 #![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 
+use std::future::Future;
 use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
+use tokio::time::Instant;
 
-use super::{answer, response, with_expires};
+use super::flow;
+use super::keyed::{Ended, Keyed, Owner, RecordStore, Settled};
+use super::respond::{response, with_expires};
 use crate::error::{Error, Result};
 use crate::fingerprint::canonical_body;
-use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
+use crate::record::{Scope, Settings, StoredResponse};
 use crate::{Fingerprint, Problem};
 
 /// One request with a key, to run at most once.
@@ -39,7 +44,7 @@ pub struct Request<'a> {
     pub now: DateTime<Utc>,
     /// The lease, replay and tombstone durations.
     pub settings: Settings,
-    /// How long to wait for a request in progress with the same key ([`super::prefer_wait`]).
+    /// How long to wait for a request in progress with the same key ([`super::respond::prefer_wait`]).
     pub wait: Option<Duration>,
 }
 
@@ -60,7 +65,7 @@ impl<'a> Request<'a> {
         Self { settings, ..self }
     }
 
-    /// The same, waiting up to `wait` (capped at [`super::MAX_WAIT`]) for a request in progress.
+    /// The same, waiting up to `wait` (capped at [`super::respond::MAX_WAIT`]) for a request in progress.
     pub fn with_wait(self, wait: Option<Duration>) -> Self {
         Self { wait, ..self }
     }
@@ -129,50 +134,38 @@ impl<T, E: IntoResponse> IntoResponse for Outcome<T, E> {
     }
 }
 
-/// An owned record, as the write carries it.
-#[derive(Debug, Clone)]
-pub(crate) struct Claim {
-    pub scope: Scope,
-    pub token: LeaseToken,
-    /// When the record was claimed: the completion's expiry counts from it.
-    pub now: DateTime<Utc>,
-    pub settings: Settings,
-}
-
 /// What the write transaction gives back: the store's error, else the closure's result.
 pub(crate) type Written<T, E> = Result<std::result::Result<Done<T>, Failure<E>>>;
 
-/// The record steps of a store, each in a short transaction of its own.
-pub(crate) trait Records: Sync {
-    /// [`crate::sqlite::begin`] / [`crate::postgres::begin`], committed.
-    fn begin(
-        &self,
-        scope: &Scope,
-        fingerprint: &Fingerprint,
-        canonical_body: &str,
-        now: DateTime<Utc>,
-        settings: &Settings,
-    ) -> impl std::future::Future<Output = Result<Begun>> + Send;
-
-    /// Fences the record and completes it with `response`, in one transaction.
-    fn finish(
-        &self,
-        claim: &Claim,
-        response: &StoredResponse,
-    ) -> impl std::future::Future<Output = Result<()>> + Send;
-
-    /// Releases the record `claim` owns.
-    fn release(&self, claim: &Claim) -> impl std::future::Future<Output = Result<bool>> + Send;
+/// A store's one transaction around the closure `Op`: fence `owner`'s record (if any), run
+/// `op`, complete the record with its response; committed only when all of it succeeds.
+pub(crate) trait Write<T, E, Op>: RecordStore<Error = Error> {
+    fn write(&self, owner: Option<Owner>, op: Op) -> impl Future<Output = Written<T, E>> + Send;
 }
 
-/// A store's one transaction around the closure `Op`: fence `claim` (if any), run `op`, complete
-/// `claim` with its response; committed only when all of it succeeds.
-pub(crate) trait Write<T, E, Op>: Records {
-    fn write(
-        &self,
-        claim: Option<Claim>,
-        op: Op,
-    ) -> impl std::future::Future<Output = Written<T, E>> + Send;
+/// A store's clock for one request: the request's `now` plus the time waited since (in whole
+/// milliseconds, so the first begin is at `now` itself).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    at: DateTime<Utc>,
+    started: Instant,
+}
+
+impl Clock {
+    /// The clock of `request` (the time now without one: nothing is timed then).
+    pub(crate) fn of(request: Option<&Request<'_>>) -> Self {
+        Self {
+            at: request.map_or_else(Utc::now, |r| r.now),
+            started: Instant::now(),
+        }
+    }
+
+    /// The request's time plus the time waited.
+    pub(crate) fn now(&self) -> DateTime<Utc> {
+        let waited = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let waited = TimeDelta::try_milliseconds(waited).unwrap_or(TimeDelta::MAX);
+        self.at.checked_add_signed(waited).unwrap_or(self.at)
+    }
 }
 
 /// Runs `op` at most once for `request` (every time when there is no key). See the module docs.
@@ -192,84 +185,38 @@ where
             Err(error) => unavailable(error),
         };
     };
-    let (begun, now) = match begin_waiting(store, &request).await {
-        Ok(begun) => begun,
-        Err(error) => return unavailable(error),
-    };
-    let token = match answer(begun, &request.settings) {
-        Ok(token) => token,
-        Err(answered) => return Outcome::Answered(answered),
-    };
-    let claim = Claim {
-        scope: request.scope,
-        token,
-        now,
-        settings: request.settings,
-    };
-    let expires_at = claim.settings.deadlines(now).expires_at;
-    match store.write(Some(claim.clone()), op).await {
-        Ok(Ok(done)) => ran(done, Some(expires_at)),
-        Ok(Err(Failure::Final(refusal))) => match store.finish(&claim, &refusal).await {
-            Ok(()) => Outcome::Answered(with_expires(response(refusal), expires_at)),
-            Err(error) => {
-                release(store, &claim, &error.to_string()).await;
-                Outcome::Answered(response(refusal))
-            }
-        },
-        Ok(Err(Failure::Retry(error))) => {
-            release(store, &claim, "the operation failed").await;
-            Outcome::Failed(error)
-        }
-        // Another request took the record over: it runs (or ran) the operation.
-        Err(Error::Fenced) => {
-            Outcome::Answered(Problem::InProgress { retry_after: 1 }.into_response())
-        }
-        Err(error) => {
-            release(store, &claim, &error.to_string()).await;
-            unavailable(error)
-        }
-    }
-}
-
-/// Begins the record, polling while another request holds it and `request.wait` allows; the
-/// outcome and the time it was decided at.
-async fn begin_waiting<S: Records>(
-    store: &S,
-    request: &Request<'_>,
-) -> Result<(Begun, DateTime<Utc>)> {
-    let scope = &request.scope;
+    let scope = request.scope;
     let fingerprint = Fingerprint::of(&scope.method, &scope.route, request.body);
     let canonical = canonical_body(request.body);
-    let wait = request.wait.unwrap_or_default().min(super::MAX_WAIT);
-    let started = tokio::time::Instant::now();
-    let settings = &request.settings;
-    let (fingerprint, canonical) = (&fingerprint, canonical.as_str());
-    // A lock, not a `Cell`, so the handler's future stays `Send`.
-    let decided_at = std::sync::Mutex::new(request.now);
-    let begun = super::begin_until(started + wait, |polls| {
-        // The first begin is at `now` itself; each poll after it at `now` plus the time waited.
-        let waited = match polls {
-            0 => TimeDelta::zero(),
-            _ => TimeDelta::from_std(started.elapsed()).unwrap_or(TimeDelta::MAX),
-        };
-        let now = request
-            .now
-            .checked_add_signed(waited)
-            .unwrap_or(request.now);
-        *decided_at.lock().unwrap_or_else(|e| e.into_inner()) = now;
-        store.begin(scope, fingerprint, canonical, now, settings)
+    let keyed = Keyed::new(
+        scope,
+        fingerprint,
+        canonical,
+        request.wait,
+        request.settings,
+    );
+    let settled = flow::run(store, &keyed, None, |owner| async move {
+        match store.write(Some(owner), op).await {
+            Ok(Ok(done)) => Ended::Completed {
+                answer: done,
+                took_over: false,
+            },
+            Ok(Err(Failure::Final(refusal))) => Ended::Final {
+                sent: response(refusal.clone()),
+                stored: refusal,
+            },
+            Ok(Err(Failure::Retry(error))) => Ended::Failed(error),
+            // Another request took the record over: it runs (or ran) the operation.
+            Err(Error::Fenced) => Ended::Fenced,
+            Err(error) => Ended::Unavailable(error),
+        }
     })
-    .await?;
-    let now = *decided_at.lock().unwrap_or_else(|e| e.into_inner());
-    Ok((begun, now))
-}
-
-/// Releases `claim` after `why`; a record that cannot be released frees itself when its lease
-/// ends, so this only logs.
-async fn release<S: Records>(store: &S, claim: &Claim, why: &str) {
-    if let Err(error) = store.release(claim).await {
-        tracing::warn!(%error, %why, key = %claim.scope.key.hash(),
-            "could not release an idempotency record; it frees when its lease ends");
+    .await;
+    match settled {
+        Settled::Ran { answer, expires_at } => ran(answer, Some(expires_at)),
+        Settled::Answered(answered) => Outcome::Answered(answered),
+        Settled::Failed(error) => Outcome::Failed(error),
+        Settled::Unavailable(error) => unavailable(error),
     }
 }
 

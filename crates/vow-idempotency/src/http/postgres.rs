@@ -13,11 +13,13 @@ use std::pin::Pin;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 
-use super::once::{self, Claim, Records, Write, Written};
-use super::{Done, Failure, Outcome, Request};
-use crate::error::Result;
-use crate::record::{Begun, Scope, Settings, StoredResponse};
-use crate::{postgres as records, Fingerprint};
+use super::keyed::Owner;
+use super::keyed::RecordStore;
+use super::once::{self, Clock, Write, Written};
+use super::once::{Done, Failure, Outcome, Request};
+use crate::error::{Error, Result};
+use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
+use crate::{postgres as records, Fingerprint, KeyStatus};
 
 /// A boxed, sendable future borrowing for `'c`: what the operation's closure returns.
 pub type BoxFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
@@ -56,13 +58,24 @@ where
     T: Send,
     E: Send,
 {
-    once::run(&Postgres(pool), request, op).await
+    let clock = Clock::of(request.as_ref());
+    once::run(&Postgres(pool, clock), request, op).await
 }
 
-/// The pool as the flow's store.
-struct Postgres<'a>(&'a PgPool);
+/// The pool as the flow's store, with the request's clock.
+struct Postgres<'a>(&'a PgPool, Clock);
 
-impl Records for Postgres<'_> {
+impl RecordStore for Postgres<'_> {
+    type Error = Error;
+
+    fn is_fenced(error: &Error) -> bool {
+        error.is_fenced()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.1.now()
+    }
+
     async fn begin(
         &self,
         scope: &Scope,
@@ -75,16 +88,28 @@ impl Records for Postgres<'_> {
         records::begin(&mut conn, scope, fingerprint, canonical_body, now, settings).await
     }
 
-    async fn finish(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
+    async fn status(&self, scope: &Scope, now: DateTime<Utc>) -> Result<Option<KeyStatus>> {
+        let mut conn = self.0.acquire().await?;
+        records::status(&mut conn, scope, now).await
+    }
+
+    async fn complete(
+        &self,
+        scope: &Scope,
+        token: &LeaseToken,
+        response: StoredResponse,
+        now: DateTime<Utc>,
+        settings: &Settings,
+    ) -> Result<()> {
         let mut tx = self.0.begin().await?;
-        records::fence(&mut tx, &claim.scope, &claim.token).await?;
-        complete(&mut tx, claim, response).await?;
+        records::fence(&mut tx, scope, token).await?;
+        records::complete(&mut tx, scope, token, &response, now, settings).await?;
         Ok(tx.commit().await?)
     }
 
-    async fn release(&self, claim: &Claim) -> Result<bool> {
+    async fn release(&self, scope: &Scope, token: &LeaseToken) -> Result<bool> {
         let mut conn = self.0.acquire().await?;
-        records::release(&mut conn, &claim.scope, &claim.token).await
+        records::release(&mut conn, scope, token).await
     }
 }
 
@@ -97,11 +122,11 @@ where
     T: Send,
     E: Send,
 {
-    async fn write(&self, claim: Option<Claim>, op: F) -> Written<T, E> {
+    async fn write(&self, owner: Option<Owner>, op: F) -> Written<T, E> {
         // Dropping `tx` before its commit rolls it back.
         let mut tx = self.0.begin().await?;
-        if let Some(claim) = &claim {
-            records::fence(&mut tx, &claim.scope, &claim.token).await?;
+        if let Some(owner) = &owner {
+            records::fence(&mut tx, &owner.scope, &owner.token).await?;
         }
         let done = match op(&mut tx).await {
             Ok(done) => done,
@@ -110,20 +135,22 @@ where
                 return Ok(Err(failure));
             }
         };
-        if let Some(claim) = &claim {
-            complete(&mut tx, claim, &done.response).await?;
+        if let Some(owner) = &owner {
+            complete(&mut tx, owner, &done.response).await?;
         }
         tx.commit().await?;
         Ok(Ok(done))
     }
 }
 
-async fn complete(conn: &mut PgConnection, claim: &Claim, response: &StoredResponse) -> Result<()> {
-    let Claim {
+/// Completes `owner`'s record with `response`.
+async fn complete(conn: &mut PgConnection, owner: &Owner, response: &StoredResponse) -> Result<()> {
+    let Owner {
         scope,
         token,
         now,
         settings,
-    } = claim;
+        ..
+    } = owner;
     records::complete(conn, scope, token, response, *now, settings).await
 }

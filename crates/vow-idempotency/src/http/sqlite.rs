@@ -19,11 +19,13 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 
-use super::once::{self, Claim, Records, Write, Written};
-use super::{Done, Failure, Outcome, Request};
+use super::keyed::Owner;
+use super::keyed::RecordStore;
+use super::once::{self, Clock, Write, Written};
+use super::once::{Done, Failure, Outcome, Request};
 use crate::error::{Error, Result};
-use crate::record::{Begun, Scope, Settings, StoredResponse};
-use crate::{sqlite as records, Fingerprint};
+use crate::record::{Begun, LeaseToken, Scope, Settings, StoredResponse};
+use crate::{sqlite as records, Fingerprint, KeyStatus};
 
 /// Runs closures on a SQLite connection for [`run`].
 pub trait WithConnection: Send + Sync {
@@ -93,13 +95,24 @@ where
     T: Send + 'static,
     E: Send + 'static,
 {
-    once::run(&Sqlite(db), request, op).await
+    let clock = Clock::of(request.as_ref());
+    once::run(&Sqlite(db, clock), request, op).await
 }
 
-/// `A` as the flow's store.
-struct Sqlite<'a, A>(&'a A);
+/// `A` as the flow's store, with the request's clock.
+struct Sqlite<'a, A>(&'a A, Clock);
 
-impl<A: WithConnection> Records for Sqlite<'_, A> {
+impl<A: WithConnection> RecordStore for Sqlite<'_, A> {
+    type Error = Error;
+
+    fn is_fenced(error: &Error) -> bool {
+        error.is_fenced()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.1.now()
+    }
+
     fn begin(
         &self,
         scope: &Scope,
@@ -115,26 +128,43 @@ impl<A: WithConnection> Records for Sqlite<'_, A> {
         })
     }
 
-    fn finish(
+    fn status(
         &self,
-        claim: &Claim,
-        response: &StoredResponse,
+        scope: &Scope,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Option<KeyStatus>>> + Send {
+        let scope = scope.clone();
+        self.0
+            .with_connection(move |conn| records::status(conn, &scope, now))
+    }
+
+    fn complete(
+        &self,
+        scope: &Scope,
+        token: &LeaseToken,
+        response: StoredResponse,
+        now: DateTime<Utc>,
+        settings: &Settings,
     ) -> impl Future<Output = Result<()>> + Send {
-        let (claim, response) = (claim.clone(), response.clone());
+        let (scope, token, settings) = (scope.clone(), token.clone(), *settings);
         self.0.with_connection(move |conn| {
             let done: std::result::Result<(), Infallible> = atomically(conn, |c| {
-                records::fence(c, &claim.scope, &claim.token)?;
-                complete(c, &claim, &response).map(Ok)
+                records::fence(c, &scope, &token)?;
+                records::complete(c, &scope, &token, &response, now, &settings).map(Ok)
             })?;
             let Ok(()) = done;
             Ok(())
         })
     }
 
-    fn release(&self, claim: &Claim) -> impl Future<Output = Result<bool>> + Send {
-        let claim = claim.clone();
+    fn release(
+        &self,
+        scope: &Scope,
+        token: &LeaseToken,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let (scope, token) = (scope.clone(), token.clone());
         self.0
-            .with_connection(move |conn| records::release(conn, &claim.scope, &claim.token))
+            .with_connection(move |conn| records::release(conn, &scope, &token))
     }
 }
 
@@ -145,18 +175,18 @@ where
     T: Send + 'static,
     E: Send + 'static,
 {
-    fn write(&self, claim: Option<Claim>, op: F) -> impl Future<Output = Written<T, E>> + Send {
+    fn write(&self, owner: Option<Owner>, op: F) -> impl Future<Output = Written<T, E>> + Send {
         self.0.with_connection(move |conn| {
             atomically(conn, |c| {
-                if let Some(claim) = &claim {
-                    records::fence(c, &claim.scope, &claim.token)?;
+                if let Some(owner) = &owner {
+                    records::fence(c, &owner.scope, &owner.token)?;
                 }
                 let done = match op(c) {
                     Ok(done) => done,
                     Err(failure) => return Ok(Err(failure)),
                 };
-                if let Some(claim) = &claim {
-                    complete(c, claim, &done.response)?;
+                if let Some(owner) = &owner {
+                    complete(c, owner, &done.response)?;
                 }
                 Ok(Ok(done))
             })
@@ -164,13 +194,15 @@ where
     }
 }
 
-fn complete(conn: &Connection, claim: &Claim, response: &StoredResponse) -> Result<()> {
-    let Claim {
+/// Completes `owner`'s record with `response`.
+fn complete(conn: &Connection, owner: &Owner, response: &StoredResponse) -> Result<()> {
+    let Owner {
         scope,
         token,
         now,
         settings,
-    } = claim;
+        ..
+    } = owner;
     records::complete(conn, scope, token, response, *now, settings)
 }
 

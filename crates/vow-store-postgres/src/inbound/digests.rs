@@ -1,24 +1,28 @@
 //! The replay guard's digests (`inbound_digests`, `vow_store::inbound::replay_guard`): inside
 //! the claim's transaction, after the claim row was inserted. The upsert on the primary key
 //! serialises concurrent claims of one digest: the second waits for the first to commit and
-//! then sees its row.
+//! then sees its row. The claim (`events`) reads the event that holds a digest through
+//! [`HOLDER`]; this module reads no event.
 
 use sqlx::PgConnection;
 use vow_store::inbound::{InboundEvent, NewInboundEvent, ReplayGuard};
 use vow_store::StoreResult;
 
-use super::events::{one_event, EventRow, COLUMNS};
-use crate::error::{corrupt, db_error};
+use crate::error::db_error;
+
+/// The id of the event that holds digest `$2` of source `$1`, as a subquery.
+pub(crate) const HOLDER: &str =
+    "SELECT event_id FROM inbound_digests WHERE source_id = $1 AND digest = $2";
 
 /// Records that `event` (just inserted for `new`) was accepted with the guard's digest, unless
-/// that digest was accepted within the window: then the event that holds it, and nothing is
-/// recorded (the caller rolls the transaction back).
+/// that digest was accepted within the window: then `false`, and nothing is recorded (the
+/// caller reads the event [`HOLDER`] names and rolls the transaction back).
 pub(crate) async fn remember(
     conn: &mut PgConnection,
     new: &NewInboundEvent,
     guard: &ReplayGuard,
     event: &InboundEvent,
-) -> StoreResult<Option<InboundEvent>> {
+) -> StoreResult<bool> {
     let source = new.source_id.to_string();
     let moved: Option<i32> = sqlx::query_scalar(
         "INSERT INTO inbound_digests (source_id, digest, event_id, seen_at)
@@ -36,18 +40,5 @@ pub(crate) async fn remember(
     .fetch_optional(&mut *conn)
     .await
     .map_err(db_error)?;
-    if moved.is_some() {
-        return Ok(None);
-    }
-    let sql = format!(
-        "SELECT {COLUMNS} FROM inbound_events WHERE id =
-             (SELECT event_id FROM inbound_digests WHERE source_id = $1 AND digest = $2)"
-    );
-    let query = sqlx::query_as::<_, EventRow>(&sql)
-        .bind(&source)
-        .bind(&guard.digest);
-    let earlier = one_event(query, conn).await?;
-    earlier
-        .map(Some)
-        .ok_or_else(|| corrupt("a replay guard's digest names no inbound event"))
+    Ok(moved.is_some())
 }

@@ -7,7 +7,7 @@
 use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgArguments;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::QueryAs;
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
@@ -19,67 +19,51 @@ use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
     NewRejection, Rejection, RejectionCount, StoredInbound,
 };
+use vow_store::rows::{event_with_content, FromColumns};
 use vow_store::{Seek, StoreError, StoreResult};
 
-use super::forwards;
-use crate::convert::{self, not_found};
+use super::{digests, forwards};
+use crate::convert::{self, not_found, read, PgColumns};
 use crate::error::{corrupt, db_error};
 use crate::seek::push_seek;
 use crate::PgStore;
 
-/// The columns [`EventRow`] reads.
-pub(crate) const COLUMNS: &str = "id, source_id, account, event_id, state, conflicts_with, \
-                                  sha256, size, duplicates, version, entity, received_at, \
-                                  updated_at, attempts, next_attempt_at, last_error";
+/// The columns of an [`InboundEvent`].
+pub(crate) const COLUMNS: &str = InboundEvent::COLUMNS;
 
-/// One `inbound_events` row, without its content.
-#[derive(sqlx::FromRow)]
+/// An event (read by `vow_store::rows`) with the stored text of the keys `work` groups, orders
+/// and writes by.
 pub(crate) struct EventRow {
     pub(crate) id: String,
     pub(crate) source_id: String,
-    account: String,
-    event_id: Option<String>,
-    state: String,
-    conflicts_with: Option<String>,
-    sha256: String,
-    size: i64,
-    duplicates: i64,
     pub(crate) version: Option<String>,
     pub(crate) entity: Option<String>,
-    received_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    pub(crate) attempts: i32,
-    next_attempt_at: Option<DateTime<Utc>>,
-    last_error: Option<String>,
+    pub(crate) attempts: u32,
+    event: InboundEvent,
+}
+
+impl From<InboundEvent> for EventRow {
+    fn from(event: InboundEvent) -> Self {
+        EventRow {
+            id: event.id.to_string(),
+            source_id: event.source_id.to_string(),
+            version: event.version.clone(),
+            entity: event.entity.clone(),
+            attempts: event.attempts,
+            event,
+        }
+    }
+}
+
+impl sqlx::FromRow<'_, PgRow> for EventRow {
+    fn from_row(row: &PgRow) -> sqlx::Result<Self> {
+        vow_store::rows::read::<InboundEvent, _>(&PgColumns(row)).map(EventRow::from)
+    }
 }
 
 impl EventRow {
     pub(crate) fn into_model(self) -> StoreResult<InboundEvent> {
-        let unsigned = |column: &str, v: i64| {
-            u64::try_from(v).map_err(|_| corrupt(format!("{column} is negative: {v}")))
-        };
-        Ok(InboundEvent {
-            id: convert::id("inbound_events.id", &self.id)?,
-            source_id: convert::id("inbound_events.source_id", &self.source_id)?,
-            account: self.account,
-            event_id: self.event_id,
-            state: InboundState::parse(&self.state)
-                .ok_or_else(|| corrupt(format!("inbound_events.state {:?}", self.state)))?,
-            conflicts_with: self
-                .conflicts_with
-                .map(|id| convert::id("inbound_events.conflicts_with", &id))
-                .transpose()?,
-            sha256: self.sha256,
-            size: unsigned("inbound_events.size", self.size)?,
-            duplicates: unsigned("inbound_events.duplicates", self.duplicates)?,
-            version: self.version,
-            entity: self.entity,
-            received_at: self.received_at,
-            updated_at: self.updated_at,
-            attempts: convert::count("inbound_events.attempts", self.attempts)?,
-            next_attempt_at: self.next_attempt_at,
-            last_error: self.last_error,
-        })
+        Ok(self.event)
     }
 }
 
@@ -170,7 +154,17 @@ pub(crate) async fn claim(pool: &PgPool, new: NewInboundEvent) -> StoreResult<Cl
 async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult<Claim> {
     if let Some(event) = insert(conn, new, ClaimTarget::Claim, None).await? {
         if let Some(guard) = &new.replay_guard {
-            if let Some(earlier) = super::digests::remember(conn, new, guard, &event).await? {
+            if !digests::remember(conn, new, guard, &event).await? {
+                let sql = format!(
+                    "SELECT {COLUMNS} FROM inbound_events WHERE id = ({})",
+                    digests::HOLDER
+                );
+                let query = sqlx::query_as::<_, EventRow>(&sql)
+                    .bind(new.source_id.to_string())
+                    .bind(&guard.digest);
+                let earlier = one_event(query, conn).await?;
+                let earlier = earlier
+                    .ok_or_else(|| corrupt("a replay guard's digest names no inbound event"))?;
                 return Ok(Claim::Replayed(earlier));
             }
         }
@@ -191,7 +185,9 @@ async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult
     .await
     .map_err(db_error)?
     .ok_or_else(|| not_found("source"))?;
-    let claimant = convert::id("inbound_events.id", &claimant)?;
+    let claimant = claimant
+        .parse()
+        .map_err(|e| corrupt(format!("inbound_events.id {claimant:?}: {e}")))?;
     if let Some(event) = insert(conn, new, ClaimTarget::Quarantine, Some(&claimant)).await? {
         return Ok(Claim::Quarantined(event));
     }
@@ -201,23 +197,26 @@ async fn claim_in(conn: &mut PgConnection, new: &NewInboundEvent) -> StoreResult
         .ok_or_else(|| not_found("source"))
 }
 
-/// An event with its content.
-#[derive(sqlx::FromRow)]
+/// An event with its content, from `{COLUMNS}, headers, payload`.
 pub(crate) struct DetailRow {
-    #[sqlx(flatten)]
     pub(crate) event: EventRow,
-    headers: Option<Json<Vec<(String, String)>>>,
-    payload: Option<Vec<u8>>,
+    content: Option<InboundContent>,
+}
+
+impl sqlx::FromRow<'_, PgRow> for DetailRow {
+    fn from_row(row: &PgRow) -> sqlx::Result<Self> {
+        let (event, content) = event_with_content(&PgColumns(row))?;
+        Ok(DetailRow {
+            event: event.into(),
+            content,
+        })
+    }
 }
 
 impl DetailRow {
     /// The event and its content (`None` once purged).
     pub(crate) fn into_parts(self) -> StoreResult<(InboundEvent, Option<InboundContent>)> {
-        let content = self.payload.map(|payload| InboundContent {
-            headers: self.headers.map(|j| j.0).unwrap_or_default(),
-            payload,
-        });
-        Ok((self.event.into_model()?, content))
+        Ok((self.event.event, self.content))
     }
 }
 
@@ -309,33 +308,7 @@ pub(crate) async fn resolve(
     })
 }
 
-const REJECTION_COLUMNS: &str = "id, source_id, reason, status, body_size, received_at";
-
-/// One `inbound_rejections` row.
-#[derive(sqlx::FromRow)]
-struct RejectionRow {
-    id: String,
-    source_id: String,
-    reason: String,
-    status: i32,
-    body_size: i64,
-    received_at: DateTime<Utc>,
-}
-
-impl RejectionRow {
-    fn into_model(self) -> StoreResult<Rejection> {
-        Ok(Rejection {
-            id: convert::id("inbound_rejections.id", &self.id)?,
-            source_id: convert::id("inbound_rejections.source_id", &self.source_id)?,
-            reason: self.reason,
-            status: convert::status("inbound_rejections.status", Some(self.status))?
-                .unwrap_or_default(),
-            body_size: u64::try_from(self.body_size)
-                .map_err(|_| corrupt("inbound_rejections.body_size is negative"))?,
-            now: self.received_at,
-        })
-    }
-}
+const REJECTION_COLUMNS: &str = Rejection::COLUMNS;
 
 /// Records `r` in slot `n % keep` of its source's ring, `n` counting the source's rejections
 /// (the ring row's lock orders one source's rejections), overwriting the oldest row in place,
@@ -375,38 +348,19 @@ pub(crate) async fn record_rejection(pool: &PgPool, r: NewRejection, keep: u32) 
     Ok(())
 }
 
-/// One `inbound_rejection_counts` row.
-#[derive(sqlx::FromRow)]
-struct CountRow {
-    reason: String,
-    count: i64,
-    first_at: DateTime<Utc>,
-    last_at: DateTime<Utc>,
-}
-
 pub(crate) async fn rejection_counts(
     pool: &PgPool,
     source: SourceId,
 ) -> StoreResult<Vec<RejectionCount>> {
-    let rows: Vec<CountRow> = sqlx::query_as(
-        "SELECT reason, count, first_at, last_at FROM inbound_rejection_counts
-         WHERE source_id = $1 ORDER BY reason",
-    )
+    sqlx::query(&format!(
+        "SELECT {} FROM inbound_rejection_counts WHERE source_id = $1 ORDER BY reason",
+        RejectionCount::COLUMNS
+    ))
     .bind(source.to_string())
+    .try_map(read::<RejectionCount>)
     .fetch_all(pool)
     .await
-    .map_err(db_error)?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(RejectionCount {
-                reason: row.reason,
-                count: u64::try_from(row.count)
-                    .map_err(|_| corrupt("inbound_rejection_counts.count is negative"))?,
-                first_at: row.first_at,
-                last_at: row.last_at,
-            })
-        })
-        .collect()
+    .map_err(db_error)
 }
 
 pub(crate) async fn list_rejections(
@@ -419,13 +373,11 @@ pub(crate) async fn list_rejections(
     ));
     qb.push_bind(source.to_string());
     push_seek(&mut qb, "id", seek);
-    qb.build_query_as::<RejectionRow>()
+    qb.build()
+        .try_map(read::<Rejection>)
         .fetch_all(pool)
         .await
-        .map_err(db_error)?
-        .into_iter()
-        .map(RejectionRow::into_model)
-        .collect()
+        .map_err(db_error)
 }
 
 /// Clears the content of up to `batch` events received before `before` and deletes up to

@@ -3,51 +3,20 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
-use vow_core::{DestinationId, InboundEventId};
+use vow_core::InboundEventId;
 use vow_store::inbound::processing::{Forward, Outcome};
+use vow_store::rows::FromColumns;
+use vow_store::rules::recording::Stored;
 use vow_store::StoreResult;
 
-use crate::convert;
+use crate::convert::{self, read};
 use crate::error::{corrupt, db_error};
 
-/// The stored destination of a pull consumer's outcome.
-pub(crate) const PULL: &str = "pull";
-
-/// A destination as stored: its id, or [`PULL`].
-pub(crate) fn destination_key(destination: Option<&DestinationId>) -> String {
-    destination.map_or_else(|| PULL.to_string(), ToString::to_string)
-}
+pub(crate) use vow_store::rows::{destination_key, PULL};
 
 /// A stored outcome.
 pub(crate) fn outcome(value: &str) -> StoreResult<Outcome> {
     Outcome::parse(value).ok_or_else(|| corrupt(format!("inbound_forwards.outcome {value:?}")))
-}
-
-/// One `inbound_forwards` row.
-#[derive(sqlx::FromRow)]
-struct ForwardRow {
-    destination: String,
-    outcome: String,
-    attempts: i32,
-    status: Option<i32>,
-    error: Option<String>,
-    updated_at: DateTime<Utc>,
-}
-
-impl ForwardRow {
-    fn into_model(self) -> StoreResult<Forward> {
-        Ok(Forward {
-            destination: match self.destination.as_str() {
-                PULL => None,
-                id => Some(convert::id("inbound_forwards.destination", id)?),
-            },
-            outcome: outcome(&self.outcome)?,
-            attempts: convert::count("inbound_forwards.attempts", self.attempts)?,
-            status: convert::status("inbound_forwards.status", self.status)?,
-            error: self.error,
-            updated_at: self.updated_at,
-        })
-    }
 }
 
 /// The forwards of `event`, by destination.
@@ -55,34 +24,42 @@ pub(crate) async fn of<'c>(
     ex: impl PgExecutor<'c>,
     event: &InboundEventId,
 ) -> StoreResult<Vec<Forward>> {
-    sqlx::query_as::<_, ForwardRow>(
-        "SELECT destination, outcome, attempts, status, error, updated_at
-         FROM inbound_forwards WHERE event_id = $1 ORDER BY destination",
-    )
+    sqlx::query(&format!(
+        "SELECT {} FROM inbound_forwards WHERE event_id = $1 ORDER BY destination",
+        Forward::COLUMNS
+    ))
     .bind(event.to_string())
+    .try_map(read::<Forward>)
     .fetch_all(ex)
     .await
-    .map_err(db_error)?
-    .into_iter()
-    .map(ForwardRow::into_model)
-    .collect()
+    .map_err(db_error)
 }
 
-/// The stored outcomes of the forwards of each of `events`, as `(event id, destination,
-/// outcome)`.
+/// The stored outcomes of the forwards of each of `events`, as `(event id, outcome)`.
 pub(crate) async fn outcomes_of(
     conn: &mut PgConnection,
     events: &[String],
-) -> StoreResult<Vec<(String, String, Outcome)>> {
-    let rows: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT event_id, destination, outcome FROM inbound_forwards WHERE event_id = ANY($1)",
+) -> StoreResult<Vec<(String, Stored<String>)>> {
+    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT event_id, destination, outcome, error FROM inbound_forwards
+         WHERE event_id = ANY($1)",
     )
     .bind(events)
     .fetch_all(conn)
     .await
     .map_err(db_error)?;
     rows.into_iter()
-        .map(|(event, destination, o)| Ok((event, destination, outcome(&o)?)))
+        .map(|(event, destination, o, error)| {
+            let outcome = outcome(&o)?;
+            Ok((
+                event,
+                Stored {
+                    destination,
+                    outcome,
+                    error,
+                },
+            ))
+        })
         .collect()
 }
 
@@ -94,6 +71,8 @@ pub(crate) struct ForwardColumns {
     outcome: Vec<&'static str>,
     status: Vec<Option<i32>>,
     error: Vec<Option<String>>,
+    /// 1 for an attempt, 0 for a stored outcome dead-lettered.
+    attempts: Vec<i32>,
 }
 
 impl ForwardColumns {
@@ -112,10 +91,21 @@ impl ForwardColumns {
         self.outcome.push(outcome.as_str());
         self.status.push(convert::status_param(status));
         self.error.push(error);
+        self.attempts.push(1);
+    }
+
+    /// Dead-letters the stored outcome of `event` at `destination`: no attempt, its status and
+    /// error stay.
+    pub(crate) fn dead_letter(&mut self, event: &str, destination: String) {
+        self.push(event, destination, Outcome::DeadLettered, None, None);
+        if let Some(last) = self.attempts.last_mut() {
+            *last = 0;
+        }
     }
 
     /// Writes them at `now`, one statement: a new row counts one attempt, an existing one
-    /// takes the new outcome, status and error and counts one more. A pair must appear once.
+    /// takes the new outcome, status and error and counts one more (a dead-letter only takes
+    /// the outcome). A pair must appear once.
     pub(crate) async fn upsert(
         self,
         conn: &mut PgConnection,
@@ -127,12 +117,16 @@ impl ForwardColumns {
         sqlx::query(
             "INSERT INTO inbound_forwards
                  (event_id, destination, outcome, attempts, status, error, updated_at)
-             SELECT u.event_id, u.destination, u.outcome, 1, u.status, u.error, $6
-             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::text[])
-                 AS u (event_id, destination, outcome, status, error)
+             SELECT u.event_id, u.destination, u.outcome, u.attempts, u.status, u.error, $7
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[])
+                 AS u (event_id, destination, outcome, status, error, attempts)
              ON CONFLICT (event_id, destination) DO UPDATE SET
-                 outcome = EXCLUDED.outcome, attempts = inbound_forwards.attempts + 1,
-                 status = EXCLUDED.status, error = EXCLUDED.error,
+                 outcome = EXCLUDED.outcome,
+                 attempts = inbound_forwards.attempts + EXCLUDED.attempts,
+                 status = CASE WHEN EXCLUDED.attempts > 0 THEN EXCLUDED.status
+                               ELSE inbound_forwards.status END,
+                 error = CASE WHEN EXCLUDED.attempts > 0 THEN EXCLUDED.error
+                              ELSE inbound_forwards.error END,
                  updated_at = EXCLUDED.updated_at",
         )
         .bind(&self.event_id)
@@ -140,6 +134,7 @@ impl ForwardColumns {
         .bind(&self.outcome)
         .bind(&self.status)
         .bind(&self.error)
+        .bind(&self.attempts)
         .bind(now)
         .execute(conn)
         .await

@@ -5,88 +5,27 @@ use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
-use sqlx::query::QueryAs;
+use sqlx::query::Query;
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder};
 use vow_core::SourceId;
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::Sources;
-use vow_store::inbound::{Destination, HmacSettings, Locator, NewSource, Source, SourceFields};
+use vow_store::inbound::{NewSource, Source, SourceFields};
+use vow_store::rows::{FromColumns, SOURCE_FIELDS};
 use vow_store::{Seek, StoreResult};
 
-use crate::convert::{self, not_found};
+use crate::convert::{self, not_found, read};
 use crate::error::db_error;
 use crate::seek::push_seek;
 use crate::PgStore;
 
-/// The columns [`SourceRow`] reads.
-const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
-                       account, version_pointer, entity_pointer, destinations, created_at, \
-                       updated_at, replay_window_secs";
+const COLUMNS: &str = Source::COLUMNS;
 
-/// One `sources` row.
-#[derive(sqlx::FromRow)]
-struct SourceRow {
-    id: String,
-    token: String,
-    description: String,
-    scheme: String,
-    hmac: Option<Json<HmacSettings>>,
-    secrets: Json<Vec<String>>,
-    tolerance_secs: i32,
-    event_id: Option<Json<Locator>>,
-    account: Option<Json<Locator>>,
-    version_pointer: Option<String>,
-    entity_pointer: Option<String>,
-    destinations: Json<Vec<Destination>>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    replay_window_secs: Option<i32>,
-}
+/// The replaceable columns ([`SOURCE_FIELDS`]), bound in this order by [`bind_fields`].
+const FIELDS: [&str; 11] = SOURCE_FIELDS;
 
-impl SourceRow {
-    fn into_model(self) -> StoreResult<Source> {
-        Ok(Source {
-            id: convert::id("sources.id", &self.id)?,
-            token: self.token,
-            fields: SourceFields {
-                description: self.description,
-                scheme: self.scheme,
-                hmac: self.hmac.map(|j| j.0),
-                secrets: self.secrets.0,
-                tolerance_secs: convert::count("sources.tolerance_secs", self.tolerance_secs)?,
-                event_id: self.event_id.map(|j| j.0),
-                account: self.account.map(|j| j.0),
-                version_pointer: self.version_pointer,
-                entity_pointer: self.entity_pointer,
-                destinations: self.destinations.0,
-                replay_window_secs: self
-                    .replay_window_secs
-                    .map(|w| convert::count("sources.replay_window_secs", w))
-                    .transpose()?,
-            },
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        })
-    }
-}
-
-/// The replaceable columns, bound in this order by [`bind_fields`].
-const FIELDS: [&str; 11] = [
-    "description",
-    "scheme",
-    "hmac",
-    "secrets",
-    "tolerance_secs",
-    "event_id",
-    "account",
-    "version_pointer",
-    "entity_pointer",
-    "destinations",
-    "replay_window_secs",
-];
-
-type SourceQuery<'q> = QueryAs<'q, Postgres, SourceRow, PgArguments>;
+type SourceQuery<'q> = Query<'q, Postgres, PgArguments>;
 
 /// Binds the values of [`FIELDS`], as stored.
 fn bind_fields(query: SourceQuery<'_>, f: SourceFields) -> SourceQuery<'_> {
@@ -121,28 +60,27 @@ pub(crate) async fn create(conn: &mut PgConnection, new: NewSource) -> StoreResu
         FIELDS.join(", "),
         values.join(", ")
     );
-    let query = sqlx::query_as::<_, SourceRow>(&sql)
+    let query = sqlx::query(&sql)
         .bind(new.id.to_string())
         .bind(new.token)
         .bind(new.now);
     bind_fields(query, new.fields)
+        .try_map(read::<Source>)
         .fetch_one(conn)
         .await
-        .map_err(db_error)?
-        .into_model()
+        .map_err(db_error)
 }
 
 /// The source whose `column` (a trusted name) is `value`.
 async fn by(pool: &PgPool, column: &str, value: &str) -> StoreResult<Option<Source>> {
-    sqlx::query_as::<_, SourceRow>(&format!(
+    sqlx::query(&format!(
         "SELECT {COLUMNS} FROM sources WHERE {column} = $1"
     ))
     .bind(value)
+    .try_map(read::<Source>)
     .fetch_optional(pool)
     .await
-    .map_err(db_error)?
-    .map(SourceRow::into_model)
-    .transpose()
+    .map_err(db_error)
 }
 
 #[async_trait]
@@ -168,13 +106,11 @@ impl Sources for PgStore {
         let mut qb =
             QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM sources WHERE TRUE"));
         push_seek(&mut qb, "id", seek);
-        qb.build_query_as::<SourceRow>()
+        qb.build()
+            .try_map(read::<Source>)
             .fetch_all(&self.pool)
             .await
-            .map_err(db_error)?
-            .into_iter()
-            .map(SourceRow::into_model)
-            .collect()
+            .map_err(db_error)
     }
 
     async fn update_source(
@@ -189,15 +125,13 @@ impl Sources for PgStore {
             "UPDATE sources SET {}, updated_at = $2 WHERE id = $1 RETURNING {COLUMNS}",
             set.join(", ")
         );
-        let query = sqlx::query_as::<_, SourceRow>(&sql)
-            .bind(id.to_string())
-            .bind(now);
+        let query = sqlx::query(&sql).bind(id.to_string()).bind(now);
         bind_fields(query, f)
+            .try_map(read::<Source>)
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?
-            .ok_or_else(|| not_found("source"))?
-            .into_model()
+            .ok_or_else(|| not_found("source"))
     }
 
     async fn delete_source(&self, id: SourceId) -> StoreResult<()> {

@@ -5,11 +5,10 @@
 //! (`crate::idempotency::apply`).
 //!
 //! A claim is ONE transaction:
-//! 1. settle: lock up to [`SETTLE_BATCH`] `processing` events whose lease ran out
-//!    (`FOR UPDATE SKIP LOCKED`), record every destination still owed each one as `uncertain`
-//!    (`retryable` when the destination is idempotent, `dead_lettered` instead once out of
-//!    attempts; a pull consumer's as `uncertain`), and move it to the aggregate of its
-//!    outcomes (a retryable one due at once);
+//! 1. settle: lock up to [`SETTLED_PER_CLAIM`] `processing` events whose lease ran out
+//!    (`FOR UPDATE SKIP LOCKED`) and write what [`vow_store::rules::recording::expire`] decides
+//!    for each (every destination still owed it `uncertain`, or `retryable` when idempotent;
+//!    the event the aggregate of its outcomes);
 //! 2. pick: lock the due candidates of the consumer (`FOR UPDATE OF e SKIP LOCKED`, oldest due
 //!    first, leaving out entities with an event in `processing`);
 //! 3. decide, per entity of the candidates with an entity and a version (entities in one fixed
@@ -28,15 +27,15 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
-use vow_core::InboundEventId;
+use vow_core::{DestinationId, InboundEventId};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::processing::{
-    aggregate, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim, WorkOutcome,
-    WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    ClaimedEvent, Consumer, LeaseToken, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
 };
 use vow_store::inbound::InboundWork;
 use vow_store::inbound::{Destination, InboundEvent, InboundState};
-use vow_store::rules::lease::{expired_outcome, lease_until};
+use vow_store::rules::lease::{lease_until, SETTLED_PER_CLAIM};
+use vow_store::rules::recording::{self, Attempt, Recording, Stored};
 use vow_store::rules::supersede::{self, Candidate, Mark, Turn};
 use vow_store::StoreResult;
 
@@ -45,9 +44,6 @@ use super::forwards::{self, destination_key, ForwardColumns, PULL};
 use crate::convert;
 use crate::error::{corrupt, db_error};
 use crate::PgStore;
-
-/// How many expired leases one claim settles at most (the next claim settles more).
-const SETTLE_BATCH: i64 = 100;
 
 /// The sources matching `filter` as `s (sid, destinations)`, to join `inbound_events e` with:
 /// their column names differ from the events', so the bare names of [`COLUMNS`] can only mean
@@ -68,21 +64,55 @@ struct SourcedRow {
     destinations: Json<Vec<Destination>>,
 }
 
-/// Where the stored outcomes of some events stand: per event id, per destination key.
-type Known = HashMap<String, HashMap<String, Outcome>>;
+/// Where the stored outcomes of some events stand: per event id.
+type Known = HashMap<String, Vec<Stored<String>>>;
 
 /// The stored outcomes of the forwards of `events`.
 async fn known(conn: &mut PgConnection, events: &[String]) -> StoreResult<Known> {
     let mut known = Known::new();
-    for (event, destination, outcome) in forwards::outcomes_of(conn, events).await? {
-        known.entry(event).or_default().insert(destination, outcome);
+    for (event, stored) in forwards::outcomes_of(conn, events).await? {
+        known.entry(event).or_default().push(stored);
     }
     Ok(known)
 }
 
 /// Whether `outcomes` holds a final outcome for `destination`.
-fn is_done(outcomes: &HashMap<String, Outcome>, destination: &str) -> bool {
-    outcomes.get(destination).is_some_and(|o| o.is_final())
+fn is_done(outcomes: &[Stored<String>], destination: &str) -> bool {
+    outcomes
+        .iter()
+        .any(|s| s.destination == destination && s.outcome.is_final())
+}
+
+/// What [`recording`] decided for some events, to write in two statements.
+#[derive(Default)]
+struct Recorded {
+    forwards: ForwardColumns,
+    ends: Ends,
+}
+
+impl Recorded {
+    fn push(&mut self, id: &str, recorded: Recording<String>) {
+        for a in recorded.attempts {
+            let key = a.destination;
+            self.forwards.push(id, key, a.outcome, a.status, a.error);
+        }
+        for destination in recorded.dead_lettered {
+            self.forwards.dead_letter(id, destination);
+        }
+        let (state, due) = (recorded.state, recorded.due);
+        self.ends
+            .push(id.to_string(), state, due, recorded.last_error);
+    }
+
+    /// Writes them at `now`; the events, in the order pushed.
+    async fn write(
+        self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<InboundEvent>> {
+        self.forwards.upsert(conn, now).await?;
+        self.ends.write(conn, now).await
+    }
 }
 
 /// New states of events whose processing ended (recorded, settled or superseded), as columns;
@@ -195,7 +225,7 @@ async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<I
         sources("TRUE")
     ))
     .bind(req.now)
-    .bind(SETTLE_BATCH)
+    .bind(convert::bigint_param(SETTLED_PER_CLAIM))
     .fetch_all(&mut *conn)
     .await
     .map_err(db_error)?;
@@ -204,12 +234,11 @@ async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<I
     }
     let ids: Vec<String> = rows.iter().map(|r| r.event.id.clone()).collect();
     let mut known = known(conn, &ids).await?;
-    let mut writes = ForwardColumns::default();
-    let mut ends = Ends::default();
+    let mut recorded = Recorded::default();
     for row in &rows {
-        let mut outcomes = known.remove(&row.event.id).unwrap_or_default();
-        let attempts = convert::count("inbound_events.attempts", row.event.attempts)?;
-        // The destinations still owed the event, and whether each is idempotent.
+        let stored = known.remove(&row.event.id).unwrap_or_default();
+        let attempts = row.event.attempts;
+        // The destinations owed the event, and whether each is idempotent.
         let owed: Vec<(String, bool)> = match holder(row)? {
             PULL => vec![(PULL.to_string(), false)],
             _ => row
@@ -218,31 +247,10 @@ async fn settle(conn: &mut PgConnection, req: &WorkRequest) -> StoreResult<Vec<I
                 .map(|d| (destination_key(Some(&d.id)), d.idempotent))
                 .collect(),
         };
-        for (destination, idempotent) in owed {
-            if is_done(&outcomes, &destination) {
-                continue;
-            }
-            let outcome = expired_outcome(idempotent, attempts, req.max_attempts);
-            writes.push(
-                &row.event.id,
-                destination.clone(),
-                outcome,
-                None,
-                Some(LEASE_EXPIRED.to_string()),
-            );
-            outcomes.insert(destination, outcome);
-        }
-        let state = aggregate(outcomes.into_values());
-        let due = (state == InboundState::Retryable).then_some(req.now);
-        ends.push(
-            row.event.id.clone(),
-            state,
-            due,
-            Some(LEASE_EXPIRED.to_string()),
-        );
+        let settled = recording::expire(&stored, owed, attempts, req.max_attempts, req.now);
+        recorded.push(&row.event.id, settled);
     }
-    writes.upsert(conn, req.now).await?;
-    ends.write(conn, req.now).await
+    recorded.write(conn, req.now).await
 }
 
 /// Steps 2 to 4: claims the due events of `req.consumer`.
@@ -502,54 +510,16 @@ pub(crate) async fn record(
         return Ok(WorkRecorded::LeaseLost);
     }
 
-    let exhausted = outcome.next == NextTry::Exhausted;
-    let settle = |o: Outcome| match o {
-        Outcome::Retryable if exhausted => Outcome::DeadLettered,
-        o => o,
-    };
-    let mut outcomes = known(conn, std::slice::from_ref(&id))
+    let stored = known(conn, std::slice::from_ref(&id))
         .await?
         .remove(&id)
         .unwrap_or_default();
-    // One write per destination: a destination reported twice keeps its last result.
-    let mut reported: HashMap<String, usize> = HashMap::new();
-    for (i, r) in outcome.results.iter().enumerate() {
-        reported.insert(destination_key(r.destination.as_ref()), i);
-    }
-    let mut writes = ForwardColumns::default();
-    for (destination, i) in reported {
-        let r = &outcome.results[i];
-        let o = settle(r.outcome);
-        writes.push(&id, destination.clone(), o, r.status, r.error.clone());
-        outcomes.insert(destination, o);
-    }
-    writes.upsert(conn, outcome.now).await?;
-    if exhausted && outcomes.values().any(|&o| o == Outcome::Retryable) {
-        // Retryable outcomes of destinations not reported this time: never due again either.
-        sqlx::query(
-            "UPDATE inbound_forwards SET outcome = 'dead_lettered', updated_at = $2
-             WHERE event_id = $1 AND outcome = 'retryable'",
-        )
-        .bind(&id)
-        .bind(outcome.now)
-        .execute(&mut *conn)
-        .await
-        .map_err(db_error)?;
-    }
-
-    let state = aggregate(outcomes.into_values().map(settle));
-    let due = match (state, outcome.next) {
-        (InboundState::Retryable, NextTry::At(at)) => Some(at),
-        _ => None,
-    };
-    let last_error = outcome
-        .results
-        .iter()
-        .filter(|r| r.outcome != Outcome::Completed)
-        .find_map(|r| r.error.clone());
-    let mut ends = Ends::default();
-    ends.push(id, state, due, last_error);
-    let event = ends.write(conn, outcome.now).await?.pop();
+    let key = |d: Option<DestinationId>| destination_key(d.as_ref());
+    let reports = outcome.results.into_iter();
+    let reports = reports.map(|r| Attempt::reported(r, key)).collect();
+    let mut recorded = Recorded::default();
+    recorded.push(&id, recording::record(&stored, reports, outcome.next));
+    let event = recorded.write(conn, outcome.now).await?.pop();
     event
         .map(|e| WorkRecorded::Stored(Box::new(e)))
         .ok_or_else(|| corrupt("a recorded inbound event vanished"))

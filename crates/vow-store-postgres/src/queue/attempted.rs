@@ -7,29 +7,19 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Postgres, Transaction};
 use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::queue::AttemptedListings;
 use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
-use vow_store::{Endpoint, Message, MessageFilter, Seek, StoreResult};
+use vow_store::rows::{delivery_state, DELIVERY_STATE_COLUMNS};
+use vow_store::{MessageFilter, Seek, StoreResult};
 
-use crate::delivery::{DeliveryRow, COLUMNS};
+use crate::convert::PgColumns;
 use crate::endpoint;
 use crate::error::db_error;
 use crate::message::{self, DeliveredTo};
 use crate::PgStore;
-
-/// The condition over `deliveries` for a status at `$now`, as `stats` counts them.
-fn status_sql(status: MessageStatus) -> &'static str {
-    match status {
-        MessageStatus::Success => "status = 'delivered'",
-        MessageStatus::Fail => "status = 'dead_lettered'",
-        MessageStatus::Sending => "status = 'pending' AND lease_until > $now",
-        MessageStatus::Pending => {
-            "status = 'held' OR (status = 'pending' AND (lease_until IS NULL OR lease_until <= $now))"
-        }
-    }
-}
 
 async fn snapshot(pool: &PgPool) -> StoreResult<Transaction<'static, Postgres>> {
     let mut tx = pool.begin().await.map_err(db_error)?;
@@ -40,14 +30,6 @@ async fn snapshot(pool: &PgPool) -> StoreResult<Transaction<'static, Postgres>> 
     Ok(tx)
 }
 
-#[derive(sqlx::FromRow)]
-struct StateRow {
-    #[sqlx(flatten)]
-    delivery: DeliveryRow,
-    lease_until: Option<DateTime<Utc>>,
-    other: String,
-}
-
 /// The deliveries with `key_col = key` and `other_col` in `others`, by `other_col`.
 async fn states(
     tx: &mut Transaction<'static, Postgres>,
@@ -56,23 +38,18 @@ async fn states(
     (other_col, others): (&str, Vec<String>),
     now: DateTime<Utc>,
 ) -> StoreResult<HashMap<String, DeliveryState>> {
-    let rows = sqlx::query_as::<_, StateRow>(&format!(
-        "SELECT {COLUMNS}, lease_until, {other_col} AS other FROM deliveries
+    sqlx::query(&format!(
+        "SELECT {DELIVERY_STATE_COLUMNS}, {other_col} FROM deliveries
          WHERE app_id = $1 AND {key_col} = $2 AND {other_col} = ANY($3)"
     ))
     .bind(app.to_string())
     .bind(key)
     .bind(others)
+    .try_map(|row: PgRow| delivery_state(&PgColumns(&row), now))
     .fetch_all(&mut **tx)
     .await
-    .map_err(db_error)?;
-    rows.into_iter()
-        .map(|r| {
-            let delivery = r.delivery.into_model()?;
-            let status = MessageStatus::of(delivery.status, r.lease_until, now);
-            Ok((r.other, DeliveryState { delivery, status }))
-        })
-        .collect()
+    .map_err(db_error)
+    .map(|rows| rows.into_iter().collect())
 }
 
 #[async_trait]
@@ -89,13 +66,7 @@ impl AttemptedListings for PgStore {
         let ids = found.iter().map(|e| e.id.to_string()).collect();
         let key = ("msg_id", msg.to_string());
         let states = states(&mut tx, app, key, ("endpoint_id", ids), now).await?;
-        let key = |e: &Endpoint| e.id.to_string();
-        Ok(DeliveryState::pair(
-            found,
-            states,
-            key,
-            |endpoint, delivery| AttemptedDestination { endpoint, delivery },
-        ))
+        Ok(AttemptedDestination::pair_up(found, states))
     }
 
     async fn list_attempted_messages(
@@ -110,19 +81,13 @@ impl AttemptedListings for PgStore {
         let mut tx = snapshot(&self.pool).await?;
         let to = DeliveredTo {
             endpoint,
-            status: status.map(status_sql),
+            status: status.map(MessageStatus::condition),
             now,
         };
         let found = message::list(&mut *tx, app, filter, Some(&to), seek).await?;
         let ids = found.iter().map(|m| m.id.to_string()).collect();
         let key = ("endpoint_id", endpoint.to_string());
         let states = states(&mut tx, app, key, ("msg_id", ids), now).await?;
-        let key = |m: &Message| m.id.to_string();
-        Ok(DeliveryState::pair(
-            found,
-            states,
-            key,
-            |message, delivery| AttemptedMessage { message, delivery },
-        ))
+        Ok(AttemptedMessage::pair_up(found, states))
     }
 }

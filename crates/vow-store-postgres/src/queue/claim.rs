@@ -10,20 +10,21 @@
 //! the reads took its deliveries with it (ON DELETE CASCADE), so such a delivery no longer exists
 //! and is simply left out of the answer.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
-use sqlx::PgPool;
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row};
 use vow_core::DeliveryId;
 use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
+use vow_store::rows::{FromColumns, Reader};
 use vow_store::rules::lease::lease_until;
-use vow_store::{EndpointSecret, StoreResult};
+use vow_store::{Delivery, EndpointSecret, StoreResult};
 
-use crate::convert;
-use crate::delivery::{DeliveryRow, COLUMNS};
+use crate::convert::{self, read, PgColumns};
+use crate::delivery::COLUMNS;
 use crate::error::db_error;
 use crate::PgStore;
 
@@ -47,44 +48,21 @@ struct MessagePart {
     payload: Option<String>,
 }
 
-/// The part of an endpoint a claim needs, with its secrets valid at the claim's `now`.
-#[derive(sqlx::FromRow)]
-struct TargetRow {
-    id: String,
-    url: String,
-    headers: Json<BTreeMap<String, String>>,
-    disabled: bool,
-    throttle_rate: Option<i32>,
-    signature_style: String,
-    timeout_ms: Option<i32>,
-    retry_schedule: Option<String>,
-    updated_at: DateTime<Utc>,
-    /// Current first, then rotated-out ones newest first (as `secret::valid_at`).
-    secret_keys: Vec<String>,
-    secret_valid_until: Vec<Option<DateTime<Utc>>>,
-}
-
-impl TargetRow {
-    fn into_target(self) -> StoreResult<DeliveryTarget> {
-        Ok(DeliveryTarget {
-            url: self.url,
-            headers: self.headers.0,
-            disabled: self.disabled,
-            throttle_rate: convert::rate("endpoints.throttle_rate", self.throttle_rate)?,
-            secrets: self
-                .secret_keys
-                .into_iter()
-                .zip(self.secret_valid_until)
-                .map(|(key, valid_until)| EndpointSecret { key, valid_until })
-                .collect(),
-            options: convert::delivery_options(
-                &self.signature_style,
-                self.timeout_ms,
-                self.retry_schedule.as_deref(),
-            )?,
-            updated_at: self.updated_at,
-        })
-    }
+/// An endpoint as a claim reads it: [`DeliveryTarget::COLUMNS`], then its id and its secrets
+/// valid at the claim's `now` as two arrays (current first, then rotated-out ones newest first).
+fn target_row(row: PgRow) -> sqlx::Result<(String, DeliveryTarget)> {
+    let columns = PgColumns(&row);
+    let mut r = Reader::new(&columns);
+    let mut target: DeliveryTarget = r.take()?;
+    let at = r.at();
+    let keys: Vec<String> = row.try_get(at + 1)?;
+    let valid_until: Vec<Option<DateTime<Utc>>> = row.try_get(at + 2)?;
+    target.secrets = keys
+        .into_iter()
+        .zip(valid_until)
+        .map(|(key, valid_until)| EndpointSecret { key, valid_until })
+        .collect();
+    Ok((row.try_get(at)?, target))
 }
 
 pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
@@ -106,7 +84,7 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
     // and stops at `limit`, so no more rows are read and locked than are taken (plus one
     // endpoint's). `claimed_id`, not `id`, so RETURNING's bare column names can only mean
     // `deliveries`.
-    let mut rows = sqlx::query_as::<_, DeliveryRow>(&format!(
+    let mut rows = sqlx::query(&format!(
         "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
          room AS (
              SELECT w.ep, COALESCE(x.n, $4) AS n, h.head
@@ -139,6 +117,7 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
     .bind(&except)
     .bind(&except_room)
     .bind(lease_until)
+    .try_map(read::<Delivery>)
     .fetch_all(&mut *conn)
     .await
     .map_err(db_error)?;
@@ -146,9 +125,9 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
         return Ok(Vec::new());
     }
     // RETURNING has no order; hand them out earliest due first, as they were picked.
-    rows.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+    rows.sort_by_key(|d| (d.next_attempt_at, d.id));
 
-    let mut msg_ids: Vec<&str> = rows.iter().map(|r| r.msg_id.as_str()).collect();
+    let mut msg_ids: Vec<String> = rows.iter().map(|r| r.msg_id.to_string()).collect();
     msg_ids.sort_unstable();
     msg_ids.dedup();
     let messages: HashMap<String, MessagePart> = sqlx::query_as::<_, MessagePart>(
@@ -165,15 +144,12 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
     .map(|m| (m.id.clone(), m))
     .collect();
 
-    let mut endpoint_ids: Vec<&str> = rows.iter().map(|r| r.endpoint_id.as_str()).collect();
+    let mut endpoint_ids: Vec<String> = rows.iter().map(|r| r.endpoint_id.to_string()).collect();
     endpoint_ids.sort_unstable();
     endpoint_ids.dedup();
-    let mut targets: HashMap<String, DeliveryTarget> = HashMap::new();
-    for row in sqlx::query_as::<_, TargetRow>(
-        "SELECT e.id, e.url, e.headers, e.disabled, e.throttle_rate, e.signature_style,
-                e.timeout_ms, e.retry_schedule, e.updated_at,
-                COALESCE(s.keys, '{}') AS secret_keys,
-                COALESCE(s.valid_until, '{}') AS secret_valid_until
+    let targets: HashMap<String, DeliveryTarget> = sqlx::query(&format!(
+        "SELECT {}, e.id, COALESCE(s.keys, '{{}}') AS secret_keys,
+                COALESCE(s.valid_until, '{{}}') AS secret_valid_until
          FROM endpoints e
          LEFT JOIN LATERAL (
              SELECT array_agg(key ORDER BY valid_until IS NULL DESC, seq DESC) AS keys,
@@ -183,30 +159,31 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
              WHERE endpoint_id = e.id AND (valid_until IS NULL OR valid_until > $2)
          ) s ON TRUE
          WHERE e.id = ANY($1)",
-    )
+        DeliveryTarget::COLUMNS
+    ))
     .bind(&endpoint_ids)
     .bind(req.now)
+    .try_map(target_row)
     .fetch_all(&mut *conn)
     .await
     .map_err(db_error)?
-    {
-        let id = row.id.clone();
-        targets.insert(id, row.into_target()?);
-    }
+    .into_iter()
+    .collect();
     drop(conn);
 
     let mut claimed = Vec::with_capacity(rows.len());
     for row in rows {
-        let (Some(message), Some(target)) =
-            (messages.get(&row.msg_id), targets.get(&row.endpoint_id))
-        else {
+        let (Some(message), Some(target)) = (
+            messages.get(&row.msg_id.to_string()),
+            targets.get(&row.endpoint_id.to_string()),
+        ) else {
             // Deleted since the claim, and the delivery with it.
             continue;
         };
         let (event_type, payload) = (message.event_type.clone(), message.payload.clone());
         let endpoint = target.clone();
         claimed.push(ClaimedDelivery {
-            delivery: row.into_model()?,
+            delivery: row,
             lease: lease.clone(),
             lease_until,
             event_type,

@@ -11,8 +11,8 @@ use vow_store::queue::DeliveryOperators;
 use vow_store::queue::{DeliveryStats, ReplayFilter};
 use vow_store::{Delivery, StoreResult};
 
-use crate::convert::not_found;
-use crate::delivery::{DeliveryRow, COLUMNS};
+use crate::convert::{not_found, read};
+use crate::delivery::COLUMNS;
 use crate::error::db_error;
 use crate::PgStore;
 
@@ -49,7 +49,7 @@ pub(crate) async fn resend(
     if !has_endpoint {
         return Err(not_found("endpoint"));
     }
-    sqlx::query_as::<_, DeliveryRow>(&format!(
+    sqlx::query(&format!(
         "INSERT INTO deliveries
              (id, app_id, msg_id, endpoint_id, status, attempts, client_errors, next_attempt_at,
               created_at, updated_at, manual)
@@ -65,10 +65,10 @@ pub(crate) async fn resend(
     .bind(&msg)
     .bind(&endpoint)
     .bind(now)
+    .try_map(read::<Delivery>)
     .fetch_one(&mut *conn)
     .await
-    .map_err(db_error)?
-    .into_model()
+    .map_err(db_error)
 }
 
 /// Appends the replay selection (an endpoint's dead-lettered and held deliveries matching
@@ -195,9 +195,7 @@ impl DeliveryOperators for PgStore {
         completion: Option<Completion<Delivery>>,
     ) -> StoreResult<Applied<Delivery>> {
         let write = step(move |tx| Box::pin(resend(tx, app, msg, endpoint, now)));
-        let applied = keyed(&self.pool, completion, write).await?;
-        self.notifier.written(&applied.0);
-        Ok(applied)
+        self.waking(keyed(&self.pool, completion, write)).await
     }
 
     async fn replay_keyed(
@@ -215,9 +213,7 @@ impl DeliveryOperators for PgStore {
                 async move { replay(tx, app, endpoint, &filter, now, spacing, false).await };
             Box::pin(replayed)
         });
-        let applied = keyed(&self.pool, completion, write).await?;
-        self.notifier.written(&applied.0);
-        Ok(applied)
+        self.waking(keyed(&self.pool, completion, write)).await
     }
 
     async fn replay(

@@ -20,12 +20,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
 use vow_store::queue::DeliveryOutcomes;
-use vow_store::queue::{AttemptOutcome, AttemptTrigger, NextState, Recorded};
+use vow_store::queue::{AttemptOutcome, Recorded};
 use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
-use vow_store::{DeliveryStatus, StoreResult};
+use vow_store::StoreResult;
 
 use crate::convert;
-use crate::error::db_error;
+use crate::error::{corrupt, db_error};
 use crate::PgStore;
 
 /// A delivery as locked by step 1.
@@ -73,14 +73,6 @@ struct DeliveryColumns {
     now: Vec<DateTime<Utc>>,
 }
 
-/// The stored text of a trigger.
-pub(crate) fn trigger_str(trigger: AttemptTrigger) -> &'static str {
-    match trigger {
-        AttemptTrigger::Scheduled => "scheduled",
-        AttemptTrigger::Manual => "manual",
-    }
-}
-
 impl AttemptColumns {
     fn push(&mut self, row: &LeaseRow, outcome: &AttemptOutcome) {
         let Some(a) = &outcome.attempt else { return };
@@ -97,32 +89,18 @@ impl AttemptColumns {
         self.duration_ms.push(convert::bigint_param(a.duration_ms));
         self.success.push(a.success);
         self.error.push(a.error.clone());
-        self.trigger.push(trigger_str(a.trigger));
+        self.trigger.push(a.trigger.as_str());
     }
 }
 
 impl DeliveryColumns {
     fn push(&mut self, row: &LeaseRow, outcome: &AttemptOutcome) {
-        let (status, next_attempt_at, client_errors, reason) = match &outcome.next {
-            NextState::Delivered => (DeliveryStatus::Delivered, None, None, None),
-            NextState::RetryAt { at, client_errors } => (
-                DeliveryStatus::Pending,
-                Some(*at),
-                Some(convert::int_param(*client_errors)),
-                None,
-            ),
-            NextState::DeadLetter { reason, .. } => (
-                DeliveryStatus::DeadLettered,
-                None,
-                None,
-                Some(reason.clone()),
-            ),
-            NextState::Hold => (DeliveryStatus::Held, None, None, None),
-        };
+        let next = outcome.next.stored();
         self.id.push(row.id.clone());
-        self.status.push(status.as_str());
-        self.next_attempt_at.push(next_attempt_at);
-        self.client_errors.push(client_errors);
+        self.status.push(next.status.as_str());
+        self.next_attempt_at.push(next.next_attempt_at);
+        self.client_errors
+            .push(next.client_errors.map(convert::int_param));
         self.has_attempt.push(outcome.attempt.is_some());
         self.last_status.push(
             outcome
@@ -130,7 +108,8 @@ impl DeliveryColumns {
                 .as_ref()
                 .and_then(|a| convert::status_param(a.response_status)),
         );
-        self.dead_letter_reason.push(reason);
+        self.dead_letter_reason
+            .push(next.dead_letter_reason.map(str::to_string));
         self.now.push(outcome.now);
     }
 }
@@ -300,9 +279,13 @@ async fn count_dead_letters(
             continue;
         };
         let mut health = EndpointHealth {
-            consecutive_dead_letters: convert::count(
-                "endpoints.consecutive_dead_letters",
-                row.consecutive_dead_letters,
+            consecutive_dead_letters: u32::try_from(row.consecutive_dead_letters).map_err(
+                |_| {
+                    corrupt(format!(
+                        "endpoints.consecutive_dead_letters is negative: {}",
+                        row.consecutive_dead_letters
+                    ))
+                },
             )?,
             disabled: row.disabled,
         };

@@ -300,9 +300,11 @@ async fn an_exhausted_outcome_dead_letters_a_retryable_destination_left_unreport
         retry_at,
     )
     .await;
+    // The event names the error that dead-lettered it: b's, stored by the first attempt
+    // (ADR 8, "Recording an attempt"; it named none before issue 14).
     assert_eq!(
-        (done.state, done.next_attempt_at, done.last_error),
-        (InboundState::DeadLettered, None, None)
+        (done.state, done.next_attempt_at, done.last_error.as_deref()),
+        (InboundState::DeadLettered, None, Some("retryable there"))
     );
     let stored = full(&store, src.id, id).await;
     let b_forward = stored.forwards.iter().find(|f| f.destination == Some(b.id));

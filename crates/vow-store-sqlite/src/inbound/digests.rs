@@ -1,22 +1,26 @@
 //! The replay guard's digests (`inbound_digests`, `vow_store::inbound::replay_guard`): inside
-//! the claim's writer job, after the claim row was inserted.
+//! the claim's writer job, after the claim row was inserted. The claim (`events`) reads the
+//! event that holds a digest through [`HOLDER`]; this module reads no event.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use vow_store::inbound::{InboundEvent, NewInboundEvent, ReplayGuard};
 
-use super::events::{from_row, COLUMNS};
 use crate::convert::micros;
 use crate::error::Result;
 
+/// The id of the event that holds digest `?2` of source `?1`, as a subquery.
+pub(crate) const HOLDER: &str =
+    "SELECT event_id FROM inbound_digests WHERE source_id = ?1 AND digest = ?2";
+
 /// Records that `event` (just inserted for `new`) was accepted with the guard's digest, unless
-/// that digest was accepted within the window: then the event that holds it, and nothing is
-/// recorded (the caller removes `event`).
+/// that digest was accepted within the window: then `false`, and nothing is recorded (the
+/// caller reads the event [`HOLDER`] names and removes `event`).
 pub(crate) fn remember(
     conn: &Connection,
     new: &NewInboundEvent,
     guard: &ReplayGuard,
     event: &InboundEvent,
-) -> Result<Option<InboundEvent>> {
+) -> Result<bool> {
     let source = new.source_id.to_string();
     let moved = conn
         .prepare_cached(
@@ -38,15 +42,5 @@ pub(crate) fn remember(
             |_| Ok(()),
         )
         .optional()?;
-    if moved.is_some() {
-        return Ok(None);
-    }
-    let sql = format!(
-        "SELECT {COLUMNS} FROM inbound_events WHERE id =
-             (SELECT event_id FROM inbound_digests WHERE source_id = ?1 AND digest = ?2)"
-    );
-    let earlier = conn
-        .prepare_cached(&sql)?
-        .query_row(params![source, guard.digest], from_row)?;
-    Ok(Some(earlier))
+    Ok(moved.is_some())
 }

@@ -5,7 +5,6 @@
 use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use vow_core::{InboundEventId, SourceId};
 use vow_store::idempotency::{Applied, Completion};
@@ -15,44 +14,16 @@ use vow_store::inbound::{
     Claim, InboundContent, InboundEvent, InboundFilter, InboundState, NewInboundEvent,
     NewRejection, Rejection, RejectionCount, StoredInbound,
 };
+use vow_store::rows::{event_with_content, FromColumns};
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
-use super::sources;
-use crate::convert::{id, micros, opt_json, opt_time, seek_sql, time, to_json};
+use super::{digests, sources};
+use crate::convert::{id, micros, read, seek_sql, to_json, SqliteColumns};
 use crate::error::Result;
 use crate::SqliteStore;
 
-pub(crate) const COLUMNS: &str =
-    "id, source_id, account, event_id, state, conflicts_with, sha256, size, duplicates, version, \
-     entity, received_at, updated_at, attempts, next_attempt_at, last_error";
-
-pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<InboundEvent> {
-    let state: String = row.get(4)?;
-    Ok(InboundEvent {
-        id: id(row, 0)?,
-        source_id: id(row, 1)?,
-        account: row.get(2)?,
-        event_id: row.get(3)?,
-        state: InboundState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(4, Type::Text, state.into())
-        })?,
-        conflicts_with: row
-            .get::<_, Option<String>>(5)?
-            .map(|_| id(row, 5))
-            .transpose()?,
-        sha256: row.get(6)?,
-        size: row.get(7)?,
-        duplicates: row.get(8)?,
-        version: row.get(9)?,
-        entity: row.get(10)?,
-        received_at: time(row, 11)?,
-        updated_at: time(row, 12)?,
-        attempts: row.get(13)?,
-        next_attempt_at: opt_time(row, 14)?,
-        last_error: row.get(15)?,
-    })
-}
+pub(crate) const COLUMNS: &str = InboundEvent::COLUMNS;
 
 /// Inserts `new` unless the index of `target` already holds its key; the row, if written.
 fn insert(
@@ -89,7 +60,7 @@ fn insert(
                 micros(new.now),
                 target.due(new.now).map(micros),
             ],
-            from_row,
+            read,
         )
         .optional()?)
 }
@@ -117,7 +88,7 @@ fn repeat(
                 new.sha256,
                 micros(new.now),
             ],
-            from_row,
+            read,
         )
         .optional()?)
 }
@@ -127,7 +98,14 @@ pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
     sources::require(conn, new.source_id)?;
     if let Some(event) = insert(conn, &new, ClaimTarget::Claim, None)? {
         if let Some(guard) = &new.replay_guard {
-            if let Some(earlier) = super::digests::remember(conn, &new, guard, &event)? {
+            if !digests::remember(conn, &new, guard, &event)? {
+                let sql = format!(
+                    "SELECT {COLUMNS} FROM inbound_events WHERE id = ({})",
+                    digests::HOLDER
+                );
+                let earlier = conn
+                    .prepare_cached(&sql)?
+                    .query_row(params![new.source_id.to_string(), guard.digest], read)?;
                 conn.prepare_cached("DELETE FROM inbound_events WHERE id = ?1")?
                     .execute([event.id.to_string()])?;
                 return Ok(Claim::Replayed(earlier));
@@ -138,18 +116,15 @@ pub(crate) fn claim(conn: &Connection, new: NewInboundEvent) -> Result<Claim> {
     if let Some(event) = repeat(conn, &new, ClaimTarget::Claim)? {
         return Ok(Claim::Duplicate(event));
     }
-    let claimant: String = conn
+    let claimant = conn
         .prepare_cached(
             "SELECT id FROM inbound_events
              WHERE source_id = ?1 AND account = ?2 AND event_id = ?3 AND conflicts_with IS NULL",
         )?
         .query_row(
             params![new.source_id.to_string(), new.account, new.event_id],
-            |r| r.get(0),
+            |r| id(r, 0),
         )?;
-    let claimant = claimant.parse().map_err(|e: vow_core::IdError| {
-        rusqlite::Error::FromSqlConversionFailure(0, Type::Text, Box::new(e))
-    })?;
     if let Some(event) = insert(conn, &new, ClaimTarget::Quarantine, Some(&claimant))? {
         return Ok(Claim::Quarantined(event));
     }
@@ -171,9 +146,7 @@ pub(crate) fn get(
     );
     let found = conn
         .prepare_cached(&sql)?
-        .query_row([source.to_string(), event.to_string()], |row| {
-            Ok((from_row(row)?, content_from_row(row, 16)?))
-        })
+        .query_row([source.to_string(), event.to_string()], with_content)
         .optional()?;
     let Some((event, content)) = found else {
         return Ok(None);
@@ -186,19 +159,11 @@ pub(crate) fn get(
     }))
 }
 
-/// The content in columns `at` (headers) and `at + 1` (payload) after [`COLUMNS`]; `None`
-/// once retention removed it.
-pub(crate) fn content_from_row(
+/// An event and its content, from `{COLUMNS}, headers, payload`.
+pub(crate) fn with_content(
     row: &Row<'_>,
-    at: usize,
-) -> rusqlite::Result<Option<InboundContent>> {
-    Ok(match row.get::<_, Option<Vec<u8>>>(at + 1)? {
-        None => None,
-        Some(payload) => Some(InboundContent {
-            headers: opt_json(row, at)?.unwrap_or_default(),
-            payload,
-        }),
-    })
+) -> rusqlite::Result<(InboundEvent, Option<InboundContent>)> {
+    event_with_content(&SqliteColumns(row))
 }
 
 pub(crate) fn list(
@@ -227,7 +192,7 @@ pub(crate) fn list(
             seek.after,
             seek.fetch()
         ],
-        from_row,
+        read,
     )?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -247,10 +212,7 @@ pub(crate) fn resolve(
     let keys = [source.to_string(), event.to_string()];
     let updated = conn
         .prepare_cached(&sql)?
-        .query_row(
-            params![keys[0], keys[1], to.as_str(), micros(now)],
-            from_row,
-        )
+        .query_row(params![keys[0], keys[1], to.as_str(), micros(now)], read)
         .optional()?;
     if let Some(event) = updated {
         return Ok(event);
@@ -266,18 +228,7 @@ pub(crate) fn resolve(
     .into())
 }
 
-const REJECTION_COLUMNS: &str = "id, source_id, reason, status, body_size, received_at";
-
-fn rejection_from_row(row: &Row<'_>) -> rusqlite::Result<Rejection> {
-    Ok(Rejection {
-        id: id(row, 0)?,
-        source_id: id(row, 1)?,
-        reason: row.get(2)?,
-        status: row.get(3)?,
-        body_size: row.get(4)?,
-        now: time(row, 5)?,
-    })
-}
+const REJECTION_COLUMNS: &str = Rejection::COLUMNS;
 
 /// Records `r` in slot `n % keep` of its source's ring, `n` counting the source's rejections
 /// (an upsert overwriting the oldest row in place), drops slots beyond `keep`, and counts the
@@ -322,18 +273,11 @@ pub(crate) fn record_rejection(conn: &Connection, r: NewRejection, keep: u32) ->
 }
 
 pub(crate) fn rejection_counts(conn: &Connection, source: SourceId) -> Result<Vec<RejectionCount>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT reason, count, first_at, last_at FROM inbound_rejection_counts
-         WHERE source_id = ?1 ORDER BY reason",
-    )?;
-    let rows = stmt.query_map([source.to_string()], |row| {
-        Ok(RejectionCount {
-            reason: row.get(0)?,
-            count: row.get(1)?,
-            first_at: time(row, 2)?,
-            last_at: time(row, 3)?,
-        })
-    })?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {} FROM inbound_rejection_counts WHERE source_id = ?1 ORDER BY reason",
+        RejectionCount::COLUMNS
+    ))?;
+    let rows = stmt.query_map([source.to_string()], read)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -351,10 +295,7 @@ pub(crate) fn list_rejections(
         3,
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(
-        params![source.to_string(), seek.after, seek.fetch()],
-        rejection_from_row,
-    )?;
+    let rows = stmt.query_map(params![source.to_string(), seek.after, seek.fetch()], read)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

@@ -3,47 +3,27 @@
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
-use rusqlite::{params, Connection, Row};
+use rusqlite::{params, Connection};
 use vow_core::{DestinationId, InboundEventId};
 use vow_store::inbound::processing::{Forward, Outcome};
+use vow_store::rows::FromColumns;
 
-use crate::convert::{micros, time};
+use crate::convert::{micros, read};
 use crate::error::Result;
 
-/// The destination column's value for a pull consumer.
-pub(crate) const PULL: &str = "pull";
-
-pub(crate) fn destination_key(destination: Option<DestinationId>) -> String {
-    destination.map_or_else(|| PULL.to_owned(), |d| d.to_string())
-}
+pub(crate) use vow_store::rows::{destination_key, PULL};
 
 pub(crate) fn unknown(column: usize, value: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(column, Type::Text, value.into())
 }
 
-fn forward_from_row(row: &Row<'_>) -> rusqlite::Result<Forward> {
-    let destination: String = row.get(0)?;
-    let outcome: String = row.get(1)?;
-    Ok(Forward {
-        destination: match destination.as_str() {
-            PULL => None,
-            other => Some(other.parse().map_err(|_| unknown(0, destination.clone()))?),
-        },
-        outcome: Outcome::parse(&outcome).ok_or_else(|| unknown(1, outcome))?,
-        attempts: row.get(2)?,
-        status: row.get(3)?,
-        error: row.get(4)?,
-        updated_at: time(row, 5)?,
-    })
-}
-
 /// Every recorded outcome of `event`, by destination.
 pub(crate) fn forwards(conn: &Connection, event: InboundEventId) -> Result<Vec<Forward>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT destination, outcome, attempts, status, error, updated_at FROM inbound_forwards
-         WHERE event_id = ?1 ORDER BY destination",
-    )?;
-    let rows = stmt.query_map([event.to_string()], forward_from_row)?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {} FROM inbound_forwards WHERE event_id = ?1 ORDER BY destination",
+        Forward::COLUMNS
+    ))?;
+    let rows = stmt.query_map([event.to_string()], read)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -66,7 +46,7 @@ pub(crate) fn put_forward(
     )?
     .execute(params![
         event.to_string(),
-        destination_key(destination),
+        destination_key(destination.as_ref()),
         outcome.as_str(),
         status,
         error,

@@ -5,43 +5,20 @@ use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use vow_core::SourceId;
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::Sources;
 use vow_store::inbound::{NewSource, Source, SourceFields};
+use vow_store::rows::{FromColumns, SOURCE_FIELDS};
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
-use crate::convert::{id, json, micros, opt_json, seek_sql, time, to_json, to_opt_json, truncate};
+use crate::convert::{micros, read, seek_sql, to_json, to_opt_json, truncate};
 use crate::error::Result;
 use crate::SqliteStore;
 
-const COLUMNS: &str = "id, token, description, scheme, hmac, secrets, tolerance_secs, event_id, \
-                       account, version_pointer, entity_pointer, destinations, created_at, \
-                       updated_at, replay_window_secs";
-
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Source> {
-    Ok(Source {
-        id: id(row, 0)?,
-        token: row.get(1)?,
-        fields: SourceFields {
-            description: row.get(2)?,
-            scheme: row.get(3)?,
-            hmac: opt_json(row, 4)?,
-            secrets: json(row, 5)?,
-            tolerance_secs: row.get(6)?,
-            event_id: opt_json(row, 7)?,
-            account: opt_json(row, 8)?,
-            version_pointer: row.get(9)?,
-            entity_pointer: row.get(10)?,
-            destinations: json(row, 11)?,
-            replay_window_secs: row.get(14)?,
-        },
-        created_at: time(row, 12)?,
-        updated_at: time(row, 13)?,
-    })
-}
+const COLUMNS: &str = Source::COLUMNS;
 
 fn not_found() -> crate::error::Error {
     StoreError::NotFound("source").into()
@@ -55,20 +32,8 @@ pub(crate) fn require(conn: &Connection, source: SourceId) -> Result<()> {
         .ok_or_else(not_found)
 }
 
-/// The replaceable columns, in the order [`field_values`] gives their values.
-const FIELDS: [&str; 11] = [
-    "description",
-    "scheme",
-    "hmac",
-    "secrets",
-    "tolerance_secs",
-    "event_id",
-    "account",
-    "version_pointer",
-    "entity_pointer",
-    "destinations",
-    "replay_window_secs",
-];
+/// The replaceable columns ([`SOURCE_FIELDS`]), in the order [`field_values`] gives values.
+const FIELDS: [&str; 11] = SOURCE_FIELDS;
 
 /// The values of [`FIELDS`], as stored.
 fn field_values(f: &SourceFields) -> rusqlite::Result<[Value; 11]> {
@@ -122,7 +87,7 @@ fn by(conn: &Connection, column: &str, value: &str) -> Result<Option<Source>> {
     let sql = format!("SELECT {COLUMNS} FROM sources WHERE {column} = ?1");
     Ok(conn
         .prepare_cached(&sql)?
-        .query_row([value], from_row)
+        .query_row([value], read)
         .optional()?)
 }
 
@@ -156,7 +121,7 @@ impl Sources for SqliteStore {
             let seek: &Seek = &seek;
             let sql = seek_sql(&format!("{COLUMNS} FROM sources"), &[], "id", seek, 1, 2);
             let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params![seek.after, seek.fetch()], from_row)?;
+            let rows = stmt.query_map(params![seek.after, seek.fetch()], read)?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
         .await
@@ -183,7 +148,7 @@ impl Sources for SqliteStore {
             conn.prepare_cached(&sql)?
                 .query_row(
                     params_from_iter(keys.into_iter().chain(field_values(&f)?)),
-                    from_row,
+                    read,
                 )
                 .optional()?
                 .ok_or_else(not_found)

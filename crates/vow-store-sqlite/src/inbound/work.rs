@@ -8,46 +8,44 @@ use std::collections::{HashMap, HashSet};
 use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{DestinationId, InboundEventId, SourceId};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::inbound::decisions::{self, Decided, Decision};
 use vow_store::inbound::processing::Resolution;
 use vow_store::inbound::processing::{
-    aggregate, ClaimedEvent, Consumer, LeaseToken, NextTry, Outcome, WorkClaim, WorkOutcome,
-    WorkRecorded, WorkRequest, LEASE_EXPIRED,
+    aggregate, ClaimedEvent, Consumer, LeaseToken, WorkClaim, WorkOutcome, WorkRecorded,
+    WorkRequest,
 };
 use vow_store::inbound::{Destination, InboundContent, InboundEvent, InboundState, Source};
 use vow_store::inbound::{InboundDecisions, InboundWork};
-use vow_store::rules::lease::{expired_outcome, lease_until};
+use vow_store::rows::Columns;
+use vow_store::rules::lease::{lease_until, SETTLED_PER_CLAIM};
+use vow_store::rules::recording::{self, Attempt, Recording, Stored};
 use vow_store::rules::supersede::{self, Candidate, Mark, Turn};
 use vow_store::StoreError;
 use vow_store::StoreResult;
 
-use super::events::{content_from_row, from_row, COLUMNS};
+use super::events::{with_content, COLUMNS};
 use super::forwards::{destination_key, forwards, put_forward, unknown, PULL};
 use super::sources;
-use crate::convert::{micros, opt_time};
+use crate::convert::{micros, read, SqliteColumns};
 use crate::error::Result;
 use crate::SqliteStore;
 
-/// Expired leases settled per claim at most (the rest wait for the next claim).
-const EXPIRED_BATCH: usize = 256;
-
-/// Moves `event` to the aggregate of its outcomes (due at `retry_at` when that is
-/// `retryable`) and ends its lease; `last_error` replaces the stored one unless `None`.
-fn settle(
+/// Ends `event`'s lease and moves it to `state` (due at `due`); `last_error` replaces the stored
+/// one unless `None`.
+fn end(
     conn: &Connection,
     event: InboundEventId,
-    retry_at: DateTime<Utc>,
+    state: InboundState,
+    due: Option<DateTime<Utc>>,
     last_error: Option<Option<&str>>,
     now: DateTime<Utc>,
 ) -> Result<InboundEvent> {
-    let outcomes = forwards(conn, event)?.into_iter().map(|f| f.outcome);
-    let state = aggregate(outcomes);
     let sql = format!(
         "UPDATE inbound_events SET state = ?2, lease_token = NULL, lease_until = NULL,
-             next_attempt_at = CASE WHEN ?2 = 'retryable' THEN ?3 END,
+             claimed_by = NULL, next_attempt_at = ?3,
              last_error = CASE WHEN ?4 THEN ?5 ELSE last_error END, updated_at = ?6
          WHERE id = ?1 RETURNING {COLUMNS}"
     );
@@ -55,13 +53,44 @@ fn settle(
         params![
             event.to_string(),
             state.as_str(),
-            micros(retry_at),
+            due.map(micros),
             last_error.is_some(),
             last_error.flatten(),
             micros(now),
         ],
-        from_row,
+        read,
     )?)
+}
+
+/// Writes what [`recording`] decided for `event` at `now`; the event as it now stands.
+fn write(
+    conn: &Connection,
+    event: InboundEventId,
+    recorded: Recording<Option<DestinationId>>,
+    now: DateTime<Utc>,
+) -> Result<InboundEvent> {
+    for a in &recorded.attempts {
+        let error = a.error.as_deref();
+        put_forward(conn, event, a.destination, a.outcome, a.status, error, now)?;
+    }
+    let mut dead_letter = conn.prepare_cached(
+        "UPDATE inbound_forwards SET outcome = 'dead_lettered', updated_at = ?3
+         WHERE event_id = ?1 AND destination = ?2",
+    )?;
+    for destination in &recorded.dead_lettered {
+        let key = destination_key(destination.as_ref());
+        dead_letter.execute(params![event.to_string(), key, micros(now)])?;
+    }
+    let last_error = Some(recorded.last_error.as_deref());
+    end(conn, event, recorded.state, recorded.due, last_error, now)
+}
+
+/// The stored outcomes of `event`.
+fn stored(conn: &Connection, event: InboundEventId) -> Result<Vec<Stored<Option<DestinationId>>>> {
+    Ok(forwards(conn, event)?
+        .into_iter()
+        .map(Stored::from)
+        .collect())
 }
 
 /// Sources by id, read once per claim.
@@ -117,43 +146,28 @@ fn settle_expired(
 ) -> Result<Vec<InboundEvent>> {
     let sql = format!(
         "SELECT {COLUMNS}, claimed_by FROM inbound_events
-         WHERE state = 'processing' AND lease_until <= ?1 ORDER BY lease_until LIMIT ?2"
+         WHERE state = 'processing' AND lease_until <= ?1 ORDER BY lease_until, id LIMIT ?2"
     );
     let expired: Vec<(InboundEvent, Option<String>)> = conn
         .prepare_cached(&sql)?
-        .query_map(params![micros(request.now), EXPIRED_BATCH], |row| {
-            Ok((from_row(row)?, row.get(16)?))
+        .query_map(params![micros(request.now), SETTLED_PER_CLAIM], |row| {
+            Ok((read(row)?, row.get(16)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut settled = Vec::with_capacity(expired.len());
     for (event, claimed_by) in expired {
-        let now = request.now;
-        if claimed_by.as_deref() == Some(PULL) {
-            let outcome = expired_outcome(false, event.attempts, request.max_attempts);
-            put_forward(
-                conn,
-                event.id,
-                None,
-                outcome,
-                None,
-                Some(LEASE_EXPIRED),
-                now,
-            )?;
-        } else {
-            for d in pending(conn, sources, &event)? {
-                let outcome = expired_outcome(d.idempotent, event.attempts, request.max_attempts);
-                put_forward(
-                    conn,
-                    event.id,
-                    Some(d.id),
-                    outcome,
-                    None,
-                    Some(LEASE_EXPIRED),
-                    now,
-                )?;
-            }
-        }
-        settled.push(settle(conn, event.id, now, Some(Some(LEASE_EXPIRED)), now)?);
+        let owed: Vec<(Option<DestinationId>, bool)> = match claimed_by.as_deref() {
+            Some(PULL) => vec![(None, false)],
+            _ => sources
+                .destinations(event.source_id)?
+                .into_iter()
+                .map(|d| (Some(d.id), d.idempotent))
+                .collect(),
+        };
+        let stored = stored(conn, event.id)?;
+        let (attempts, max) = (event.attempts, request.max_attempts);
+        let recorded = recording::expire(&stored, owed, attempts, max, request.now);
+        settled.push(write(conn, event.id, recorded, request.now)?);
     }
     Ok(settled)
 }
@@ -164,22 +178,21 @@ fn candidates(
     request: &WorkRequest,
 ) -> Result<Vec<(InboundEvent, Option<InboundContent>)>> {
     let (filter, pull_source) = match request.consumer {
-        Consumer::Push => (
-            "source_id IN (SELECT id FROM sources WHERE destinations <> '[]')",
-            None,
+        Consumer::Push => (PUSHED, None),
+        // Only while the source has no destinations, which vow's workers would forward to.
+        Consumer::Pull(source) => (
+            "source_id = ?3 AND source_id IN (SELECT id FROM sources WHERE destinations = '[]')",
+            Some(source.to_string()),
         ),
-        Consumer::Pull(source) => ("source_id = ?3", Some(source.to_string())),
     };
     let sql = format!(
         "SELECT {COLUMNS}, headers, payload FROM inbound_events e
          WHERE state IN ('received', 'retryable') AND next_attempt_at <= ?1 AND {filter}
-           AND (entity IS NULL OR version IS NULL OR NOT EXISTS (
-               SELECT 1 FROM inbound_events p WHERE p.source_id = e.source_id
-                 AND p.entity = e.entity AND p.state = 'processing'))
+           AND {ENTITY_FREE}
          ORDER BY next_attempt_at, id LIMIT ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let map = |row: &Row<'_>| Ok((from_row(row)?, content_from_row(row, 16)?));
+    let map = with_content;
     let rows = match pull_source {
         None => stmt.query_map(params![micros(request.now), request.limit], map)?,
         Some(source) => stmt.query_map(params![micros(request.now), request.limit, source], map)?,
@@ -234,7 +247,7 @@ fn supersede(
     );
     Ok(conn
         .prepare_cached(&sql)?
-        .query_row(params![event.to_string(), note, micros(now)], from_row)?)
+        .query_row(params![event.to_string(), note, micros(now)], read)?)
 }
 
 /// Leases `event` to the claimer.
@@ -258,7 +271,7 @@ fn lease(
             request.consumer.as_str(),
             micros(request.now),
         ],
-        from_row,
+        read,
     )?;
     Ok((leased, token, until))
 }
@@ -348,31 +361,11 @@ pub(crate) fn record(conn: &Connection, outcome: WorkOutcome) -> Result<WorkReco
     if held.is_none() {
         return Ok(WorkRecorded::LeaseLost);
     }
-    for r in &outcome.results {
-        let stored = match (r.outcome, outcome.next) {
-            (Outcome::Retryable, NextTry::Exhausted) => Outcome::DeadLettered,
-            (other, _) => other,
-        };
-        put_forward(
-            conn,
-            outcome.event,
-            r.destination,
-            stored,
-            r.status,
-            r.error.as_deref(),
-            outcome.now,
-        )?;
-    }
-    let retry_at = match outcome.next {
-        NextTry::At(at) => at,
-        NextTry::Exhausted => outcome.now,
-    };
-    let last_error = outcome
-        .results
-        .iter()
-        .find(|r| r.outcome != Outcome::Completed)
-        .and_then(|r| r.error.as_deref());
-    let event = settle(conn, outcome.event, retry_at, Some(last_error), outcome.now)?;
+    let reports = outcome.results.into_iter();
+    let reports = reports.map(|r| Attempt::reported(r, |d| d)).collect();
+    let stored = stored(conn, outcome.event)?;
+    let recorded = recording::record(&stored, reports, outcome.next);
+    let event = write(conn, outcome.event, recorded, outcome.now)?;
     Ok(WorkRecorded::Stored(Box::new(event)))
 }
 
@@ -393,15 +386,31 @@ pub(crate) fn renew(
     Ok(kept)
 }
 
-/// `vow_store::inbound::InboundWork::next_inbound_due`.
+/// Events of sources that vow's workers forward.
+const PUSHED: &str = "source_id IN (SELECT id FROM sources WHERE destinations <> '[]')";
+
+/// That no other versioned event of the entity of `e` (an event with an entity and a version)
+/// is being processed.
+const ENTITY_FREE: &str = "(entity IS NULL OR version IS NULL OR NOT EXISTS (
+    SELECT 1 FROM inbound_events p WHERE p.source_id = e.source_id
+      AND p.entity = e.entity AND p.state = 'processing' AND p.version IS NOT NULL))";
+
+/// `vow_store::inbound::InboundWork::next_inbound_due`: the first due event of a pushed source
+/// whose entity is not busy, or the end of the first lease of such a source (its settling may
+/// make the event due at once).
 pub(crate) fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
+    let sql = format!(
+        "SELECT MIN(due) FROM (
+             SELECT * FROM (SELECT next_attempt_at AS due FROM inbound_events e
+                 WHERE state IN ('received', 'retryable') AND {PUSHED} AND {ENTITY_FREE}
+                 ORDER BY next_attempt_at LIMIT 1)
+             UNION ALL
+             SELECT * FROM (SELECT lease_until AS due FROM inbound_events
+                 WHERE state = 'processing' AND {PUSHED} ORDER BY lease_until LIMIT 1))"
+    );
     Ok(conn
-        .prepare_cached(
-            "SELECT MIN(next_attempt_at) FROM inbound_events
-             WHERE state IN ('received', 'retryable')
-               AND source_id IN (SELECT id FROM sources WHERE destinations <> '[]')",
-        )?
-        .query_row([], |row| opt_time(row, 0))?)
+        .prepare_cached(&sql)?
+        .query_row([], |row| SqliteColumns(row).opt_time(0))?)
 }
 
 /// The state of `source`'s event `id`; `NotFound("inbound event")` when absent.
@@ -434,7 +443,7 @@ pub(crate) fn decide(
     for destination in &targets {
         rewrite.execute(params![
             id.to_string(),
-            destination_key(*destination),
+            destination_key(destination.as_ref()),
             decision.outcome().as_str(),
             micros(now),
         ])?;
@@ -443,8 +452,11 @@ pub(crate) fn decide(
         conn.prepare_cached("UPDATE inbound_events SET attempts = 0 WHERE id = ?1")?
             .execute([id.to_string()])?;
     }
-    let event = settle(conn, id, now, None, now)?;
-    let changed = forwards(conn, id)?
+    let all = forwards(conn, id)?;
+    let state = aggregate(all.iter().map(|f| f.outcome));
+    let due = (state == InboundState::Retryable).then_some(now);
+    let event = end(conn, id, state, due, None, now)?;
+    let changed = all
         .into_iter()
         .filter(|f| targets.contains(&f.destination))
         .collect();

@@ -3,64 +3,20 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::types::Type;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{AppId, AttemptId, MessageId};
 use vow_store::queue::Attempts;
 use vow_store::queue::Retention;
-use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, NewAttempt};
+use vow_store::queue::{Attempt, AttemptFilter, NewAttempt};
+use vow_store::rows::FromColumns;
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
-use crate::convert::{id, micros, seek_sql, status_code, time};
+use crate::convert::{micros, read, seek_sql};
 use crate::error::Result;
 use crate::SqliteStore;
 
-const COLUMNS: &str = "id, app_id, msg_id, endpoint_id, delivery_id, started_at, url, \
-                       response_status, response, duration_ms, success, error, trigger";
-
-fn trigger_text(trigger: AttemptTrigger) -> &'static str {
-    match trigger {
-        AttemptTrigger::Scheduled => "scheduled",
-        AttemptTrigger::Manual => "manual",
-    }
-}
-
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Attempt> {
-    let duration: i64 = row.get(9)?;
-    let trigger: String = row.get(12)?;
-    let trigger = match trigger.as_str() {
-        "scheduled" => AttemptTrigger::Scheduled,
-        "manual" => AttemptTrigger::Manual,
-        other => {
-            return Err(rusqlite::Error::FromSqlConversionFailure(
-                12,
-                Type::Text,
-                format!("unknown attempt trigger {other:?}").into(),
-            ))
-        }
-    };
-    Ok(Attempt {
-        id: id(row, 0)?,
-        app_id: id(row, 1)?,
-        msg_id: id(row, 2)?,
-        endpoint_id: id(row, 3)?,
-        delivery_id: id(row, 4)?,
-        attempt: NewAttempt {
-            id: id(row, 0)?,
-            started_at: time(row, 5)?,
-            url: row.get(6)?,
-            response_status: status_code(row, 7)?,
-            response: row.get(8)?,
-            duration_ms: u64::try_from(duration).map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(9, Type::Integer, Box::new(e))
-            })?,
-            success: row.get(10)?,
-            error: row.get(11)?,
-            trigger,
-        },
-    })
-}
+const COLUMNS: &str = Attempt::COLUMNS;
 
 /// The ids an attempt row hangs off, as stored (TEXT).
 pub(crate) struct Owner<'a> {
@@ -90,7 +46,7 @@ pub(crate) fn insert(conn: &Connection, owner: &Owner<'_>, a: &NewAttempt) -> Re
         i64::try_from(a.duration_ms).unwrap_or(i64::MAX),
         a.success,
         a.error,
-        trigger_text(a.trigger),
+        a.trigger.as_str(),
     ])?;
     Ok(())
 }
@@ -149,7 +105,7 @@ impl Attempts for SqliteStore {
                     seek.after,
                     seek.fetch(),
                 ],
-                from_row,
+                read,
             )?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
@@ -170,7 +126,7 @@ impl Attempts for SqliteStore {
                 .prepare_cached(&sql)?
                 .query_row(
                     [attempt.to_string(), app.to_string(), msg.to_string()],
-                    from_row,
+                    read,
                 )
                 .optional()?)
         })

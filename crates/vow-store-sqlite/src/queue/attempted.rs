@@ -10,26 +10,15 @@ use rusqlite::{params, Connection};
 use vow_core::{AppId, EndpointId, MessageId};
 use vow_store::queue::AttemptedListings;
 use vow_store::queue::{AttemptedDestination, AttemptedMessage, DeliveryState, MessageStatus};
+use vow_store::rows::{delivery_state, DELIVERY_STATE_COLUMNS};
 use vow_store::StoreResult;
-use vow_store::{Endpoint, Message, MessageFilter, Seek};
+use vow_store::{MessageFilter, Seek};
 
-use crate::convert::{micros, opt_time, to_json};
+use crate::convert::{micros, to_json, SqliteColumns};
 use crate::error::Result;
-use crate::message::{delivery_from_row, DeliveredTo, DELIVERY_COLUMNS, DELIVERY_COLUMN_COUNT};
+use crate::message::DeliveredTo;
 use crate::SqliteStore;
 use crate::{endpoint, message};
-
-/// The condition over `deliveries` for a status at `?7` (now), as `stats` counts them.
-fn status_sql(status: MessageStatus) -> &'static str {
-    match status {
-        MessageStatus::Success => "status = 'delivered'",
-        MessageStatus::Fail => "status = 'dead_lettered'",
-        MessageStatus::Sending => "status = 'pending' AND lease_until > ?7",
-        MessageStatus::Pending => {
-            "status = 'held' OR (status = 'pending' AND (lease_until IS NULL OR lease_until <= ?7))"
-        }
-    }
-}
 
 /// The deliveries with `key_col = key` and `other_col` in `others`, by `other_col`.
 fn states(
@@ -40,16 +29,12 @@ fn states(
     now: DateTime<Utc>,
 ) -> Result<HashMap<String, DeliveryState>> {
     let sql = format!(
-        "SELECT {DELIVERY_COLUMNS}, lease_until, {other_col} FROM deliveries
+        "SELECT {DELIVERY_STATE_COLUMNS}, {other_col} FROM deliveries
          WHERE app_id = ?1 AND {key_col} = ?2 AND {other_col} IN (SELECT value FROM json_each(?3))"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(params![app.to_string(), key, to_json(&others)?], |r| {
-        let delivery = delivery_from_row(r)?;
-        let lease_until = opt_time(r, DELIVERY_COLUMN_COUNT)?;
-        let status = MessageStatus::of(delivery.status, lease_until, now);
-        let other = r.get::<_, String>(DELIVERY_COLUMN_COUNT + 1)?;
-        Ok((other, DeliveryState { delivery, status }))
+        delivery_state(&SqliteColumns(r), now)
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -66,20 +51,14 @@ pub(crate) fn messages(
     let tx = conn.unchecked_transaction()?;
     let to = DeliveredTo {
         endpoint,
-        status: status.map(status_sql),
+        status: status.map(MessageStatus::condition),
         now: micros(now),
     };
     let found = message::list(&tx, app, filter, Some(&to), seek)?;
     let ids = found.iter().map(|m| m.id.to_string()).collect();
     let key = ("endpoint_id", endpoint.to_string());
     let states = states(&tx, app, key, ("msg_id", ids), now)?;
-    let key = |m: &Message| m.id.to_string();
-    Ok(DeliveryState::pair(
-        found,
-        states,
-        key,
-        |message, delivery| AttemptedMessage { message, delivery },
-    ))
+    Ok(AttemptedMessage::pair_up(found, states))
 }
 
 #[async_trait]
@@ -104,13 +83,7 @@ impl AttemptedListings for SqliteStore {
                 ("endpoint_id", ids),
                 now,
             )?;
-            let key = |e: &Endpoint| e.id.to_string();
-            Ok(DeliveryState::pair(
-                found,
-                states,
-                key,
-                |endpoint, delivery| AttemptedDestination { endpoint, delivery },
-            ))
+            Ok(AttemptedDestination::pair_up(found, states))
         })
         .await
     }

@@ -24,13 +24,13 @@ use vow_core::{DeliveryId, EndpointId, MessageId};
 use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
 use vow_store::rules::lease::lease_until;
-use vow_store::StoreError;
 use vow_store::StoreResult;
+use vow_store::{Delivery, StoreError};
 
-use crate::convert::{id, micros, truncate};
+use crate::convert::{id, micros, read, truncate};
 use crate::endpoint;
 use crate::error::Result;
-use crate::message::{delivery_from_row, DELIVERY_COLUMNS};
+use crate::message::DELIVERY_COLUMNS;
 use crate::SqliteStore;
 
 /// The next endpoint (after `?1`) with unleased pending rows, and its earliest due time.
@@ -128,7 +128,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Claimed
     let mut claimed = Vec::with_capacity(picked.len());
     for delivery in picked {
         let row = params![delivery, token.0, micros(lease_until)];
-        claimed.push(lease.query_row(row, delivery_from_row)?);
+        claimed.push(lease.query_row(row, read::<Delivery>)?);
     }
     // Handed out earliest due first.
     claimed.sort_by_key(|d| (d.next_attempt_at, d.id));

@@ -11,10 +11,10 @@ use vow_store::queue::{DeliveryStats, ReplayFilter};
 use vow_store::StoreResult;
 use vow_store::{Delivery, StoreError};
 
-use crate::convert::{micros, to_json};
+use crate::convert::{micros, read, to_json};
 use crate::endpoint;
 use crate::error::Result;
-use crate::message::{delivery_from_row, DELIVERY_COLUMNS};
+use crate::message::DELIVERY_COLUMNS;
 use crate::SqliteStore;
 
 /// Makes the delivery of `msg` to `ep` pending and due at `now` with a fresh run of the
@@ -45,7 +45,7 @@ pub(crate) fn resend(
     );
     let reset = conn
         .prepare_cached(&sql)?
-        .query_row(params![app_s, msg_s, ep_s, now], delivery_from_row)
+        .query_row(params![app_s, msg_s, ep_s, now], read)
         .optional()?;
     if let Some(delivery) = reset {
         return Ok(delivery);
@@ -58,7 +58,7 @@ pub(crate) fn resend(
     );
     Ok(conn.prepare_cached(&sql)?.query_row(
         params![DeliveryId::new().to_string(), app_s, msg_s, ep_s, now],
-        delivery_from_row,
+        read,
     )?)
 }
 

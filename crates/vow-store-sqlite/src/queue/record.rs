@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
-use vow_store::queue::{AttemptOutcome, DeliveryOutcomes, NextState, Recorded};
+use vow_store::queue::{AttemptOutcome, DeliveryOutcomes, Recorded};
 use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
 use vow_store::StoreResult;
 
@@ -27,14 +27,7 @@ pub(crate) fn record(
 
 fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Result<Recorded> {
     let now = micros(o.now);
-    let (status, next_at, client_errors, reason) = match &o.next {
-        NextState::Delivered => ("delivered", None, None, None),
-        NextState::RetryAt { at, client_errors } => {
-            ("pending", Some(micros(*at)), Some(*client_errors), None)
-        }
-        NextState::DeadLetter { reason, .. } => ("dead_lettered", None, None, Some(reason)),
-        NextState::Hold => ("held", None, None, None),
-    };
+    let next = o.next.stored();
     let delivery = o.delivery_id.to_string();
     // Only while the token matches; the lease ends with the record whatever the outcome.
     // `last_status` follows the attempt when there is one (NULL when it got no response).
@@ -53,12 +46,12 @@ fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Resu
             params![
                 delivery,
                 o.lease.0,
-                status,
+                next.status.as_str(),
                 o.attempt.is_some(),
                 o.attempt.as_ref().and_then(|a| a.response_status),
-                next_at,
-                client_errors,
-                reason,
+                next.next_attempt_at.map(micros),
+                next.client_errors,
+                next.dead_letter_reason,
                 now,
             ],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),

@@ -42,6 +42,20 @@ pub(super) async fn source_with(
     store.create_source(new).await.expect("create a source")
 }
 
+/// A source with two destinations that are not idempotent, and an event of it received at
+/// `t(10)`.
+pub(super) async fn two_destinations(
+    store: &dyn InboundStore,
+) -> (Source, [Destination; 2], InboundEvent) {
+    let (a, b) = (
+        destination("https://a.example", false),
+        destination("https://b.example", false),
+    );
+    let source = source_with(store, vec![a.clone(), b.clone()]).await;
+    let event = claim_new(store, delivery(source.id, Some("e-1"), b"{}")).await;
+    (source, [a, b], event)
+}
+
 /// A claim at `t(secs)` with a 30 s lease and 5 attempts.
 fn request(consumer: Consumer, secs: i64, limit: usize) -> WorkRequest {
     WorkRequest {
@@ -182,12 +196,7 @@ pub async fn push_and_pull_claims_take_their_own_sources_events_under_a_lease(st
 /// Each destination's outcome is kept; a retry goes only to the destinations still owed the
 /// event, when it is due; the event ends `completed` once all confirmed.
 pub async fn a_retry_reaches_only_the_destinations_still_owed_the_event(store: &dyn Store) {
-    let (a, b) = (
-        destination("https://a.example", false),
-        destination("https://b.example", false),
-    );
-    let source = source_with(store, vec![a.clone(), b.clone()]).await;
-    let event = claim_new(store, delivery(source.id, Some("e-1"), b"{}")).await;
+    let (source, [a, b], event) = two_destinations(store).await;
     let first = claim(store, Consumer::Push, 20).await.claimed.remove(0);
     assert_eq!(first.pending.len(), 2);
     let results = vec![
@@ -248,12 +257,7 @@ pub async fn a_retry_reaches_only_the_destinations_still_owed_the_event(store: &
 /// forgets those outcomes and makes the event due again with fresh attempts; replaying an
 /// event that is not dead-lettered or rejected is a conflict.
 pub async fn an_exhausted_event_is_dead_lettered_and_replay_forwards_it_again(store: &dyn Store) {
-    let (a, b) = (
-        destination("https://a.example", false),
-        destination("https://b.example", false),
-    );
-    let source = source_with(store, vec![a.clone(), b.clone()]).await;
-    let event = claim_new(store, delivery(source.id, Some("e-1"), b"{}")).await;
+    let (source, [a, b], event) = two_destinations(store).await;
     let c = claim(store, Consumer::Push, 20).await.claimed.remove(0);
     let results = vec![
         result(Some(a.id), Outcome::Rejected),

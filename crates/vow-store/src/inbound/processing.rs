@@ -19,7 +19,8 @@
 //! it), or `retryable` when the destination is idempotent.
 //!
 //! **Ordering.** An event with a version and an entity (the source's pointers) is claimed only
-//! when no other event of its entity is being processed, and only when its version is newer
+//! when no other event of its entity with a version is being processed (an event without a
+//! version neither waits nor holds one back), and only when its version is newer
 //! than the last one claimed for that entity ([`supersedes`]); else it becomes `superseded`. The
 //! mark stays after the entity's deletion (a versioned tombstone), so an older update arriving
 //! late is superseded too.

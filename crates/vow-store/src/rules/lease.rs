@@ -18,6 +18,11 @@ impl LeaseToken {
     }
 }
 
+/// How many inbound events whose lease ran out one claim settles at most, oldest lease end
+/// first (the next claim settles more): a claim after an outage does not hold its transaction
+/// for the whole backlog.
+pub const SETTLED_PER_CLAIM: usize = 100;
+
 /// When a lease of `lease` taken at `now` runs out (the end of time when that overflows).
 pub fn lease_until(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
     now.checked_add_signed(lease)

@@ -1,32 +1,28 @@
-//! The answers an `Idempotency-Key` request gets, on `vow_idempotency::http`: problems and
-//! replays (counted in vow's metrics), stored responses as sent, `Idempotency-Expires`, and
-//! reading the request's key and `Prefer: wait`; plus [`json`], how vow renders a create's
-//! answer for storing.
+//! The answers an `Idempotency-Key` request gets, on `vow_idempotency::http`: problems (counted
+//! in vow's metrics), stored responses as sent, `Idempotency-Expires`; plus [`json`], how vow
+//! renders a create's answer for storing.
 
 use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
 use vow_idempotency::http;
 use vow_idempotency::Problem;
 use vow_store::idempotency::StoredResponse;
 
 use crate::error::{ApiError, ApiResult, ErrorReport};
 
-pub use vow_idempotency::http::{key, prefer_wait, response as stored, with_expires as expiring};
+pub use vow_idempotency::http::{response as stored, with_expires as expiring};
 
 /// A problem as `application/problem+json` (with `Retry-After` when it says to retry later),
 /// counted by type.
 pub fn problem(p: Problem) -> Response {
-    metrics::counter!(crate::metrics::IDEMPOTENCY_PROBLEMS, "type" => p.name()).increment(1);
+    count(&p);
     p.into_response()
 }
 
-/// A stored response replayed, with `Idempotent-Replayed: true` and `Idempotency-Expires`;
-/// counted.
-pub fn replayed(response: StoredResponse, expires_at: DateTime<Utc>) -> Response {
-    metrics::counter!(crate::metrics::IDEMPOTENT_REPLAYS).increment(1);
-    http::replay(response, expires_at)
+/// Counts an answered problem by type.
+pub(super) fn count(p: &Problem) {
+    metrics::counter!(crate::metrics::IDEMPOTENCY_PROBLEMS, "type" => p.name()).increment(1);
 }
 
 /// `status` with `value` as its JSON body, as a response to store: what every create renders.

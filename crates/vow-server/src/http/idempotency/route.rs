@@ -5,19 +5,16 @@
 //! leaves the same state), so they take no key, as the IETF draft allows; neither do the public
 //! ingest routes (`/in/...`), which deduplicate by the provider's event id.
 //!
-//! Each route lists the query parameters it reads: they are part of the request's identity.
+//! Each route lists the query parameters it reads: they are part of the request's identity
+//! (`vow_idempotency::http::Route` reads them, and the target, the one way the fingerprint
+//! covers them). An application's routes scope their records to the application in the path
+//! ([`APPLICATION`]).
 
-/// A route that honours `Idempotency-Key`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Route {
-    /// Its name, e.g. `message.create`.
-    pub name: &'static str,
-    /// Its template, e.g. `/api/v1/app/{app_id}/msg`: the records' scope.
-    pub template: &'static str,
-    /// The query parameters its handler reads (they change what it does or answers), e.g.
-    /// `with_content`; any other parameter is ignored, by the handler and by the fingerprint.
-    pub query: &'static [&'static str],
-}
+pub use vow_idempotency::http::Route;
+
+/// The path parameter that names the application an application's route's records are scoped
+/// to (resolved, so its uid and id share keys).
+pub const APPLICATION: &str = "app_id";
 
 /// Every route that honours the header.
 pub const ROUTES: &[Route] = &[
@@ -108,48 +105,14 @@ pub const ROUTES: &[Route] = &[
     },
 ];
 
-impl Route {
-    /// The route called `name`.
-    pub fn named(name: &str) -> Option<&'static Route> {
-        ROUTES.iter().find(|r| r.name == name)
-    }
+/// The route called `name`.
+pub fn named(name: &str) -> Option<&'static Route> {
+    ROUTES.iter().find(|r| r.name == name)
+}
 
-    /// The route whose template is `template` (axum's `MatchedPath`).
-    pub fn at(template: &str) -> Option<&'static Route> {
-        ROUTES.iter().find(|r| r.template == template)
-    }
-
-    /// Whether its records are scoped to the application in the path.
-    pub fn has_application(&self) -> bool {
-        self.template.contains("{app_id}")
-    }
-
-    /// The query parameters the fingerprint covers, canonical: the ones the route reads, as
-    /// sent (decoded, then percent-encoded again the one way `form_urlencoded` does), sorted by
-    /// name (a repeated name keeps its values' order), joined by `&`. `with_content=true` and no
-    /// parameter are two requests, though they answer alike: a retry sends what it sent.
-    pub fn canonical_query(&self, raw: Option<&str>) -> String {
-        let mut read: Vec<(String, String)> = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-            .filter(|(name, _)| self.query.contains(&name.as_ref()))
-            .map(|(name, value)| (name.into_owned(), value.into_owned()))
-            .collect();
-        read.sort_by(|a, b| a.0.cmp(&b.0));
-        form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(read)
-            .finish()
-    }
-
-    /// What the fingerprint covers besides the body and the query: the template with every parameter but the
-    /// application (already the scope, resolved, so its uid and id share keys) filled in from
-    /// `params`. The same key sent to two endpoints is a reuse, never a replay of the other's.
-    pub fn target<'a>(&self, params: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
-        params
-            .into_iter()
-            .filter(|(name, _)| *name != "app_id")
-            .fold(self.template.to_owned(), |t, (name, value)| {
-                t.replace(&format!("{{{name}}}"), value)
-            })
-    }
+/// The route whose template is `template` (axum's `MatchedPath`).
+pub fn at(template: &str) -> Option<&'static Route> {
+    ROUTES.iter().find(|r| r.template == template)
 }
 
 #[cfg(test)]
@@ -158,46 +121,50 @@ mod tests {
 
     #[test]
     fn routes_are_found_by_name_and_by_template() {
-        let rotate = Route::named("endpoint.secret.rotate").unwrap();
-        assert_eq!(Route::at(rotate.template), Some(rotate));
-        assert!(rotate.has_application());
-        assert!(!Route::named("application.create")
-            .unwrap()
-            .has_application());
-        assert_eq!(Route::named("message.delete"), None);
+        let rotate = named("endpoint.secret.rotate").unwrap();
+        assert_eq!(at(rotate.template), Some(rotate));
+        assert!(rotate.has_param(APPLICATION));
+        assert!(!named("application.create").unwrap().has_param(APPLICATION));
+        assert_eq!(named("message.delete"), None);
     }
 
     #[test]
     fn the_target_fills_in_every_parameter_but_the_application() {
-        let resend = Route::named("message.resend").unwrap();
-        let target = resend.target([
-            ("app_id", "acme"),
-            ("msg_id", "msg_1"),
-            ("endpoint_id", "ep_2"),
-        ]);
+        let resend = named("message.resend").unwrap();
+        let target = resend.target(
+            APPLICATION,
+            [
+                ("app_id", "acme"),
+                ("msg_id", "msg_1"),
+                ("endpoint_id", "ep_2"),
+            ],
+        );
         assert_eq!(
             target,
             "/api/v1/app/{app_id}/msg/msg_1/endpoint/ep_2/resend"
         );
-        let create = Route::named("message.create").unwrap();
-        assert_eq!(create.target([("app_id", "acme")]), create.template);
+        let create = named("message.create").unwrap();
+        assert_eq!(
+            create.target(APPLICATION, [("app_id", "acme")]),
+            create.template
+        );
     }
 
     #[test]
     fn the_query_keeps_what_the_route_reads_in_a_canonical_order() {
-        let create = Route::named("application.create").unwrap();
+        let create = named("application.create").unwrap();
         assert_eq!(create.canonical_query(None), "");
         assert_eq!(create.canonical_query(Some("other=1")), "");
         assert_eq!(
             create.canonical_query(Some("z=9&get_if_exists=tru%65")),
             "get_if_exists=true"
         );
-        let msg = Route::named("message.create").unwrap();
+        let msg = named("message.create").unwrap();
         assert_eq!(
             msg.canonical_query(Some("with_content=false&x=1&with_content=a+b")),
             "with_content=false&with_content=a+b"
         );
-        let resend = Route::named("message.resend").unwrap();
+        let resend = named("message.resend").unwrap();
         assert_eq!(resend.canonical_query(Some("with_content=false")), "");
     }
 

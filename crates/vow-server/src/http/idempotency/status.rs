@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use vow_idempotency::IdempotencyKey;
 use vow_store::idempotency::Scope;
 
-use super::{Route, PRINCIPAL};
+use super::route::{self, APPLICATION};
+use super::PRINCIPAL;
 use crate::error::{ApiError, ApiResult};
 use crate::http::api::lookup::resolve_app;
 use crate::http::extract::ValidQuery;
@@ -46,7 +47,7 @@ async fn get_idempotency_key(
 ) -> ApiResult<Json<IdempotencyKeyOut>> {
     let key = IdempotencyKey::parse(&raw_key)
         .map_err(|e| ApiError::invalid(&["path", "key"], e.to_string(), "value_error.key"))?;
-    let route = Route::named(&q.route).ok_or_else(|| {
+    let route = route::named(&q.route).ok_or_else(|| {
         let names: Vec<&str> = super::ROUTES.iter().map(|r| r.name).collect();
         ApiError::invalid(
             &["query", "route"],
@@ -54,7 +55,7 @@ async fn get_idempotency_key(
             "value_error.route",
         )
     })?;
-    let application = match (route.has_application(), q.app_id) {
+    let application = match (route.has_param(APPLICATION), q.app_id) {
         (true, Some(app)) => Some(resolve_app(&state, &app).await?.to_string()),
         (true, None) => {
             return Err(ApiError::invalid(

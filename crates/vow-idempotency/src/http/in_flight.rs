@@ -4,20 +4,21 @@
 //!
 //! A request [`InFlight::enter`]s its scope before it runs; the [`Running`] guard it gets
 //! leaves (and wakes every waiter) when the request's answer is decided, however it ends (a
-//! panic or a dropped task included). One registry per [`AppState`](crate::http::AppState): no
-//! global state. Its cost on the hot path is one short mutex section and a map insert and remove.
+//! panic or a dropped task included). One registry per service (its state holds it, and hands it
+//! to [`super::flow::run`]): no global state. Its cost on the hot path is one short mutex
+//! section and a map insert and remove.
 //!
 //! The registry only says that a request with the scope is running here; the store's record
 //! still decides ownership and answers. On SQLite it is what keeps a duplicate out of the one
 //! writer's queue, which a blocked first write holds up; across nodes (PostgreSQL) the store's
-//! scope lock says the same (`vow_idempotency::postgres`).
+//! scope lock says the same (`crate::postgres`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::record::Scope;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use vow_store::idempotency::Scope;
 
 /// The scopes of the keyed requests running on this node.
 #[derive(Debug, Default)]
@@ -109,7 +110,7 @@ mod tests {
             application: Some("app_1".into()),
             method: "POST".into(),
             route: "/api/v1/app/{app_id}/msg".into(),
-            key: vow_idempotency::IdempotencyKey::parse(key).unwrap(),
+            key: crate::IdempotencyKey::parse(key).unwrap(),
         }
     }
 
