@@ -9,20 +9,30 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 use vow_store::session::Session;
 
+/// A form refused as forged: 403, saying why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forged(pub &'static str);
+
+impl IntoResponse for Forged {
+    fn into_response(self) -> Response {
+        (StatusCode::FORBIDDEN, self.0).into_response()
+    }
+}
+
 /// Refuses a form whose token is not `session`'s, or that came from another origin.
-pub fn check(session: &Session, token: &str, headers: &HeaderMap) -> Result<(), Response> {
+pub fn check(session: &Session, token: &str, headers: &HeaderMap) -> Result<(), Forged> {
     same_origin(headers)?;
     if bool::from(token.as_bytes().ct_eq(session.csrf.as_bytes())) {
         Ok(())
     } else {
-        Err(forbidden(
+        Err(Forged(
             "the form's CSRF token is missing or not this session's; reload the page",
         ))
     }
 }
 
 /// Refuses a request whose `Origin` names another host than the one it was sent to.
-pub fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
+pub fn same_origin(headers: &HeaderMap) -> Result<(), Forged> {
     let Some(origin) = headers.get(ORIGIN) else {
         return Ok(());
     };
@@ -34,12 +44,8 @@ pub fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
         .map(|(_, rest)| rest);
     match (origin_host, host) {
         (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
-        _ => Err(forbidden("the form was posted from another site")),
+        _ => Err(Forged("the form was posted from another site")),
     }
-}
-
-fn forbidden(why: &'static str) -> Response {
-    (StatusCode::FORBIDDEN, why).into_response()
 }
 
 #[cfg(test)]
@@ -89,7 +95,7 @@ mod tests {
         ] {
             let refused = check(&session(), token, &headers(origin)).unwrap_err();
             assert_eq!(
-                refused.status(),
+                refused.into_response().status(),
                 StatusCode::FORBIDDEN,
                 "{token:?} {origin:?}"
             );

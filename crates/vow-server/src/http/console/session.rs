@@ -107,8 +107,8 @@ async fn log_in(
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    if let Err(refused) = csrf::same_origin(&headers) {
-        return refused;
+    if let Err(forged) = csrf::same_origin(&headers) {
+        return forged.into_response();
     }
     let address: Option<IpAddr> = peer.map(|Extension(ConnectInfo(a))| a.ip());
     let now = Instant::now();
@@ -161,8 +161,8 @@ async fn log_out(
     headers: HeaderMap,
     Form(form): Form<LogoutForm>,
 ) -> Response {
-    if let Err(refused) = csrf::check(&operator.session, &form.csrf, &headers) {
-        return refused;
+    if let Err(forged) = csrf::check(&operator.session, &form.csrf, &headers) {
+        return forged.into_response();
     }
     if let Err(e) = state.store.end_session(&operator.session.id_hash).await {
         return ApiError::from(e).into_response();
