@@ -34,7 +34,8 @@ impl TokenHash {
         Self(Sha256::digest(token.as_bytes()).into())
     }
 
-    fn to_hex(self) -> String {
+    /// The hash, hex: how it is stored.
+    pub fn to_hex(self) -> String {
         hex::encode(self.0)
     }
 
@@ -92,12 +93,14 @@ pub async fn resolve_admin_token(
 
 /// A new random token: `vow_sk_` + 32 random bytes, base64url.
 pub fn generate_token() -> String {
+    format!("vow_sk_{}", random_secret())
+}
+
+/// 256 random bits from the OS, URL-safe base64: a token, a session secret, a CSRF token.
+pub fn random_secret() -> String {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
-    format!(
-        "vow_sk_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-    )
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// Middleware: lets a request through only with the admin token.

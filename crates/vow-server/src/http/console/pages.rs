@@ -44,6 +44,13 @@ impl Cursor {
     fn seek(&self) -> Seek {
         Seek::for_iterator(self.after.as_deref(), Order::Ascending, PAGE_SIZE)
     }
+
+    /// The page `rows` (fetched for [`Cursor::seek`]) make, and where the next one starts.
+    fn page<T>(&self, rows: Vec<T>, key: impl Fn(&T) -> String) -> (Vec<T>, Option<String>) {
+        let page = Page::build(rows, &self.seek(), Order::Ascending, key);
+        let next = if page.done { None } else { page.iterator };
+        (page.data, next)
+    }
 }
 
 #[derive(Template)]
@@ -59,15 +66,13 @@ async fn applications(
     operator: Operator,
     Query(cursor): Query<Cursor>,
 ) -> ApiResult<Response> {
-    let seek = cursor.seek();
-    let rows = state.store.list_applications(&seek).await?;
-    let page = Page::build(rows, &seek, Order::Ascending, |a| a.id.to_string());
-    let next = (!page.done).then_some(page.iterator).flatten();
+    let rows = state.store.list_applications(&cursor.seek()).await?;
+    let (apps, next) = cursor.page(rows, |a| a.id.to_string());
     Ok(render(
         StatusCode::OK,
         &ApplicationsPage {
             csrf: operator.session.csrf,
-            apps: page.data,
+            apps,
             next,
         },
     ))
@@ -109,20 +114,18 @@ async fn application(
     Query(cursor): Query<Cursor>,
 ) -> ApiResult<Response> {
     let app = find_app(&state, &app_key(&app_id)?).await?;
-    let seek = cursor.seek();
-    let rows = state.store.list_endpoints(app.id, &seek).await?;
-    let page = Page::build(rows, &seek, Order::Ascending, |e| e.id.to_string());
+    let rows = state.store.list_endpoints(app.id, &cursor.seek()).await?;
+    let (listed, next) = cursor.page(rows, |e| e.id.to_string());
     let now = state.now();
     let since = now - HEALTH_WINDOW;
-    let mut endpoints = Vec::with_capacity(page.data.len());
-    for endpoint in page.data {
+    let mut endpoints = Vec::with_capacity(listed.len());
+    for endpoint in listed {
         let stats = state
             .queue
             .endpoint_stats(app.id, endpoint.id, Some(since), None, now)
             .await?;
         endpoints.push(EndpointHealth { endpoint, stats });
     }
-    let next = (!page.done).then_some(page.iterator).flatten();
     Ok(render(
         StatusCode::OK,
         &ApplicationPage {

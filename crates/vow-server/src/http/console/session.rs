@@ -18,15 +18,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Form, Router};
-use rand::RngCore;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use vow_store::session::{Session, SessionScope};
 
 use super::csrf;
 use super::throttle::Throttle;
 use super::view::render;
-use crate::auth::TokenHash;
+use crate::auth::{random_secret, TokenHash};
 use crate::error::ApiError;
 use crate::state::{AppState, ConsoleSettings};
 
@@ -129,14 +127,14 @@ async fn log_in(
         return render(StatusCode::UNAUTHORIZED, &LoginPage { error: Some(error) });
     }
     login.0.throttle.succeeded(address);
-    let secret = random_token();
+    let secret = random_secret();
     let created_at = state.now();
     let ttl = chrono::Duration::from_std(login.0.settings.session_ttl)
         .unwrap_or(chrono::Duration::hours(12));
     let session = Session {
         id_hash: hash(&secret),
         scope: SessionScope::Console,
-        csrf: random_token(),
+        csrf: random_secret(),
         created_at,
         expires_at: created_at + ttl,
     };
@@ -183,17 +181,9 @@ fn too_many(wait: Duration) -> Response {
     response
 }
 
-/// 32 random bytes, URL-safe base64: a session secret or a CSRF token.
-pub fn random_token() -> String {
-    use base64::Engine;
-    let mut bytes = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// The stored form of a session secret: its SHA-256, hex.
+/// The stored form of a session secret: its SHA-256, hex (as the admin token's hash).
 pub fn hash(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+    TokenHash::of(secret).to_hex()
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers.
@@ -210,22 +200,21 @@ pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 }
 
 fn session_cookie(secret: &str, settings: &ConsoleSettings) -> String {
-    let max_age = settings.session_ttl.as_secs();
-    let secure = if settings.secure_cookies {
-        "; Secure"
-    } else {
-        ""
-    };
-    format!("{COOKIE_NAME}={secret}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}")
+    cookie_header(secret, settings.session_ttl.as_secs(), settings)
 }
 
 fn cleared_cookie(settings: &ConsoleSettings) -> String {
+    cookie_header("", 0, settings)
+}
+
+/// `Set-Cookie` for the session cookie holding `value` for `max_age` seconds.
+fn cookie_header(value: &str, max_age: u64, settings: &ConsoleSettings) -> String {
     let secure = if settings.secure_cookies {
         "; Secure"
     } else {
         ""
     };
-    format!("{COOKIE_NAME}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}")
+    format!("{COOKIE_NAME}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}")
 }
 
 #[cfg(test)]
@@ -259,7 +248,7 @@ mod tests {
 
     #[test]
     fn secrets_are_random_and_stored_only_as_their_hash() {
-        let (a, b) = (random_token(), random_token());
+        let (a, b) = (random_secret(), random_secret());
         assert_ne!(a, b);
         assert_eq!(a.len(), 43);
         assert_eq!(hash(&a).len(), 64);
