@@ -25,6 +25,7 @@
 //! - [`worker`]: the generic worker loop (claim, run, heartbeat, idle wait, shutdown drain) the
 //!   delivery and inbound workers instantiate.
 
+pub mod actions;
 pub mod auth;
 pub mod config;
 pub mod delivery;

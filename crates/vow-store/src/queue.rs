@@ -328,6 +328,16 @@ pub enum MessageStatus {
 }
 
 impl MessageStatus {
+    /// Svix's `statusText`: `success`, `pending`, `fail` or `sending`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Success => "success",
+            MessageStatus::Pending => "pending",
+            MessageStatus::Fail => "fail",
+            MessageStatus::Sending => "sending",
+        }
+    }
+
     /// The condition over a `deliveries` row for this status at `$now` (a backend puts its
     /// placeholder for the time there): what a listing filters by and `stats` counts.
     pub fn condition(self) -> &'static str {

@@ -1,8 +1,6 @@
 //! Delivery history and operator actions: message attempts (by message, by endpoint, one),
 //! expunging content, resend, endpoint stats, recover, and vow's replay with filters.
 
-use std::sync::Arc;
-
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -11,15 +9,15 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use vow_core::{AttemptId, EndpointId, EventTypeName, MessageId};
+use vow_core::{AttemptId, EndpointId, MessageId};
 use vow_store::page::Page;
 use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, ReplayFilter};
-use vow_store::Store;
 use vow_store::{Delivery, Order};
 
 use super::list::{ListParams, ListResponse};
 use super::lookup::{find_endpoint, find_message, resolve_app};
-use super::validate::Problems;
+use crate::actions::replay::Replay;
+use crate::actions::resend::Resend;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
@@ -235,15 +233,15 @@ async fn resend_message(
     let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &[], move |commit| async move {
         let state = commit.state();
-        let msg = find_message(state, app, &msg_id).await?;
-        let endpoint = find_endpoint(state, app, &endpoint_id).await?;
-        let now = state.now();
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            store.resend_keyed(app, msg, endpoint, now, keyed).await
+        let resend = Resend {
+            app,
+            msg: find_message(state, app, &msg_id).await?,
+            endpoint: find_endpoint(state, app, &endpoint_id).await?,
+            now: state.now(),
         };
         // Svix answers `EmptyResponse`, `{}`, which its SDKs parse.
         let render = |_: &Delivery| idempotency::json(StatusCode::ACCEPTED, &json!({}), None);
-        Ok(commit.write(write, render).await?.1)
+        Ok(commit.act(resend, render).await?.1)
     })
     .await
 }
@@ -301,28 +299,27 @@ struct RecoverOut {
     updated_at: DateTime<Utc>,
 }
 
-/// How far apart replayed deliveries are scheduled, so a receiver that just came back is not
-/// flooded (50 per second per endpoint).
-const REPLAY_SPACING_MS: i64 = 20;
-
 async fn recover_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
     once: Once,
     ValidJsonBytes(body, raw): ValidJsonBytes<RecoverIn>,
 ) -> ApiResult<Response> {
+    let filter = ReplayFilter {
+        since: Some(body.since),
+        until: body.until,
+        ..Default::default()
+    };
+    let filter = Replay::filter("body", filter)?;
     let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let now = commit.state().now();
         let endpoint = find_endpoint(commit.state(), app, &endpoint_id).await?;
-        let filter = ReplayFilter {
-            since: Some(body.since),
-            until: body.until,
-            ..Default::default()
-        };
-        let spacing = chrono::Duration::milliseconds(REPLAY_SPACING_MS);
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            (store.replay_keyed(app, endpoint, &filter, now, spacing, keyed)).await
+        let replay = Replay {
+            app,
+            endpoint,
+            filter,
+            now,
         };
         let render = move |_: &u64| {
             let out = RecoverOut {
@@ -333,7 +330,7 @@ async fn recover_endpoint(
             };
             idempotency::json(StatusCode::ACCEPTED, &out, Some(out.id.clone()))
         };
-        Ok(commit.write(write, render).await?.1)
+        Ok(commit.act(replay, render).await?.1)
     })
     .await
 }
@@ -365,27 +362,23 @@ async fn replay_endpoint(
     MaybeJson(body, raw): MaybeJson<ReplayIn>,
 ) -> ApiResult<Response> {
     let body = body.unwrap_or_default();
-    let mut p = Problems::default();
-    for (i, t) in body.event_types.iter().enumerate() {
-        p.check(
-            &["body", "eventTypes", &i.to_string()],
-            EventTypeName::parse(t.as_str()),
-        );
-    }
-    p.finish()?;
     let filter = ReplayFilter {
         since: body.since,
         until: body.until,
         event_types: body.event_types,
         last_status: body.last_status_code,
     };
-    let spacing = chrono::Duration::milliseconds(REPLAY_SPACING_MS);
+    let filter = Replay::filter("body", filter)?;
     let dry_run = body.dry_run;
     let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let state = commit.state();
-        let endpoint = find_endpoint(state, app, &endpoint_id).await?;
-        let now = state.now();
+        let replay = Replay {
+            app,
+            endpoint: find_endpoint(state, app, &endpoint_id).await?,
+            filter,
+            now: state.now(),
+        };
         let render = move |count: &u64| {
             let out = ReplayOut {
                 count: *count,
@@ -394,15 +387,10 @@ async fn replay_endpoint(
             idempotency::json(StatusCode::OK, &out, None)
         };
         if dry_run {
-            let count = (state.queue)
-                .replay(app, endpoint, &filter, now, spacing, true)
-                .await?;
+            let count = replay.count(state).await?;
             return Ok(idempotency::respond::stored(render(&count)));
         }
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            (store.replay_keyed(app, endpoint, &filter, now, spacing, keyed)).await
-        };
-        Ok(commit.write(write, render).await?.1)
+        Ok(commit.act(replay, render).await?.1)
     })
     .await
 }

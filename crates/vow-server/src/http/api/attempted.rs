@@ -8,25 +8,23 @@
 //! messages to a disabled endpoint. `nextAttempt` is the time a `pending` delivery is (or was,
 //! while sending) due; `null` for the others, which nothing schedules.
 
-use std::sync::Arc;
-
 use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{EndpointId, EventTypeName, MessageId};
 use vow_store::page::Page;
 use vow_store::queue::{DeliveryState, MessageStatus};
-use vow_store::Store;
-use vow_store::{DeliveryStatus, EventType, MessageCreate, NewMessage, Order};
+use vow_store::{DeliveryStatus, Order};
 
 use super::endpoint::EndpointOut;
 use super::list::{ListParams, ListResponse};
 use super::lookup::{find_endpoint, find_message, resolve_app};
 use super::message::{accepted, ListMessagesParams, MessageOut};
 use super::validate::Problems;
+use crate::actions::endpoint::Example;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::Once;
@@ -61,16 +59,16 @@ struct StatusOut {
 
 impl From<&DeliveryState> for StatusOut {
     fn from(d: &DeliveryState) -> Self {
-        let (status, status_text) = match d.status {
-            MessageStatus::Success => (0, "success"),
-            MessageStatus::Pending => (1, "pending"),
-            MessageStatus::Fail => (2, "fail"),
-            MessageStatus::Sending => (3, "sending"),
+        let status = match d.status {
+            MessageStatus::Success => 0,
+            MessageStatus::Pending => 1,
+            MessageStatus::Fail => 2,
+            MessageStatus::Sending => 3,
         };
         let pending = d.delivery.status == DeliveryStatus::Pending;
         Self {
             status,
-            status_text,
+            status_text: d.status.as_str(),
             next_attempt: pending.then_some(d.delivery.next_attempt_at),
         }
     }
@@ -182,46 +180,6 @@ struct EventExampleIn {
     example_index: usize,
 }
 
-/// The payload of example `index` of `event_type`: `examples[index]` of its latest schema
-/// version that has examples (422 past the last one), or, when no schema has any, the
-/// placeholder `{"type": <event type>, "data": {"example": true}}` whatever the index (as Svix
-/// ignores it then), so an endpoint can be tried before its event types are documented.
-fn example_payload(event_type: &EventType, index: usize) -> ApiResult<serde_json::Value> {
-    let loc = ["body", "exampleIndex"];
-    let examples = event_type
-        .schemas
-        .as_ref()
-        .and_then(serde_json::Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(version, schema)| {
-            let examples = schema.get("examples")?.as_array()?;
-            Some((version.parse::<u64>().unwrap_or(0), examples))
-        })
-        .filter(|(_, examples)| !examples.is_empty())
-        .max_by_key(|(version, _)| *version)
-        .map(|(_, examples)| examples);
-    let Some(examples) = examples else {
-        return Ok(serde_json::json!({"type": event_type.name, "data": {"example": true}}));
-    };
-    let example = examples.get(index).ok_or_else(|| {
-        let msg = format!(
-            "event type {:?} has {} schema example(s): the index must be below that",
-            event_type.name,
-            examples.len()
-        );
-        ApiError::invalid(&loc, msg, "value_error.number.range")
-    })?;
-    if !example.is_object() {
-        let msg = format!(
-            "example {index} of {:?} is not a JSON object",
-            event_type.name
-        );
-        return Err(ApiError::invalid(&loc, msg, "type_error.dict"));
-    }
-    Ok(example.clone())
-}
-
 /// Sends an event type's example to one endpoint only: a real message, signed, retried and
 /// listed like any other, with a single delivery (written with it in one store transaction).
 async fn send_example(
@@ -236,37 +194,17 @@ async fn send_example(
         EventTypeName::parse(body.event_type),
     );
     p.finish()?;
-    let name = name.map(EventTypeName::into_string).unwrap_or_default();
+    let Some(name) = name else {
+        return Err(ApiError::Internal("a checked name is missing".into()));
+    };
     let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let state = commit.state();
         let endpoint = find_endpoint(state, app, &endpoint_id).await?;
-        let event_type = match state.store.get_event_type(&name).await? {
-            Some(et) if !et.archived => et,
-            _ => return Err(ApiError::NotFound(format!("Event type {name:?} not found"))),
-        };
-        let payload = example_payload(&event_type, body.example_index)?;
-        let now = state.now();
-        let new = NewMessage {
-            id: MessageId::new(),
-            app_id: app,
-            event_id: None,
-            event_type: name,
-            channels: None,
-            payload: payload.to_string(),
-            payload_expires_at: now + Duration::days(state.settings.payload_retention_days),
-            now,
-        };
-        let response = accepted(new.clone().into_stored(), true);
-        let create = MessageCreate {
-            new,
-            only: Some(endpoint),
-            app: None,
-        };
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            store.create_message_keyed(create, keyed).await
-        };
-        let (_, response) = commit.write_answering(write, response).await?;
+        let at = ["body", "exampleIndex"];
+        let example = Example::new(state, app, endpoint, &name, body.example_index, &at).await?;
+        let response = accepted(example.message().clone().into_stored(), true);
+        let (_, response) = commit.act_answering(example, response).await?;
         Ok(response)
     })
     .await

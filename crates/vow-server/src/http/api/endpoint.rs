@@ -28,6 +28,7 @@ use super::keys::endpoint_key;
 use super::list::{ListParams, ListResponse};
 use super::lookup::{find_endpoint_in, resolve_app};
 use super::validate::{check_secret, check_uid, Metadata, Problems};
+use crate::actions::endpoint::Rotation;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
@@ -479,36 +480,27 @@ async fn rotate_endpoint_secret(
     let key = body
         .key
         .and_then(|k| check_secret(&mut p, &["body", "key"], &k));
-    let grace = match body.grace_period_seconds {
-        Some(g) => {
-            p.require(
-                g <= 604_800,
-                &["body", "gracePeriodSeconds"],
-                "must be at most 604800 (7 days)",
-                "value_error.number.not_le",
-            );
-            std::time::Duration::from_secs(g.into())
-        }
-        None => state.settings.secret_rotation_grace,
-    };
+    let grace = body.grace_period_seconds.map(|g| {
+        p.require(
+            g <= 604_800,
+            &["body", "gracePeriodSeconds"],
+            "must be at most 604800 (7 days)",
+            "value_error.number.not_le",
+        );
+        std::time::Duration::from_secs(g.into())
+    });
     p.finish()?;
-    let valid_until = state.now()
-        + chrono::Duration::from_std(grace).map_err(|e| ApiError::Internal(Box::new(e)))?;
-    let key = key.unwrap_or_else(crate::secret::generate);
     let app = resolve_app(&state, &app_id).await?;
     let endpoint = endpoint_key(&endpoint_id)?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let endpoint = find_endpoint_in(commit.state(), app, &endpoint).await?;
-        let new_key = key.clone();
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            (store.rotate_endpoint_secret_keyed(app, endpoint.id, new_key, valid_until, keyed))
-                .await
-        };
+        let rotation = Rotation::new(commit.state(), app, endpoint.id, key, grace)?;
+        let key = rotation.key.clone();
         // The spec says 204, but the official SDKs (svix 2.x) parse an `EndpointSecretOut` from
         // this response; a 200 with the new key satisfies both.
         let render =
             move |_: &()| idempotency::json(StatusCode::OK, &EndpointSecretOut { key }, None);
-        Ok(commit.write(write, render).await?.1)
+        Ok(commit.act(rotation, render).await?.1)
     })
     .await
 }

@@ -256,6 +256,22 @@ pub fn accepted(message: Message, with_content: bool) -> StoredResponse {
     }
 }
 
+/// `filter` if its event types and channel are valid names, else 422 naming every bad one.
+pub fn checked_filter(filter: MessageFilter) -> ApiResult<MessageFilter> {
+    let mut p = Problems::default();
+    for (i, t) in filter.event_types.iter().enumerate() {
+        p.check(
+            &["query", "event_types", &i.to_string()],
+            EventTypeName::parse(t.as_str()),
+        );
+    }
+    if let Some(c) = &filter.channel {
+        p.check(&["query", "channel"], Channel::parse(c.as_str()));
+    }
+    p.finish()?;
+    Ok(filter)
+}
+
 /// The filters of a message listing (`event_types`, `channel`, `before`, `after`) and
 /// `with_content`.
 #[derive(Debug, Deserialize)]
@@ -278,18 +294,7 @@ impl ListMessagesParams {
             .flat_map(|t| t.split(','))
             .map(str::to_string)
             .collect();
-        let mut p = Problems::default();
-        for (i, t) in event_types.iter().enumerate() {
-            p.check(
-                &["query", "event_types", &i.to_string()],
-                EventTypeName::parse(t.as_str()),
-            );
-        }
-        if let Some(c) = &self.channel {
-            p.check(&["query", "channel"], Channel::parse(c.as_str()));
-        }
-        p.finish()?;
-        Ok(MessageFilter {
+        checked_filter(MessageFilter {
             event_types,
             channel: self.channel.clone(),
             before: self.before,

@@ -8,8 +8,6 @@
 //! request again replays the first answer. Processing and pull mode are in
 //! [`super::source_work`].
 
-use std::sync::Arc;
-
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -27,11 +25,11 @@ use vow_store::inbound::{
 };
 use vow_store::page::Page;
 use vow_store::Order;
-use vow_store::Store;
 
 use super::keys::{id_error, source_key};
 use super::list::{ListParams, ListResponse};
 use super::lookup::find_source;
+use crate::actions::inbound::Resolve;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::ValidQuery;
 use crate::http::idempotency::{self, Once};
@@ -269,18 +267,9 @@ async fn resolve(
     to: InboundState,
 ) -> ApiResult<Response> {
     let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
-    let wake = state.inbound_wake.clone();
     once.run(state, None, &[], move |commit| async move {
-        let now = commit.state().now();
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            (store.resolve_quarantined_keyed(source, event, to, now, keyed)).await
-        };
-        let (_, response) = commit.write(write, event_answer).await?;
-        tracing::info!(source = %source, event = %event, to = to.as_str(), "quarantined inbound event resolved");
-        if to == InboundState::Received {
-            wake.notify_one();
-        }
-        Ok(response)
+        let decision = Resolve::new(commit.state(), source, event, to);
+        Ok(commit.act(decision, event_answer).await?.1)
     })
     .await
 }

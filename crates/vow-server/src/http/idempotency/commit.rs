@@ -14,6 +14,7 @@ use vow_store::{Store, StoreError, StoreResult};
 #[cfg(feature = "fault-hooks")]
 use super::fault;
 use super::respond;
+use crate::actions::Action;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -111,6 +112,26 @@ impl Commit {
     /// The handler's state.
     pub fn state(&self) -> &AppState {
         &self.state
+    }
+
+    /// Runs `action` as [`Commit::write`] runs a write: the same transaction whether an API
+    /// route or a form asked for it.
+    pub async fn act<A: Action>(
+        self,
+        action: A,
+        render: impl FnOnce(&A::Done) -> StoredResponse + Send + 'static,
+    ) -> ApiResult<(A::Done, Response)> {
+        self.write(|store, keyed| action.write(store, keyed), render)
+            .await
+    }
+
+    /// Runs `action` as [`Commit::write_answering`] runs a write: answering `response`.
+    pub async fn act_answering<A: Action>(
+        self,
+        action: A,
+        response: StoredResponse,
+    ) -> ApiResult<(A::Done, Response)> {
+        (self.write_answering(|store, keyed| action.write(store, keyed), response)).await
     }
 
     /// Runs `write`, the typed store method of one keyed operation, in one store transaction,
