@@ -18,16 +18,22 @@
 //! - [`view`]: rendering a template into a response.
 
 pub mod csrf;
+pub mod diff;
+pub mod endpoint_forms;
+pub mod endpoints;
 pub mod headers;
+pub mod messages;
 pub mod pages;
+pub mod scope;
 pub mod session;
+pub mod sources;
 pub mod throttle;
 pub mod view;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware;
 use axum::response::{IntoResponse, Redirect};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Router};
 
 use crate::auth::TokenHash;
@@ -41,10 +47,48 @@ pub fn routes(admin: TokenHash, settings: ConsoleSettings) -> Router<AppState> {
     Router::new()
         .route("/", get(|| async { Redirect::to("/console") }))
         .route("/console/assets/console.css", get(stylesheet))
+        .route("/console", get(pages::applications))
         .merge(session::routes())
-        .merge(pages::routes())
+        .nest("/console/app/{app_id}", app_pages())
+        .route("/console/sources", get(sources::sources))
+        .route("/console/source/{source_id}", get(sources::source))
+        .route(
+            "/console/source/{source_id}/event/{event_id}",
+            get(sources::event),
+        )
+        .route(
+            "/console/source/{source_id}/event/{event_id}/release",
+            post(sources::release),
+        )
+        .route(
+            "/console/source/{source_id}/event/{event_id}/discard",
+            post(sources::discard),
+        )
         .layer(Extension(session::Login::new(admin, settings)))
         .layer(middleware::from_fn(headers::secure))
+}
+
+/// The pages of one application, the same for the console and the portal (see [`scope`]).
+fn app_pages() -> Router<AppState> {
+    let one = "/endpoint/{endpoint_id}";
+    Router::new()
+        .route("/", get(endpoints::application))
+        .route("/messages", get(messages::messages))
+        .route("/msg/{msg_id}", get(messages::message))
+        .route(one, get(endpoints::endpoint))
+        .route(&format!("{one}/secret"), get(endpoints::secret))
+        .route(&format!("{one}/enable"), post(endpoint_forms::enable))
+        .route(&format!("{one}/disable"), post(endpoint_forms::disable))
+        .route(&format!("{one}/rotate"), post(endpoint_forms::rotate))
+        .route(&format!("{one}/test"), post(endpoint_forms::send_test))
+        .route(
+            &format!("{one}/resend/{{msg_id}}"),
+            post(endpoint_forms::resend),
+        )
+        .route(
+            &format!("{one}/replay"),
+            get(endpoint_forms::progress).post(endpoint_forms::replay),
+        )
 }
 
 async fn stylesheet() -> impl IntoResponse {

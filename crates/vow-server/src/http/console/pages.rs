@@ -1,56 +1,69 @@
-//! The console's pages: the applications, and each application's endpoints with their health.
-//! Each page reads through the store methods and lookups the API routes use, with keyset
-//! pagination (no count over a whole table).
+//! The console's own pages (the applications list), and what every list page shares: keyset
+//! pagination (`?after=` the last key of the page before, no count over a whole table) and
+//! reading the time fields of a form.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::Deserialize;
 use vow_store::page::Page;
-use vow_store::queue::DeliveryStats;
-use vow_store::{Application, Endpoint, Order, Seek};
+use vow_store::{Application, Order, Seek};
 
 use super::session::Operator;
 use super::view::render;
-use crate::error::ApiResult;
-use crate::http::api::keys::app_key;
-use crate::http::api::lookup::find_app;
+use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 /// Rows on one page of a list.
-const PAGE_SIZE: usize = 50;
+pub const PAGE_SIZE: usize = 50;
 
-/// How far back an endpoint's delivery counts reach.
-const HEALTH_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
-
-/// The pages' routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/console", get(applications))
-        .route("/console/app/{app_id}", get(application))
-}
-
-/// Where a list page starts: `?after=` the last key of the page before.
+/// Where an oldest-first list page starts: `?after=` the last key of the page before.
 #[derive(Deserialize)]
-struct Cursor {
+pub struct Cursor {
     after: Option<String>,
 }
 
 impl Cursor {
-    fn seek(&self) -> Seek {
+    /// The store read of this page.
+    pub fn seek(&self) -> Seek {
         Seek::for_iterator(self.after.as_deref(), Order::Ascending, PAGE_SIZE)
     }
 
     /// The page `rows` (fetched for [`Cursor::seek`]) make, and where the next one starts.
-    fn page<T>(&self, rows: Vec<T>, key: impl Fn(&T) -> String) -> (Vec<T>, Option<String>) {
-        let page = Page::build(rows, &self.seek(), Order::Ascending, key);
-        let next = if page.done { None } else { page.iterator };
-        (page.data, next)
+    pub fn page<T>(&self, rows: Vec<T>, key: impl Fn(&T) -> String) -> (Vec<T>, Option<String>) {
+        keyset_page(rows, &self.seek(), Order::Ascending, key)
     }
+}
+
+/// The page `rows` (fetched for `seek`, in `order`) make, and the key the next page starts
+/// after (`None` on the last page).
+pub fn keyset_page<T>(
+    rows: Vec<T>,
+    seek: &Seek,
+    order: Order,
+    key: impl Fn(&T) -> String,
+) -> (Vec<T>, Option<String>) {
+    let page = Page::build(rows, seek, order, key);
+    let next = if page.done { None } else { page.iterator };
+    (page.data, next)
+}
+
+/// A `datetime-local` value (`2026-12-02T09:30`, seconds optional) as UTC; empty is none.
+pub fn form_time(field: &str, raw: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(raw, f).ok())
+        .map(|t| Some(t.and_utc()))
+        .ok_or_else(|| {
+            let msg = format!("{raw:?} is not a time like 2026-12-02T09:30 (UTC)");
+            ApiError::invalid(&["form", field], msg, "value_error.datetime")
+        })
 }
 
 #[derive(Template)]
@@ -61,7 +74,8 @@ struct ApplicationsPage {
     next: Option<String>,
 }
 
-async fn applications(
+/// Every application, oldest first.
+pub async fn applications(
     State(state): State<AppState>,
     operator: Operator,
     Query(cursor): Query<Cursor>,
@@ -74,66 +88,6 @@ async fn applications(
             csrf: operator.session.csrf,
             apps,
             next,
-        },
-    ))
-}
-
-/// An endpoint and how its deliveries of the last day went.
-struct EndpointHealth {
-    endpoint: Endpoint,
-    stats: DeliveryStats,
-}
-
-impl EndpointHealth {
-    /// Delivered ÷ settled (delivered + dead-lettered), as a percentage, if any settled.
-    fn success_rate(&self) -> Option<String> {
-        let settled = self.stats.success + self.stats.fail;
-        (settled > 0).then(|| {
-            format!(
-                "{:.1} %",
-                100.0 * self.stats.success as f64 / settled as f64
-            )
-        })
-    }
-}
-
-#[derive(Template)]
-#[template(path = "console/application.html")]
-struct ApplicationPage {
-    csrf: String,
-    app: Application,
-    endpoints: Vec<EndpointHealth>,
-    next: Option<String>,
-    since: DateTime<Utc>,
-}
-
-async fn application(
-    State(state): State<AppState>,
-    operator: Operator,
-    Path(app_id): Path<String>,
-    Query(cursor): Query<Cursor>,
-) -> ApiResult<Response> {
-    let app = find_app(&state, &app_key(&app_id)?).await?;
-    let rows = state.store.list_endpoints(app.id, &cursor.seek()).await?;
-    let (listed, next) = cursor.page(rows, |e| e.id.to_string());
-    let now = state.now();
-    let since = now - HEALTH_WINDOW;
-    let mut endpoints = Vec::with_capacity(listed.len());
-    for endpoint in listed {
-        let stats = state
-            .queue
-            .endpoint_stats(app.id, endpoint.id, Some(since), None, now)
-            .await?;
-        endpoints.push(EndpointHealth { endpoint, stats });
-    }
-    Ok(render(
-        StatusCode::OK,
-        &ApplicationPage {
-            csrf: operator.session.csrf,
-            app,
-            endpoints,
-            next,
-            since,
         },
     ))
 }

@@ -13,7 +13,7 @@ use vow_store::{Order, Seek};
 use crate::helpers::{into_parts, TestApp};
 
 pub(crate) const GITHUB_SECRET: &str = "It's a Secret to Everybody";
-pub(super) const STRIPE_SECRET: &str = "whsec_test_secret";
+pub(crate) const STRIPE_SECRET: &str = "whsec_test_secret";
 pub(super) const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 pub(super) const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub(super) const ROTATED_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
@@ -35,7 +35,7 @@ pub(crate) fn github_signature(secret: &str, body: &[u8]) -> String {
 }
 
 /// Stripe: `Stripe-Signature: t=<ts>,v1=<hex HMAC-SHA256(secret, "<ts>." body)>`.
-pub(super) fn stripe_signature(secret: &str, ts: i64, body: &[u8]) -> String {
+pub(crate) fn stripe_signature(secret: &str, ts: i64, body: &[u8]) -> String {
     let ts = ts.to_string();
     let mac = mac_sha256(secret.as_bytes(), &[ts.as_bytes(), b".", body]);
     format!("t={ts},v1={}", hex::encode(mac))

@@ -1,124 +1,14 @@
-//! The operator console as a person meets it: a real headless Chromium (Debian's `chromium`,
-//! driven through `chromedriver`) against a real `vow serve` child, on SQLite and PostgreSQL,
-//! with deliveries counted at a real receiver. Set `VOW_SCREENSHOTS=<dir>` to keep the browser's
-//! screenshots of each page (the ones in `docs/` were made so).
+//! Logging in and out, the applications list, CSRF refusals and the login throttle.
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-use fantoccini::{Client, ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
+use fantoccini::Locator;
 use reqwest::header::{COOKIE, LOCATION, ORIGIN, RETRY_AFTER};
 use reqwest::redirect::Policy;
 use serde_json::json;
 
+use super::Browser;
 use crate::child::Vow;
 use crate::helpers::TOKEN;
 use crate::receiver::Receiver;
-
-/// A headless Chromium session; chromedriver is killed when dropped.
-struct Browser {
-    client: Client,
-    driver: Child,
-}
-
-impl Browser {
-    async fn start() -> Browser {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let driver = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver runs (apt-get install chromium chromium-driver; .ci/run does)");
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                            "--disable-dev-shm-usage", "--window-size=1280,800"]}),
-        );
-        let url = format!("http://127.0.0.1:{port}");
-        let mut last = None;
-        for _ in 0..100 {
-            match ClientBuilder::new(HttpConnector::new())
-                .capabilities(caps.clone())
-                .connect(&url)
-                .await
-            {
-                Ok(client) => return Browser { client, driver },
-                Err(e) => last = Some(e),
-            }
-            // Poll interval while chromedriver starts; the loop is bounded at 10 s.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("chromedriver did not answer: {last:?}");
-    }
-
-    /// The text of the element `css`.
-    async fn text(&self, css: &str) -> String {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css}: {e}"))
-            .text()
-            .await
-            .unwrap()
-    }
-
-    async fn path(&self) -> String {
-        self.client.current_url().await.unwrap().path().to_string()
-    }
-
-    /// Waits (at most 10 s) until the page at `path` has loaded: a click returns before the
-    /// navigation it starts has finished.
-    async fn reaches(&self, path: &str) {
-        for _ in 0..200 {
-            let ready = self
-                .client
-                .execute("return document.readyState", vec![])
-                .await
-                .unwrap();
-            if self.path().await == path && ready == json!("complete") {
-                return;
-            }
-            // Poll interval of a wait bounded at 10 s.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the browser is at {}, not {path}", self.path().await);
-    }
-
-    async fn log_in(&self, token: &str) {
-        let field = self.client.find(Locator::Id("token")).await.unwrap();
-        field.clear().await.unwrap();
-        field.send_keys(token).await.unwrap();
-        self.client
-            .find(Locator::Css("form button[type=submit]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-    }
-
-    /// Keeps a screenshot of the page as `<VOW_SCREENSHOTS>/<name>.png`, when asked to.
-    async fn screenshot(&self, name: &str) {
-        if let Ok(dir) = std::env::var("VOW_SCREENSHOTS") {
-            let png = self.client.screenshot().await.unwrap();
-            std::fs::write(format!("{dir}/{name}.png"), png).unwrap();
-        }
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
-}
 
 /// An application whose name is markup, an endpoint at `receiver`, and one message delivered
 /// there; returns the application's id.
@@ -304,15 +194,4 @@ async fn an_operator_logs_in_sees_endpoint_health_and_logs_out(database_url: Str
     assert!((1..=60).contains(&secs), "Retry-After {secs}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_an_operator_logs_in_sees_endpoint_health_and_logs_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/vow.db", dir.path().display());
-    an_operator_logs_in_sees_endpoint_health_and_logs_out(url).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_an_operator_logs_in_sees_endpoint_health_and_logs_out() {
-    let (_store, url) = vow_store_postgres::testing::fresh_store().await;
-    an_operator_logs_in_sees_endpoint_health_and_logs_out(url).await;
-}
+super::in_browser_on_both_stores!(an_operator_logs_in_sees_endpoint_health_and_logs_out);
