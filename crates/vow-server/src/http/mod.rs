@@ -4,8 +4,9 @@
 //! Handlers live in [`api`] (the management API, for the admin token and, within their
 //! application, app portal tokens: [`principal`], [`portal_scope`]), [`inbound`] (the public
 //! ingest routes of inbound webhooks, outside any token) and [`console`] (the operator console's
-//! pages, behind their own session); they parse input with the [`extract`] extractors into `vow-core`
-//! types, call one [`Store`](vow_store::Store) method, and map the result to Svix's wire shapes.
+//! pages, behind their own session); they parse input with the [`extract`] extractors into
+//! `vow-core` types, call one [`Store`](vow_store::Store) method, and map the result to Svix's
+//! wire shapes.
 //! [`request_context`] gives every request an id, logs every error once with its cause chain, and
 //! makes 5xx bodies carry that id instead of internals; it logs paths with any portal token in
 //! them masked.

@@ -7,11 +7,11 @@
 //! record's scope, so its uid and id share keys), and hands the rest of its work to
 //! [`Once::run`] as an operation that ends in one [`Commit::write`]. Without a key the operation
 //! simply runs. With one, the record's scope is (principal, application, `POST`, route
-//! template, key), the principal being `admin` or `portal` ([`Principal::idempotency_scope`]), its fingerprint covers the body, the path's other parameters and the query
-//! parameters the route reads, and the
-//! operation runs at once: its write claims the key in its own store transaction
-//! ([`vow_store::Messages::create_message_keyed`] with a fresh claim; no read of the record
-//! first), so claim, write and stored response commit together. A key with a record rolls that
+//! template, key), the principal being `admin` or `portal` ([`Principal::idempotency_scope`]);
+//! its fingerprint covers the body, the path's other parameters and the query parameters the
+//! route reads, and the operation runs at once: its write claims the key in its own store
+//! transaction ([`vow_store::Messages::create_message_keyed`] with a fresh claim; no read of the
+//! record first), so claim, write and stored response commit together. A key with a record rolls that
 //! write back, and the record, begun then, answers:
 //! - owner: the write commits with the rendered, stored response in ONE transaction (an
 //!   abandoned claim is taken over inside it). A business refusal on the way (404 for an
