@@ -13,6 +13,7 @@ import time
 import uuid
 
 from svix.api import (
+    AppPortalAccessIn,
     ApplicationIn,
     EndpointIn,
     EndpointPatch,
@@ -276,6 +277,35 @@ def main() -> None:
     assert all(a.response_status_code == 204 and int(a.status) == 0 for a in attempts), attempts
     assert len(Receiver.received) == 2, "exactly two requests"
     step("message_attempt.resend: delivered again, signed, recorded as a manual attempt")
+
+    # -- the app portal: a token for one application ----------------------------------------
+    access = svix.authentication.app_portal_access(app.id, AppPortalAccessIn())
+    assert access.token.startswith("appsk_"), "not a portal token"
+    assert access.url == f"{url}/portal/{access.token}", "the link is not vow's portal page"
+    step("authentication.app_portal_access -> a link and a token")
+
+    portal = Svix(access.token, SvixOptions(server_url=url, retry_schedule=[]))
+    own = portal.endpoint.list(app.id)
+    assert ep.id in [e.id for e in own.data], own
+    step("the portal token lists its application's endpoints")
+
+    other_app = svix.application.create(ApplicationIn(name="SDK other app"))
+    svix.endpoint.create(other_app.id, EndpointIn(url=HOOK))
+    try:
+        portal.endpoint.list(other_app.id)
+        raise AssertionError("the portal token reached another application")
+    except HttpError as e:
+        assert e.status_code == 404, e.status_code
+    step("the portal token gets 404 for another application's endpoints")
+
+    portal.authentication.logout()
+    try:
+        portal.endpoint.list(app.id)
+        raise AssertionError("the token still works after logout")
+    except HttpError as e:
+        assert e.status_code == 401, e.status_code
+    svix.application.delete(other_app.id)
+    step("authentication.logout ends the token: 401 afterwards")
 
     # -- clean up -----------------------------------------------------------------------------
     svix.endpoint.delete(app.id, ep.id)

@@ -1,24 +1,18 @@
-//! Admin authentication: `Authorization: Bearer <token>`.
+//! The admin token, and the random secrets vow hands out.
 //!
 //! vow keeps only the SHA-256 of the admin token. The token comes from `VOW_ADMIN_TOKEN`; when
 //! that is unset, from the hash stored in the database; when there is none (first start), vow
 //! generates a token, stores its hash (first writer wins across processes) and prints the token
-//! once. Requests are checked by hashing the presented token and comparing the hashes in
-//! constant time. Tokens never reach the logs.
+//! once. Requests are checked (`crate::http::principal`) by hashing the presented token and
+//! comparing the hashes in constant time. Tokens never reach the logs.
 
-use axum::extract::{Request, State};
-use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::Response;
 use base64::Engine;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use vow_store::Store;
 
-use crate::error::ApiError;
-
-/// The SHA-256 of the admin token.
+/// The SHA-256 of a token: the admin token, a console session's secret, a portal token.
 #[derive(Clone, Copy)]
 pub struct TokenHash([u8; 32]);
 
@@ -101,32 +95,6 @@ pub fn random_secret() -> String {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// Middleware: lets a request through only with the admin token.
-pub async fn require_admin(
-    State(hash): State<TokenHash>,
-    req: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let header = req
-        .headers()
-        .get(AUTHORIZATION)
-        .ok_or_else(|| ApiError::Unauthorized("missing Authorization header".into()))?;
-    let token = header
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            let (scheme, token) = v.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        })
-        .ok_or_else(|| {
-            ApiError::Unauthorized("Authorization header must be `Bearer <token>`".into())
-        })?;
-    if !hash.matches(token) {
-        return Err(ApiError::Unauthorized("invalid token".into()));
-    }
-    Ok(next.run(req).await)
 }
 
 #[cfg(test)]

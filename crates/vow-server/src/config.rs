@@ -70,6 +70,17 @@ pub struct Config {
     pub console_session_hours: u32,
     /// Whether the console's session cookie is marked `Secure` (vow is reached over TLS).
     pub console_secure_cookies: bool,
+    /// Where vow is reached from outside, the base of app portal links (empty = the request's
+    /// `Host`).
+    pub public_url: String,
+    /// How long an app portal token lasts by default, hours.
+    pub portal_token_hours: u32,
+    /// The portal pages' CSP `frame-ancestors` source list.
+    pub portal_frame_ancestors: String,
+    /// The name the portal pages show.
+    pub portal_brand_name: String,
+    /// The portal pages' accent colour, `#rrggbb`.
+    pub portal_brand_accent: String,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -231,6 +242,7 @@ impl Config {
             );
         }
         self.validate_idempotency()?;
+        self.validate_portal()?;
         if !(1..=3650).contains(&self.response_retention_days) {
             return invalid("response_retention_days", "must be between 1 and 3650");
         }
@@ -289,6 +301,65 @@ impl Config {
             return invalid("console_session_hours", "must be between 1 and 720");
         }
         Ok(())
+    }
+
+    /// The app portal's settings: a default token lifetime of 1 to 168 hours; a `public_url`
+    /// that is an http(s) URL without credentials, query, fragment or trailing slash; a
+    /// `frame-ancestors` list that cannot end the directive or the header; a brand name of 1 to
+    /// 64 printable characters; an accent colour `#rrggbb`.
+    fn validate_portal(&self) -> Result<(), ConfigError> {
+        let invalid = |key, problem: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                problem: problem.to_string(),
+            })
+        };
+        if !(1..=168).contains(&self.portal_token_hours) {
+            return invalid("portal_token_hours", "must be between 1 and 168 (7 days)");
+        }
+        if let Err(problem) = check_public_url(&self.public_url) {
+            return invalid("public_url", &problem);
+        }
+        let ancestors = self.portal_frame_ancestors.trim();
+        if ancestors.is_empty()
+            || !ancestors
+                .chars()
+                .all(|c| c == ' ' || (c.is_ascii_graphic() && c != ';' && c != ','))
+        {
+            return invalid(
+                "portal_frame_ancestors",
+                "must be a CSP source list (e.g. \"'none'\" or \"https://app.example.com\"): \
+                 printable ASCII separated by spaces, without `;` or `,`",
+            );
+        }
+        let name = &self.portal_brand_name;
+        if name.trim().is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control)
+        {
+            return invalid(
+                "portal_brand_name",
+                "must be 1 to 64 characters, none of them control characters",
+            );
+        }
+        let accent = self.portal_brand_accent.as_bytes();
+        if accent.len() != 7 || accent[0] != b'#' || !accent[1..].iter().all(u8::is_ascii_hexdigit)
+        {
+            return invalid(
+                "portal_brand_accent",
+                "must be a colour written #rrggbb (e.g. #2563eb)",
+            );
+        }
+        Ok(())
+    }
+
+    /// The app portal's settings.
+    pub fn portal(&self) -> crate::state::PortalSettings {
+        crate::state::PortalSettings {
+            token_ttl: std::time::Duration::from_secs(u64::from(self.portal_token_hours) * 3600),
+            public_url: Some(self.public_url.clone()).filter(|u| !u.is_empty()),
+            frame_ancestors: self.portal_frame_ancestors.trim().to_string(),
+            brand_name: self.portal_brand_name.clone(),
+            brand_accent: self.portal_brand_accent.to_ascii_lowercase(),
+        }
     }
 
     /// How console sessions are kept.
@@ -351,6 +422,34 @@ impl Config {
     pub fn database(&self) -> Result<Database, ConfigError> {
         parse_database_url(&self.database_url)
     }
+}
+
+/// Empty, or an absolute `http`/`https` URL with a host and no credentials, query, fragment or
+/// trailing slash (links are made by appending `/portal/...`).
+fn check_public_url(raw: &str) -> Result<(), String> {
+    if raw.is_empty() {
+        return Ok(());
+    }
+    let url = url::Url::parse(raw).map_err(|e| format!("is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("must be http or https (got {:?})", url.scheme()));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("must name a host".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("must not hold credentials".into());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("must not have a query or a fragment".into());
+    }
+    if raw.ends_with('/') {
+        return Err(format!(
+            "must not end with `/` (write {:?})",
+            raw.trim_end_matches('/')
+        ));
+    }
+    Ok(())
 }
 
 /// `""` → `./vow-data/vow.db`; `sqlite:///abs` and `sqlite://rel`; `postgres://` or
@@ -564,6 +663,86 @@ mod tests {
             assert!(err.to_string().contains("listn"), "{err}");
             Ok(())
         });
+    }
+
+    #[test]
+    fn the_portal_settings_default_and_are_read() {
+        let s = with(&[]).unwrap().portal();
+        assert_eq!(s.token_ttl, std::time::Duration::from_secs(24 * 3600));
+        assert_eq!(s.public_url, None);
+        assert_eq!(s.frame_ancestors, "'none'");
+        assert_eq!(
+            (s.brand_name.as_str(), s.brand_accent.as_str()),
+            ("vow", "#2563eb")
+        );
+        let s = Config::from_defaults_and(
+            "public_url = \"https://hooks.example.com/vow\"\n\
+             portal_token_hours = 168\n\
+             portal_frame_ancestors = \"'self' https://app.example.com\"\n\
+             portal_brand_name = \"Acme Hooks\"\n\
+             portal_brand_accent = \"#AB12ef\"",
+        )
+        .unwrap()
+        .portal();
+        assert_eq!(s.token_ttl, std::time::Duration::from_secs(168 * 3600));
+        assert_eq!(
+            s.public_url.as_deref(),
+            Some("https://hooks.example.com/vow")
+        );
+        assert_eq!(s.frame_ancestors, "'self' https://app.example.com");
+        assert_eq!(
+            (s.brand_name.as_str(), s.brand_accent.as_str()),
+            ("Acme Hooks", "#ab12ef")
+        );
+    }
+
+    #[test]
+    fn invalid_portal_settings_are_refused_naming_the_key() {
+        let refused = |key: &str, value: &str, why: &str| {
+            let err = with(&[(key, value)]).unwrap_err().to_string();
+            assert!(
+                err.contains(key) && err.contains(why),
+                "{key}={value}: {err}"
+            );
+        };
+        for hours in [0, 169] {
+            let err = Config::from_defaults_and(&format!("portal_token_hours = {hours}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("portal_token_hours") && err.contains("between 1 and 168"));
+        }
+        refused(
+            "public_url",
+            "https://hooks.example.com/",
+            "must not end with `/`",
+        );
+        refused("public_url", "ftp://hooks.example.com", "http or https");
+        refused("public_url", "hooks.example.com", "is not a URL");
+        refused("public_url", "https://u:p@hooks.example.com", "credentials");
+        refused("public_url", "https://hooks.example.com?a=1", "query");
+        refused(
+            "portal_frame_ancestors",
+            "'self'; script-src *",
+            "without `;`",
+        );
+        refused(
+            "portal_frame_ancestors",
+            "a.com, b.com",
+            "without `;` or `,`",
+        );
+        refused(
+            "portal_frame_ancestors",
+            "a.com\nX-Evil: 1",
+            "printable ASCII",
+        );
+        refused("portal_frame_ancestors", " ", "source list");
+        refused("portal_brand_name", "", "1 to 64");
+        refused("portal_brand_name", &"x".repeat(65), "1 to 64");
+        refused("portal_brand_name", "a\u{7}b", "control");
+        refused("portal_brand_accent", "blue", "#rrggbb");
+        refused("portal_brand_accent", "#12345g", "#rrggbb");
+        refused("portal_brand_accent", "#1234567", "#rrggbb");
+        with(&[("public_url", "http://127.0.0.1:8071")]).unwrap();
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub enum ApiError {
     /// 401: missing or wrong credentials.
     #[error("{0}")]
     Unauthorized(String),
+    /// 403: the credentials are valid but do not reach this (an app portal token outside its
+    /// application, or a read-only one writing).
+    #[error("{0}")]
+    Forbidden(String),
     /// 404: the named thing does not exist (for this caller).
     #[error("{0}")]
     NotFound(String),
@@ -91,6 +95,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -105,6 +110,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest { code, .. } => code,
             ApiError::Unauthorized(_) => "authentication_failed",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",

@@ -12,6 +12,7 @@
 //! - [`stores`]: [`Stores`](stores::Stores), the backend seen through each of its traits.
 //! - [`state`]: [`AppState`](state::AppState), what every handler and worker can reach.
 //! - [`auth`]: the admin token.
+//! - [`portal`]: app portal tokens (issued, looked up by hash) and their links.
 //! - [`demo`]: `vow demo`, seed 000's six scenarios end to end.
 //! - [`delivery`]: the delivery workers (claim, sign, attempt, record).
 //! - [`forwarding`]: the inbound workers (claim received events, forward them signed, record
@@ -34,6 +35,7 @@ pub mod error;
 pub mod forwarding;
 pub mod http;
 pub mod metrics;
+pub mod portal;
 pub mod retention;
 pub mod secret;
 pub mod startup;

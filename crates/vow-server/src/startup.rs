@@ -158,6 +158,7 @@ impl Server {
             idempotency: config.idempotency(),
             rejections_kept: config.inbound_rejections_kept,
             console: config.console(),
+            portal: config.portal(),
         };
         let state = AppState {
             store: stores.store.clone(),

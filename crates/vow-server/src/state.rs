@@ -1,5 +1,6 @@
 //! What every handler and worker can reach: [`AppState`] (the stores, the wake-ups, the
-//! settings, the clock), [`ApiSettings`] and the API's [`Clock`]. Below `http`, `metrics` and the
+//! settings, the clock), [`ApiSettings`] (with the console's and the app portal's settings) and
+//! the API's [`Clock`]. Below `http`, `metrics` and the
 //! workers, so each of them can use it without importing another.
 
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -76,6 +77,8 @@ pub struct ApiSettings {
     pub rejections_kept: u32,
     /// How console sessions are kept.
     pub console: ConsoleSettings,
+    /// How app portal tokens are issued, and how the portal's pages are framed and branded.
+    pub portal: PortalSettings,
 }
 
 /// How console sessions are kept.
@@ -92,6 +95,36 @@ impl Default for ConsoleSettings {
         Self {
             session_ttl: Duration::from_secs(12 * 3600),
             secure_cookies: false,
+        }
+    }
+}
+
+/// How app portal tokens are issued, and how the portal's pages are framed and branded (the
+/// `public_url` and `portal_*` settings, validated).
+#[derive(Debug, Clone)]
+pub struct PortalSettings {
+    /// How long a token lasts when its request names no `expiry` (`portal_token_hours`).
+    pub token_ttl: Duration,
+    /// Where vow is reached from outside, without a trailing slash (`public_url`): the base of
+    /// portal links. `None`: `http://` and the request's `Host`.
+    pub public_url: Option<String>,
+    /// The `frame-ancestors` source list of the portal pages' Content-Security-Policy: who may
+    /// embed them in a frame (`'none'`: nobody).
+    pub frame_ancestors: String,
+    /// The name the portal pages show.
+    pub brand_name: String,
+    /// The portal pages' accent colour, `#rrggbb`.
+    pub brand_accent: String,
+}
+
+impl Default for PortalSettings {
+    fn default() -> Self {
+        Self {
+            token_ttl: Duration::from_secs(24 * 3600),
+            public_url: None,
+            frame_ancestors: "'none'".into(),
+            brand_name: "vow".into(),
+            brand_accent: "#2563eb".into(),
         }
     }
 }

@@ -16,7 +16,7 @@ const COLUMNS: &str = <Session as FromColumns>::COLUMNS;
 impl Sessions for PgStore {
     async fn create_session(&self, session: Session) -> StoreResult<Session> {
         sqlx::query(&format!(
-            "INSERT INTO sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
+            "INSERT INTO sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
         ))
         .bind(&session.id_hash)
         .bind(session.scope.kind())
@@ -24,6 +24,7 @@ impl Sessions for PgStore {
         .bind(&session.csrf)
         .bind(session.created_at)
         .bind(session.expires_at)
+        .bind(session.read_only)
         .try_map(read::<Session>)
         .fetch_one(&self.pool)
         .await

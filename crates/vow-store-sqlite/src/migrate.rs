@@ -55,6 +55,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0011_sessions",
         include_str!("../migrations/0011_sessions.sql"),
     ),
+    (
+        "0012_session_read_only",
+        include_str!("../migrations/0012_session_read_only.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

@@ -21,7 +21,7 @@ impl Sessions for SqliteStore {
                 application::require(conn, &app)?;
             }
             conn.prepare_cached(&format!(
-                "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
             ))?
             .execute(params![
                 session.id_hash,
@@ -30,6 +30,7 @@ impl Sessions for SqliteStore {
                 session.csrf,
                 micros(session.created_at),
                 micros(session.expires_at),
+                session.read_only,
             ])?;
             Ok(Session {
                 created_at: truncate(session.created_at),

@@ -3,7 +3,9 @@
 //!
 //! A session is stored by the SHA-256 of its secret (the cookie or bearer value the client
 //! holds), never the secret itself, so a copy of the database opens nothing. Each carries the
-//! CSRF token its forms must echo. An expired session reads as absent; retention purges it.
+//! CSRF token its forms must echo. A portal session may be read-only (Svix's `readOnly`): its
+//! token reads its application but changes nothing. An expired session reads as absent;
+//! retention purges it.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -60,13 +62,16 @@ pub struct Session {
     pub created_at: DateTime<Utc>,
     /// When it ends.
     pub expires_at: DateTime<Utc>,
+    /// Whether it may only read (a portal session; a console session never is).
+    pub read_only: bool,
 }
 
 /// Sessions of the console and the app portal.
 #[async_trait]
 pub trait Sessions: Send + Sync + 'static {
     /// Stores a new session. For a portal session, `NotFound("application")` when its
-    /// application does not exist.
+    /// application does not exist. A read-only console session is refused (`Backend`: the
+    /// schema does not allow it).
     async fn create_session(&self, session: Session) -> StoreResult<Session>;
 
     /// The session whose secret hashes to `id_hash`, if it exists and has not expired at `now`.

@@ -1,18 +1,23 @@
 //! The HTTP layer: the router and the request middleware. The state handlers share is
 //! [`crate::state`] (re-exported here).
 //!
-//! Handlers live in [`api`] (the admin API), [`inbound`] (the public ingest routes of inbound
-//! webhooks, outside the admin token) and [`console`] (the operator console's pages, behind
-//! their own session); they parse input with the [`extract`] extractors into `vow-core`
-//! types, call one [`Store`](vow_store::Store) method, and map the result to Svix's wire shapes.
+//! Handlers live in [`api`] (the management API, for the admin token and, within their
+//! application, app portal tokens: [`principal`], [`portal_scope`]), [`inbound`] (the public
+//! ingest routes of inbound webhooks, outside any token) and [`console`] (the operator console's
+//! pages, behind their own session); they parse input with the [`extract`] extractors into
+//! `vow-core` types, call one [`Store`](vow_store::Store) method, and map the result to Svix's
+//! wire shapes.
 //! [`request_context`] gives every request an id, logs every error once with its cause chain, and
-//! makes 5xx bodies carry that id instead of internals.
+//! makes 5xx bodies carry that id instead of internals; it logs paths with any portal token in
+//! them masked.
 
 pub mod api;
 pub mod console;
 pub mod extract;
 pub mod idempotency;
 pub mod inbound;
+pub mod portal_scope;
+pub mod principal;
 
 pub use crate::state::{ApiSettings, AppState, Clock};
 
@@ -25,7 +30,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::auth::{self, TokenHash};
+use crate::auth::TokenHash;
 use crate::error::{ApiError, ErrorReport};
 use extract::BodyLimit;
 
@@ -34,10 +39,14 @@ pub fn router(state: AppState, admin: TokenHash) -> Router {
     let limit = state.settings.max_body_bytes;
     let console = console::routes(admin, state.settings.console.clone());
     crate::metrics::recorder();
+    let gate = principal::Gate::new(admin, state.clone());
     let authenticated = api::routes()
         .merge(idempotency::status::routes())
         .merge(crate::metrics::routes())
-        .route_layer(middleware::from_fn_with_state(admin, auth::require_admin));
+        .route_layer(middleware::from_fn_with_state(
+            gate,
+            principal::authenticate,
+        ));
     Router::new()
         .merge(api::health::routes())
         .merge(inbound::routes())
@@ -75,8 +84,8 @@ pub async fn request_context(req: Request, next: Next) -> Response {
         .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
         .map(str::to_string)
         .unwrap_or_else(|| format!("req_{}", ulid::Ulid::new()));
-    let span =
-        tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
+    let path = crate::portal::redact_path(req.uri().path());
+    let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %path);
     let mut response = next.run(req).instrument(span.clone()).await;
     let status = response.status();
     if let Some(report) = response.extensions().get::<ErrorReport>().cloned() {

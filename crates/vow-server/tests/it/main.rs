@@ -27,5 +27,6 @@ mod idempotent_routes;
 mod inbound;
 mod messages;
 mod operators;
+mod portal_api;
 mod receiver;
 mod request_identity;

@@ -13,6 +13,7 @@ fn session(id_hash: &str, scope: SessionScope, expires_in: i64) -> Session {
         csrf: format!("csrf-{id_hash}"),
         created_at: t(0),
         expires_at: t(expires_in),
+        read_only: false,
     }
 }
 
@@ -57,6 +58,36 @@ pub async fn a_portal_session_belongs_to_its_application(store: &dyn Store) {
     assert_eq!(store.session("p1", t(1)).await.unwrap(), None);
 }
 
+/// A portal session may be read-only, and reads back so; a console session may not be.
+pub async fn only_a_portal_session_may_be_read_only(store: &dyn Store) {
+    let app = create_app(store, "read-only").await;
+    let read_only = Session {
+        read_only: true,
+        ..session("ro", SessionScope::Portal(app.id), 60)
+    };
+    let stored = store.create_session(read_only.clone()).await.unwrap();
+    assert_eq!(stored, read_only);
+    let back = store.session("ro", t(1)).await.unwrap().expect("stored");
+    assert!(back.read_only, "{back:?}");
+    let writer = store
+        .create_session(session("rw", SessionScope::Portal(app.id), 60))
+        .await
+        .unwrap();
+    assert!(!writer.read_only);
+    assert!(!store.session("rw", t(1)).await.unwrap().unwrap().read_only);
+
+    let console = Session {
+        read_only: true,
+        ..session("c1", SessionScope::Console, 60)
+    };
+    store.create_session(console).await.unwrap_err();
+    assert_eq!(
+        store.session("c1", t(1)).await.unwrap(),
+        None,
+        "nothing stored"
+    );
+}
+
 /// Purging deletes only expired sessions, at most a batch at a time.
 pub async fn purging_sessions_deletes_only_expired_ones_in_batches(store: &dyn Store) {
     for (i, expires_in) in [10, 20, 30, 100].into_iter().enumerate() {
@@ -81,6 +112,7 @@ macro_rules! __conformance_cases_sessions {
         $crate::conformance_suite!(@cases ($make)
             a_session_reads_back_until_it_expires_or_ends,
             a_portal_session_belongs_to_its_application,
+            only_a_portal_session_may_be_read_only,
             purging_sessions_deletes_only_expired_ones_in_batches,
         );
     };

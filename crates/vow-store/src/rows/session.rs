@@ -4,7 +4,7 @@ use super::read::{Columns, FromColumns, Reader};
 use crate::session::{Session, SessionScope};
 
 impl FromColumns for Session {
-    const COLUMNS: &'static str = "id_hash, kind, app_id, csrf, created_at, expires_at";
+    const COLUMNS: &'static str = "id_hash, kind, app_id, csrf, created_at, expires_at, read_only";
 
     fn read_from<C: Columns + ?Sized>(r: &mut Reader<'_, C>) -> Result<Self, C::Error> {
         let id_hash = r.text()?;
@@ -19,6 +19,7 @@ impl FromColumns for Session {
             csrf: r.text()?,
             created_at: r.time()?,
             expires_at: r.time()?,
+            read_only: r.bool()?,
         })
     }
 }

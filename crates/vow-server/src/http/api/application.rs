@@ -189,11 +189,23 @@ async fn update_application(
     ValidJson(body): ValidJson<ApplicationIn>,
 ) -> ApiResult<impl IntoResponse> {
     let key = app_key(&app_id)?;
-    let mut fields = body.validate(&["body"])?;
+    let fields = body.validate(&["body"])?;
     if let Some(app) = state.store.get_application(&key).await? {
         let app = state.store.update_application(app.id, fields).await?;
         return Ok((StatusCode::OK, Json(ApplicationOut::from(app))));
     }
+    let app = create_named(&state, key, fields).await?;
+    Ok((StatusCode::CREATED, Json(ApplicationOut::from(app))))
+}
+
+/// Creates the application a path names from `fields`, as Svix does where a path may name an
+/// application to create (`PUT /api/v1/app/{app_id}`, app-portal-access): with the path's uid;
+/// an `app_` id cannot be chosen, so it is 404. 409 when the uid is taken.
+pub async fn create_named(
+    state: &AppState,
+    key: AppKey,
+    mut fields: ApplicationFields,
+) -> ApiResult<Application> {
     let AppKey::Uid(uid) = key else {
         return Err(ApiError::not_found("Application"));
     };
@@ -203,8 +215,7 @@ async fn update_application(
         fields,
         now: state.now(),
     };
-    let app = state.store.create_application(new).await?;
-    Ok((StatusCode::CREATED, Json(ApplicationOut::from(app))))
+    Ok(state.store.create_application(new).await?)
 }
 
 async fn patch_application(

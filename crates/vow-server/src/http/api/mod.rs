@@ -9,6 +9,7 @@
 pub mod application;
 pub mod attempt;
 pub mod attempted;
+pub mod authentication;
 pub mod endpoint;
 pub mod event_type;
 pub mod headers;
@@ -33,6 +34,7 @@ pub fn routes() -> Router<AppState> {
         .merge(application::routes())
         .merge(attempt::routes())
         .merge(attempted::routes())
+        .merge(authentication::routes())
         .merge(event_type::routes())
         .merge(endpoint::routes())
         .merge(message::routes())

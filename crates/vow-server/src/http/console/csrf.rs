@@ -62,6 +62,7 @@ mod tests {
             csrf: "the-token".into(),
             created_at: t,
             expires_at: t,
+            read_only: false,
         }
     }
 

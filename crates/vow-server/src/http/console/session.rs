@@ -137,6 +137,7 @@ async fn log_in(
         csrf: random_secret(),
         created_at,
         expires_at: created_at + ttl,
+        read_only: false,
     };
     if let Err(e) = state.store.create_session(session).await {
         return ApiError::from(e).into_response();

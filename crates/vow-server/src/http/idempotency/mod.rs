@@ -6,12 +6,12 @@
 //! anything else is read), validates its body, resolves the application in the path (the
 //! record's scope, so its uid and id share keys), and hands the rest of its work to
 //! [`Once::run`] as an operation that ends in one [`Commit::write`]. Without a key the operation
-//! simply runs. With one, the record's scope is (principal `admin`, application, `POST`, route
-//! template, key), its fingerprint covers the body, the path's other parameters and the query
-//! parameters the route reads, and the
-//! operation runs at once: its write claims the key in its own store transaction
-//! ([`vow_store::Messages::create_message_keyed`] with a fresh claim; no read of the record
-//! first), so claim, write and stored response commit together. A key with a record rolls that
+//! simply runs. With one, the record's scope is (principal, application, `POST`, route
+//! template, key), the principal being `admin` or `portal` ([`Principal::idempotency_scope`]);
+//! its fingerprint covers the body, the path's other parameters and the query parameters the
+//! route reads, and the operation runs at once: its write claims the key in its own store
+//! transaction ([`vow_store::Messages::create_message_keyed`] with a fresh claim; no read of the
+//! record first), so claim, write and stored response commit together. A key with a record rolls that
 //! write back, and the record, begun then, answers:
 //! - owner: the write commits with the rendered, stored response in ONE transaction (an
 //!   abandoned claim is taken over inside it). A business refusal on the way (404 for an
@@ -34,7 +34,7 @@
 //! operation.
 //!
 //! The flow itself is `vow_idempotency::http::flow`, the one the crate's own entry points run;
-//! this module is its adapter: vow's routes, its one principal, its store as the flow's record
+//! this module is its adapter: vow's routes, its principals, its store as the flow's record
 //! store (claiming the key in the write's own transaction), its metrics, and its handlers' write.
 //!
 //! # Layout
@@ -65,20 +65,29 @@ use vow_idempotency::Problem;
 use vow_store::StoreError;
 
 use crate::error::{ApiError, ApiResult};
+use crate::http::principal::Principal;
 use crate::state::AppState;
 pub use commit::Commit;
 use records::Records;
 pub use respond::{json, problem};
 pub use route::{Route, ROUTES};
 
-/// The one principal there is: the admin token.
-const PRINCIPAL: &str = "admin";
+/// The principal a request's records are scoped to, from the [`Principal`] the authentication
+/// middleware left in its extensions.
+fn principal_of(parts: &Parts) -> ApiResult<&'static str> {
+    parts
+        .extensions
+        .get::<Principal>()
+        .map(Principal::idempotency_scope)
+        .ok_or_else(|| ApiError::Internal("a keyed route without a principal".into()))
+}
 
 /// The `Idempotency-Key` side of a request to a keyed route, read from its head: the route,
-/// the key, `Prefer: wait`, and the target and query its fingerprint covers.
+/// the key, `Prefer: wait`, the target and query its fingerprint covers, and who sent it.
 #[derive(Debug, Clone)]
 pub struct Once {
     head: Head,
+    principal: &'static str,
 }
 
 impl FromRequestParts<AppState> for Once {
@@ -89,6 +98,7 @@ impl FromRequestParts<AppState> for Once {
             .extensions
             .get::<MatchedPath>()
             .map(MatchedPath::as_str);
+        let principal = principal_of(parts).map_err(IntoResponse::into_response)?;
         let Some(route) = template.and_then(route::at) else {
             let detail = format!("{template:?} is not a route that honours Idempotency-Key");
             return Err(ApiError::Internal(detail.into()).into_response());
@@ -102,7 +112,7 @@ impl FromRequestParts<AppState> for Once {
         if head.key().is_none() && state.settings.requires_idempotency_key(route.name) {
             return Err(problem(Problem::KeyMissing));
         }
-        Ok(Self { head })
+        Ok(Self { head, principal })
     }
 }
 
@@ -114,6 +124,7 @@ impl Once {
     pub fn replayed_within(self, window: Duration) -> Self {
         Self {
             head: self.head.replayed_within(window),
+            principal: self.principal,
         }
     }
 
@@ -135,7 +146,7 @@ impl Once {
             Some(_) => {
                 let application = app.map(|a| a.to_string());
                 self.head
-                    .keyed(PRINCIPAL, application, "POST", raw, configured)
+                    .keyed(self.principal, application, "POST", raw, configured)
             }
             None => None,
         };

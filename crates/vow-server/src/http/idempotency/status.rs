@@ -5,6 +5,7 @@
 
 use axum::extract::{Path, State};
 use axum::routing::get;
+use axum::Extension;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -12,10 +13,10 @@ use vow_idempotency::IdempotencyKey;
 use vow_store::idempotency::Scope;
 
 use super::route::{self, APPLICATION};
-use super::PRINCIPAL;
 use crate::error::{ApiError, ApiResult};
 use crate::http::api::lookup::resolve_app;
 use crate::http::extract::ValidQuery;
+use crate::http::principal::Principal;
 use crate::state::AppState;
 
 /// The key-status route.
@@ -42,6 +43,7 @@ struct IdempotencyKeyOut {
 
 async fn get_idempotency_key(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(raw_key): Path<String>,
     ValidQuery(q): ValidQuery<StatusQuery>,
 ) -> ApiResult<Json<IdempotencyKeyOut>> {
@@ -70,7 +72,7 @@ async fn get_idempotency_key(
         (false, _) => None,
     };
     let scope = Scope {
-        principal: PRINCIPAL.into(),
+        principal: principal.idempotency_scope().into(),
         application,
         method: "POST".into(),
         route: route.template.into(),
