@@ -1,5 +1,5 @@
-//! Actions on one endpoint: rotate its signing secret (the old one still signs for a grace
-//! period), send it an event type's example as a test, and enable or disable it.
+//! Actions on endpoints: create one, rotate its signing secret (the old one still signs for a
+//! grace period), send it an event type's example as a test, and enable or disable it.
 
 use std::sync::Arc;
 
@@ -7,12 +7,51 @@ use chrono::{DateTime, Duration, Utc};
 use vow_core::{AppId, EndpointId, EventTypeName, MessageId};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::{
-    CreatedMessage, Endpoint, EventType, MessageCreate, NewMessage, Store, StoreResult,
+    CreatedMessage, Endpoint, EndpointFields, EventType, MessageCreate, NewEndpoint, NewMessage,
+    Store, StoreResult,
 };
 
 use super::Action;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+
+/// A new endpoint with its fields checked ([`EndpointIn::validate`](crate::http::api::endpoint::EndpointIn::validate)).
+#[derive(Debug, Clone)]
+pub struct CreateEndpoint {
+    new: NewEndpoint,
+}
+
+impl CreateEndpoint {
+    /// A new endpoint of `app` with `fields`, signing with `secret` or a generated one.
+    pub fn new(
+        state: &AppState,
+        app: AppId,
+        fields: EndpointFields,
+        secret: Option<String>,
+    ) -> Self {
+        Self {
+            new: NewEndpoint {
+                id: EndpointId::new(),
+                app_id: app,
+                fields,
+                secret: secret.unwrap_or_else(crate::secret::generate),
+                now: state.now(),
+            },
+        }
+    }
+}
+
+impl Action for CreateEndpoint {
+    type Done = Endpoint;
+
+    async fn write(
+        self,
+        store: Arc<dyn Store>,
+        keyed: Option<Completion<Endpoint>>,
+    ) -> StoreResult<Applied<Endpoint>> {
+        store.create_endpoint_keyed(self.new, keyed).await
+    }
+}
 
 /// A rotation of an endpoint's signing secret to `key`; the old secret stays valid until
 /// `old_valid_until`.

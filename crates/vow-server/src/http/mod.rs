@@ -37,7 +37,11 @@ use extract::BodyLimit;
 /// The whole HTTP application.
 pub fn router(state: AppState, admin: TokenHash) -> Router {
     let limit = state.settings.max_body_bytes;
-    let console = console::routes(admin, state.settings.console.clone());
+    let console = console::routes(
+        admin,
+        state.settings.console.clone(),
+        &state.settings.portal,
+    );
     crate::metrics::recorder();
     let gate = principal::Gate::new(admin, state.clone());
     let authenticated = api::routes()

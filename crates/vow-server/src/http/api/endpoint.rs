@@ -4,8 +4,6 @@
 //! Every route first resolves `{app_id}`; endpoints are then looked up within that application
 //! only, so an endpoint id from another application is a 404.
 
-use std::sync::Arc;
-
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
@@ -15,20 +13,19 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use vow_core::AppId;
 use vow_core::{
     Channel, EndpointId, EndpointUrl, EventTypeName, Patch, RetrySchedule, SignatureStyle,
 };
 use vow_store::page::Page;
-use vow_store::Store;
-use vow_store::{DeliveryOptions, Endpoint, EndpointFields, EndpointKey, NewEndpoint, Order};
+use vow_store::{DeliveryOptions, Endpoint, EndpointFields, EndpointKey, Order};
 
 use super::headers::{check_headers, HeadersIn, HeadersOut, HeadersPatchIn};
 use super::keys::endpoint_key;
 use super::list::{ListParams, ListResponse};
 use super::lookup::{find_endpoint_in, resolve_app};
 use super::validate::{check_secret, check_uid, Metadata, Problems};
-use crate::actions::endpoint::Rotation;
+use crate::actions;
+use crate::actions::endpoint::{CreateEndpoint, Rotation};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
@@ -195,8 +192,58 @@ fn check_names<T: AsRef<str>>(
 }
 
 impl EndpointIn {
+    /// The input that would store `f` again: what PATCH and the pages' edit form change a
+    /// few fields of, then validate like any other input. Headers are kept as they are.
+    pub fn from_fields(f: EndpointFields) -> Self {
+        Self {
+            url: f.url,
+            uid: f.uid,
+            description: f.description,
+            disabled: f.disabled,
+            event_types: f.event_types,
+            channels: f.channels,
+            throttle_rate: f.throttle_rate,
+            metadata: f.metadata,
+            headers: f.headers,
+            secret: None,
+            signature_style: f.delivery.signature_style,
+            timeout_ms: f.delivery.timeout_ms,
+            retry_schedule: f.delivery.retry_schedule.map(|s| s.to_string()),
+        }
+    }
+
+    /// A new endpoint's input from the pages' form: everything else as the API defaults it.
+    pub fn from_form(url: String, description: String, event_types: Option<Vec<String>>) -> Self {
+        Self::from_fields(EndpointFields {
+            url: String::new(),
+            uid: None,
+            description: String::new(),
+            disabled: false,
+            event_types: None,
+            channels: None,
+            throttle_rate: None,
+            metadata: Metadata::default(),
+            headers: BTreeMap::new(),
+            delivery: DeliveryOptions::default(),
+        })
+        .with_form(url, description, event_types)
+    }
+
+    /// This input with the fields the pages' form edits replaced.
+    pub fn with_form(
+        mut self,
+        url: String,
+        description: String,
+        event_types: Option<Vec<String>>,
+    ) -> Self {
+        self.url = url;
+        self.description = description;
+        self.event_types = event_types;
+        self
+    }
+
     /// Validates into stored fields and, when given, the normalised secret.
-    fn validate(self) -> ApiResult<(EndpointFields, Option<String>)> {
+    pub fn validate(self) -> ApiResult<(EndpointFields, Option<String>)> {
         let mut p = Problems::default();
         let url = p.check(&["body", "url"], EndpointUrl::parse(self.url));
         let uid = self
@@ -289,34 +336,15 @@ async fn create_endpoint(
 ) -> ApiResult<Response> {
     let (fields, secret) = body.validate()?;
     let app = resolve_app(&state, &app_id).await?;
-    let new = new_endpoint(&state, app, fields, secret);
+    let create = CreateEndpoint::new(&state, app, fields, secret);
     once.run(&state, Some(app), &raw, move |commit| async move {
         let render = |endpoint: &Endpoint| {
             let out = EndpointOut::from(endpoint.clone());
             idempotency::json(StatusCode::CREATED, &out, Some(endpoint.id.to_string()))
         };
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            store.create_endpoint_keyed(new, keyed).await
-        };
-        Ok(commit.write(write, render).await?.1)
+        Ok(commit.act(create, render).await?.1)
     })
     .await
-}
-
-/// A new endpoint of `app_id`, with `secret` or a generated one.
-fn new_endpoint(
-    state: &AppState,
-    app_id: AppId,
-    fields: EndpointFields,
-    secret: Option<String>,
-) -> NewEndpoint {
-    NewEndpoint {
-        id: EndpointId::new(),
-        app_id,
-        fields,
-        secret: secret.unwrap_or_else(crate::secret::generate),
-        now: state.now(),
-    }
 }
 
 async fn get_endpoint(
@@ -345,8 +373,7 @@ async fn update_endpoint(
         return Err(ApiError::not_found("Endpoint"));
     };
     fields.uid = Some(uid);
-    let new = new_endpoint(&state, app, fields, secret);
-    let created = state.store.create_endpoint(new).await?;
+    let created = actions::apply(&state, CreateEndpoint::new(&state, app, fields, secret)).await?;
     Ok((StatusCode::CREATED, Json(EndpointOut::from(created))))
 }
 
@@ -356,7 +383,7 @@ async fn patch_endpoint(
     ValidJson(patch): ValidJson<EndpointPatch>,
 ) -> ApiResult<Json<EndpointOut>> {
     let current = find(&state, &app_id, &endpoint_id).await?;
-    let f = current.fields;
+    let f = EndpointIn::from_fields(current.fields);
     let merged = EndpointIn {
         url: patch.url.unwrap_or(f.url),
         uid: patch.uid.apply_to(f.uid),
@@ -366,13 +393,10 @@ async fn patch_endpoint(
         channels: patch.channels.apply_to(f.channels),
         throttle_rate: patch.throttle_rate.apply_to(f.throttle_rate),
         metadata: patch.metadata.unwrap_or(f.metadata),
-        headers: f.headers,
-        secret: None,
-        signature_style: patch.signature_style.unwrap_or(f.delivery.signature_style),
-        timeout_ms: patch.timeout_ms.apply_to(f.delivery.timeout_ms),
-        retry_schedule: patch
-            .retry_schedule
-            .apply_to(f.delivery.retry_schedule.map(|s| s.to_string())),
+        signature_style: patch.signature_style.unwrap_or(f.signature_style),
+        timeout_ms: patch.timeout_ms.apply_to(f.timeout_ms),
+        retry_schedule: patch.retry_schedule.apply_to(f.retry_schedule),
+        ..f
     };
     let (fields, _) = merged.validate()?;
     let updated = state

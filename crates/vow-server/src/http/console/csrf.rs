@@ -9,13 +9,15 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 use vow_store::session::Session;
 
+use super::view::Failure;
+
 /// A form refused as forged: 403, saying why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Forged(pub &'static str);
 
 impl IntoResponse for Forged {
     fn into_response(self) -> Response {
-        (StatusCode::FORBIDDEN, self.0).into_response()
+        Failure::new(StatusCode::FORBIDDEN, self.0).into_response()
     }
 }
 

@@ -105,6 +105,8 @@ pub enum Notice {
     TestSent,
     /// Message resent.
     Resent,
+    /// URL, description or event types changed.
+    Updated,
 }
 
 impl Notice {
@@ -117,6 +119,7 @@ impl Notice {
             }
             Notice::TestSent => "Test event sent: it shows in the timeline once attempted.",
             Notice::Resent => "Message resent: a new delivery is due now.",
+            Notice::Updated => "Endpoint saved.",
         }
     }
 }

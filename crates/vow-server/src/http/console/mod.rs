@@ -1,4 +1,5 @@
-//! The operator console, served by `vow serve` at `/` and under `/console/`: server-rendered
+//! The operator console, served by `vow serve` at `/` and under `/console/`, and the app
+//! portal under `/portal/{token}/` (an application's pages, for its owner; see [`scope`]): server-rendered
 //! pages from askama templates (every value auto-escaped), one embedded stylesheet, and no
 //! script at all, so the Content-Security-Policy allows none.
 //!
@@ -19,6 +20,7 @@
 
 pub mod csrf;
 pub mod diff;
+pub mod endpoint_edit;
 pub mod endpoint_forms;
 pub mod endpoints;
 pub mod headers;
@@ -37,14 +39,20 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 
 use crate::auth::TokenHash;
-use crate::state::{AppState, ConsoleSettings};
+use crate::state::{AppState, ConsoleSettings, PortalSettings};
+use headers::SecurityHeaders;
 
 /// The stylesheet, embedded in the binary.
 const STYLESHEET: &str = include_str!("../../../assets/console.css");
 
-/// The console's routes. `admin` is the hash the login form's token is checked against.
-pub fn routes(admin: TokenHash, settings: ConsoleSettings) -> Router<AppState> {
-    Router::new()
+/// The console's and the portal's routes. `admin` is the hash the login form's token is
+/// checked against.
+pub fn routes(
+    admin: TokenHash,
+    settings: ConsoleSettings,
+    portal: &PortalSettings,
+) -> Router<AppState> {
+    let console = Router::new()
         .route("/", get(|| async { Redirect::to("/console") }))
         .route("/console/assets/console.css", get(stylesheet))
         .route("/console", get(pages::applications))
@@ -65,7 +73,22 @@ pub fn routes(admin: TokenHash, settings: ConsoleSettings) -> Router<AppState> {
             post(sources::discard),
         )
         .layer(Extension(session::Login::new(admin, settings)))
-        .layer(middleware::from_fn(headers::secure))
+        .layer(middleware::from_fn_with_state(
+            SecurityHeaders::console(),
+            headers::secure,
+        ));
+    let brand = format!(":root {{ --accent: {}; }}\n", portal.brand_accent);
+    let portal_pages = Router::new()
+        .route(
+            "/portal/assets/brand.css",
+            get(|| async move { ([(CONTENT_TYPE, "text/css; charset=utf-8")], brand) }),
+        )
+        .nest("/portal/{token}", app_pages())
+        .layer(middleware::from_fn_with_state(
+            SecurityHeaders::portal(&portal.frame_ancestors),
+            headers::secure,
+        ));
+    console.merge(portal_pages)
 }
 
 /// The pages of one application, the same for the console and the portal (see [`scope`]).
@@ -75,7 +98,13 @@ fn app_pages() -> Router<AppState> {
         .route("/", get(endpoints::application))
         .route("/messages", get(messages::messages))
         .route("/msg/{msg_id}", get(messages::message))
+        .route("/endpoint", post(endpoint_edit::create))
+        .route("/endpoint/new", get(endpoint_edit::new_form))
         .route(one, get(endpoints::endpoint))
+        .route(
+            &format!("{one}/edit"),
+            get(endpoint_edit::edit_form).post(endpoint_edit::update),
+        )
         .route(&format!("{one}/secret"), get(endpoints::secret))
         .route(&format!("{one}/enable"), post(endpoint_forms::enable))
         .route(&format!("{one}/disable"), post(endpoint_forms::disable))

@@ -12,7 +12,7 @@ use vow_store::session::{Session, SessionScope};
 use vow_store::{AppKey, Application};
 
 use super::csrf::{self, Forged};
-use super::session::{hash, Operator};
+use super::session::Operator;
 use super::view::Failure;
 use crate::http::api::keys::app_key;
 use crate::http::api::lookup::find_app;
@@ -38,15 +38,8 @@ pub struct AppScope {
     pub base: String,
     /// Console or portal.
     pub surface: Surface,
-    /// The name the portal's pages carry.
-    pub brand: Brand,
-}
-
-/// How the portal presents itself: the name of the product it is part of.
-#[derive(Debug, Clone)]
-pub struct Brand {
-    /// Shown in the portal's header and title.
-    pub name: String,
+    /// The name the portal's pages carry (`portal_brand_name`).
+    pub brand: String,
 }
 
 impl AppScope {
@@ -60,8 +53,18 @@ impl AppScope {
         self.surface == Surface::Portal
     }
 
-    /// Refuses a form without this session's CSRF token or from another site.
+    /// Whether the page may offer forms that change something (not on a read-only portal
+    /// link).
+    pub fn can_write(&self) -> bool {
+        !self.session.read_only
+    }
+
+    /// Refuses a form without this session's CSRF token or from another site, and any form
+    /// on a read-only portal link.
     pub fn check(&self, token: &str, headers: &HeaderMap) -> Result<(), Forged> {
+        if !self.can_write() {
+            return Err(Forged("this portal link is read-only"));
+        }
         csrf::check(&self.session, token, headers)
     }
 }
@@ -97,30 +100,25 @@ impl FromRequestParts<AppState> for AppScope {
             app,
             session: operator.session,
             surface: Surface::Console,
-            brand: Brand { name: "vow".into() },
+            brand: "vow".into(),
         })
     }
 }
 
 /// The portal token's application, or a page saying the link no longer works.
 async fn portal(state: &AppState, token: &str) -> Result<AppScope, Response> {
-    let ended = || {
-        Failure::new(
-            StatusCode::UNAUTHORIZED,
-            "This portal link has expired or was ended. Ask for a new one.",
-        )
-        .into_response()
-    };
-    let session = state
-        .store
-        .session(&hash(token), state.now())
+    let session = crate::portal::portal_session(state, token)
         .await
         .map_err(|e| Failure::from(e).into_response())?;
     let Some(session) = session else {
-        return Err(ended());
+        return Err(Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "This portal link has expired or was ended. Ask for a new one.",
+        )
+        .into_response());
     };
     let SessionScope::Portal(app_id) = session.scope else {
-        return Err(ended());
+        return Err(Failure::new(StatusCode::UNAUTHORIZED, "Not a portal link.").into_response());
     };
     let app = find_app(state, &AppKey::Id(app_id))
         .await
@@ -130,6 +128,6 @@ async fn portal(state: &AppState, token: &str) -> Result<AppScope, Response> {
         app,
         session,
         surface: Surface::Portal,
-        brand: Brand { name: "vow".into() },
+        brand: state.settings.portal.brand_name.clone(),
     })
 }

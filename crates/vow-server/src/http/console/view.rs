@@ -28,6 +28,16 @@ pub struct Failure {
 pub type PageResult = Result<Response, Failure>;
 
 impl Failure {
+    /// The status it answers with.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What it says.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// A failure page with `status` saying `message`.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {

@@ -5,6 +5,7 @@
 //! were made so).
 
 mod login;
+mod portal;
 mod quarantine;
 mod replay;
 
