@@ -538,6 +538,7 @@ pub async fn status(
             DateTime<Utc>,
             DateTime<Utc>,
             DateTime<Utc>,
+            i32,
         ),
     >(&sql);
     for value in scope_values(scope) {
@@ -545,13 +546,14 @@ pub async fn status(
     }
     let row = q.fetch_optional(&mut *conn).await?;
     Ok(row.and_then(
-        |(state, resource, lease_until, expires_at, tombstone_until)| {
+        |(state, resource, lease_until, expires_at, tombstone_until, version)| {
             let row = StatusRow {
                 state,
                 resource,
                 lease_until,
                 expires_at,
                 tombstone_until,
+                fingerprint_version: u16::try_from(version).unwrap_or(0),
             };
             KeyStatus::of(row, now)
         },

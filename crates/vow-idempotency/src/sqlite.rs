@@ -373,10 +373,13 @@ pub fn status(conn: &Connection, scope: &Scope, now: DateTime<Utc>) -> Result<Op
                 r.get::<_, String>(0)?,
                 r.get::<_, Option<String>>(1)?,
                 [r.get::<_, i64>(2)?, r.get(3)?, r.get(4)?],
+                r.get::<_, u16>(5)?,
             ))
         })
         .optional()?;
-    let Some((state, resource, [lease_until, expires_at, tombstone_until])) = row else {
+    let Some((state, resource, [lease_until, expires_at, tombstone_until], fingerprint_version)) =
+        row
+    else {
         return Ok(None);
     };
     let time = |us| DateTime::from_timestamp_micros(us).ok_or(Error::Corrupt("time"));
@@ -386,6 +389,7 @@ pub fn status(conn: &Connection, scope: &Scope, now: DateTime<Utc>) -> Result<Op
         lease_until: time(lease_until)?,
         expires_at: time(expires_at)?,
         tombstone_until: time(tombstone_until)?,
+        fingerprint_version,
     };
     Ok(KeyStatus::of(row, now))
 }

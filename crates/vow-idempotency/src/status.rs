@@ -40,6 +40,9 @@ pub struct KeyStatus {
     pub expires_at: DateTime<Utc>,
     /// When the tombstone ends and the key is free again.
     pub tombstone_until: DateTime<Utc>,
+    /// The [`FINGERPRINT_VERSION`](crate::fingerprint::FINGERPRINT_VERSION) the stored
+    /// fingerprint was computed with.
+    pub fingerprint_version: u16,
 }
 
 /// A row's columns as the status needs them.
@@ -50,6 +53,7 @@ pub(crate) struct StatusRow {
     pub lease_until: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub tombstone_until: DateTime<Utc>,
+    pub fingerprint_version: u16,
 }
 
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
@@ -71,6 +75,7 @@ impl KeyStatus {
             resource: row.resource,
             expires_at: row.expires_at,
             tombstone_until: row.tombstone_until,
+            fingerprint_version: row.fingerprint_version,
         })
     }
 }
@@ -90,7 +95,8 @@ pub(crate) fn lease_start(
 
 /// The columns a status query selects, in order.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) const SELECT: &str = "state, resource, lease_until, expires_at, tombstone_until";
+pub(crate) const SELECT: &str =
+    "state, resource, lease_until, expires_at, tombstone_until, fingerprint_version";
 
 #[cfg(test)]
 mod tests {
@@ -107,6 +113,7 @@ mod tests {
             lease_until: t(30),
             expires_at: t(100),
             tombstone_until: t(200),
+            fingerprint_version: 2,
         }
     }
 

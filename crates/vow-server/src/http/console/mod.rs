@@ -24,6 +24,7 @@ pub mod endpoint_edit;
 pub mod endpoint_forms;
 pub mod endpoints;
 pub mod headers;
+pub mod keys;
 pub mod messages;
 pub mod pages;
 pub mod scope;
@@ -58,6 +59,7 @@ pub fn routes(
         .route("/console", get(pages::applications))
         .merge(session::routes())
         .nest("/console/app/{app_id}", app_pages())
+        .route("/console/idempotency", get(keys::inspect))
         .route("/console/sources", get(sources::sources))
         .route("/console/source/{source_id}", get(sources::source))
         .route(

@@ -10,7 +10,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_idempotency::IdempotencyKey;
-use vow_store::idempotency::Scope;
+use vow_store::idempotency::{KeyStatus, Scope};
 
 use super::route::{self, APPLICATION};
 use crate::error::{ApiError, ApiResult};
@@ -39,6 +39,7 @@ struct IdempotencyKeyOut {
     resource: Option<String>,
     expires_at: DateTime<Utc>,
     tombstone_until: DateTime<Utc>,
+    fingerprint_version: u16,
 }
 
 async fn get_idempotency_key(
@@ -47,9 +48,33 @@ async fn get_idempotency_key(
     Path(raw_key): Path<String>,
     ValidQuery(q): ValidQuery<StatusQuery>,
 ) -> ApiResult<Json<IdempotencyKeyOut>> {
-    let key = IdempotencyKey::parse(&raw_key)
+    let principal = principal.idempotency_scope();
+    let (route, status) = key_status(&state, principal, &raw_key, &q.route, q.app_id).await?;
+    let status = status.ok_or_else(|| ApiError::not_found("Idempotency key"))?;
+    Ok(Json(IdempotencyKeyOut {
+        route: route.name,
+        state: status.state.as_str(),
+        resource: status.resource,
+        expires_at: status.expires_at,
+        tombstone_until: status.tombstone_until,
+        fingerprint_version: status.fingerprint_version,
+    }))
+}
+
+/// Where `raw_key`, sent by `principal` (`admin` or `portal`) on the route named `route_name`
+/// (of application `app_id`, for an application's route), stands now: the route, and the key's
+/// status (`None`: free or never used). 422 naming a bad key, route or missing application;
+/// 404 for an unknown application. The API route and the console's inspector both ask this.
+pub async fn key_status(
+    state: &AppState,
+    principal: &str,
+    raw_key: &str,
+    route_name: &str,
+    app_id: Option<String>,
+) -> ApiResult<(&'static route::Route, Option<KeyStatus>)> {
+    let key = IdempotencyKey::parse(raw_key)
         .map_err(|e| ApiError::invalid(&["path", "key"], e.to_string(), "value_error.key"))?;
-    let route = route::named(&q.route).ok_or_else(|| {
+    let route = route::named(route_name).ok_or_else(|| {
         let names: Vec<&str> = super::ROUTES.iter().map(|r| r.name).collect();
         ApiError::invalid(
             &["query", "route"],
@@ -57,8 +82,8 @@ async fn get_idempotency_key(
             "value_error.route",
         )
     })?;
-    let application = match (route.has_param(APPLICATION), q.app_id) {
-        (true, Some(app)) => Some(resolve_app(&state, &app).await?.to_string()),
+    let application = match (route.has_param(APPLICATION), app_id) {
+        (true, Some(app)) => Some(resolve_app(state, &app).await?.to_string()),
         (true, None) => {
             return Err(ApiError::invalid(
                 &["query", "app_id"],
@@ -72,22 +97,12 @@ async fn get_idempotency_key(
         (false, _) => None,
     };
     let scope = Scope {
-        principal: principal.idempotency_scope().into(),
+        principal: principal.into(),
         application,
         method: "POST".into(),
         route: route.template.into(),
         key,
     };
-    let status = state
-        .store
-        .idempotency_status(&scope, state.now())
-        .await?
-        .ok_or_else(|| ApiError::not_found("Idempotency key"))?;
-    Ok(Json(IdempotencyKeyOut {
-        route: route.name,
-        state: status.state.as_str(),
-        resource: status.resource,
-        expires_at: status.expires_at,
-        tombstone_until: status.tombstone_until,
-    }))
+    let status = state.store.idempotency_status(&scope, state.now()).await?;
+    Ok((route, status))
 }

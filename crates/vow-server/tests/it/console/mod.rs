@@ -139,12 +139,18 @@ impl<'a> Admin<'a> {
 
     /// `POST /api/v1{path}` with `body`; the status and the JSON answer.
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let r = (self.http.post(format!("{}/api/v1{path}", self.vow.base)))
+        self.post_keyed(path, body, None).await
+    }
+
+    /// [`Admin::post`] with an `Idempotency-Key` when `key` is given.
+    pub async fn post_keyed(&self, path: &str, body: Value, key: Option<&str>) -> (u16, Value) {
+        let mut request = (self.http.post(format!("{}/api/v1{path}", self.vow.base)))
             .bearer_auth(TOKEN)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+            .json(&body);
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        let r = request.send().await.unwrap();
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 

@@ -54,9 +54,15 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
         .await;
     assert_eq!(status, 201);
     let ep = endpoint["id"].as_str().unwrap().to_string();
+    let mut keyed = String::new();
     for n in 0..2 {
         let body = json!({"eventType": "order.paid", "payload": {"order": n}});
-        assert_eq!(admin.post("/app/shop/msg", body).await.0, 202);
+        let key = format!("order-{n}");
+        let (status, created) = admin.post_keyed("/app/shop/msg", body, Some(&key)).await;
+        assert_eq!(status, 202);
+        if n == 0 {
+            keyed = created["id"].as_str().unwrap().to_string();
+        }
     }
     receiver.wait_for(2).await;
     let stats = format!("/app/shop/endpoint/{ep}/stats");
@@ -185,6 +191,37 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
         .unwrap();
     assert_eq!(tries.len(), 2, "the failed attempt and the replayed one");
     browser.screenshot("console-message").await;
+
+    // The Idempotency-Key inspector finds the first message's key and links the message.
+    page.goto(&format!(
+        "{}/console/idempotency?key=order-0&route=message.create&app=shop",
+        vow.base
+    ))
+    .await
+    .unwrap();
+    assert_eq!(browser.text("#key-state").await, "completed");
+    assert_eq!(browser.text("#key-fingerprint").await, "2");
+    assert_eq!(browser.text("#key-resource").await, keyed);
+    browser.screenshot("console-idempotency").await;
+    page.find(Locator::Css("#key-resource a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .reaches(&format!("/console/app/shop/msg/{keyed}"))
+        .await;
+    page.goto(&format!(
+        "{}/console/idempotency?key=never-used&route=message.create&app=shop",
+        vow.base
+    ))
+    .await
+    .unwrap();
+    assert!(browser
+        .text("#key-free")
+        .await
+        .starts_with("vow holds nothing"));
 
     // Disable, then enable: the page says so and the store holds it.
     page.goto(&format!("{}{endpoint_page}", vow.base))
