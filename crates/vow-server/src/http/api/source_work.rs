@@ -47,6 +47,7 @@ use vow_store::Store;
 use super::keys::{id_error, source_key};
 use super::lookup::find_source;
 use super::source_event::{decided_answer, event_answer, event_key, InboundEventOut};
+use crate::actions::inbound::Settle;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJsonBytes};
 use crate::http::idempotency::{self, Once};
@@ -127,20 +128,9 @@ async fn resolve_source_event(
         }
     };
     let destination = selected(&state, &source_id, body.destination.as_deref()).await?;
-    let wake = state.inbound_wake.clone();
     once.run(&state, None, &raw, move |commit| async move {
-        let now = commit.state().now();
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            (store.resolve_uncertain_keyed(source, event, resolution, destination, now, keyed))
-                .await
-        };
-        let (resolved, response) = commit.write(write, decided_answer).await?;
-        tracing::info!(%source, %event, outcome = %body.outcome,
-            destinations = resolved.changed.len(), "uncertain inbound destinations resolved");
-        if resolution == Resolution::Retry {
-            wake.notify_one();
-        }
-        Ok(response)
+        let settle = Settle::new(commit.state(), source, event, resolution, destination);
+        Ok(commit.act(settle, decided_answer).await?.1)
     })
     .await
 }

@@ -74,6 +74,10 @@ pub fn routes(
             "/console/source/{source_id}/event/{event_id}/discard",
             post(sources::discard),
         )
+        .route(
+            "/console/source/{source_id}/event/{event_id}/settle",
+            post(sources::settle),
+        )
         .layer(Extension(session::Login::new(admin, settings)))
         .layer(middleware::from_fn_with_state(
             SecurityHeaders::console(),

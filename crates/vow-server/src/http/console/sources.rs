@@ -1,7 +1,8 @@
 //! The console's inbound pages: the sources, one source's verification outcomes (refusals by
 //! reason, the rejection log) and events by state, and one event, where a quarantined event is
 //! reviewed beside the payload that holds its id (both shown, their JSON differences listed,
-//! digests always) and released or discarded through the same action as the API's.
+//! digests always) and released or discarded, and an uncertain event is settled (it took
+//! effect, or forward it again), each through the same action as the API's.
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::Deserialize;
 use vow_core::InboundEventId;
+use vow_store::inbound::processing::Resolution;
 use vow_store::inbound::{
     InboundEvent, InboundFilter, InboundState, Rejection, RejectionCount, Source, StoredInbound,
 };
@@ -20,7 +22,8 @@ use super::endpoint_forms::Plain;
 use super::pages::{keyset_page, Cursor, PAGE_SIZE};
 use super::session::Operator;
 use super::view::{render, Failure, PageResult};
-use crate::actions::{self, inbound::Resolve};
+use crate::actions;
+use crate::actions::inbound::{Resolve, Settle};
 use crate::http::api::keys::source_key;
 use crate::http::api::lookup::find_source;
 use crate::http::api::source_event::event_key;
@@ -248,6 +251,50 @@ async fn decide(
         Ok(event) => Redirect::to(&format!(
             "/console/source/{}/event/{}",
             event.source_id, event.id
+        ))
+        .into_response(),
+        Err(e) => Failure::from(e).into_response(),
+    }
+}
+
+/// The settle form: `completed` (it took effect) or `retry` (forward it again).
+#[derive(Deserialize)]
+pub struct SettleForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    outcome: String,
+}
+
+/// `POST /console/source/{id}/event/{id}/settle`: an uncertain event's destinations settled.
+pub async fn settle(
+    State(state): State<AppState>,
+    operator: Operator,
+    Path(path): Path<EventPath>,
+    headers: HeaderMap,
+    Form(form): Form<SettleForm>,
+) -> Response {
+    if let Err(forged) = super::csrf::check(&operator.session, &form.csrf, &headers) {
+        return forged.into_response();
+    }
+    let resolution = match form.outcome.as_str() {
+        "completed" => Resolution::Completed,
+        "retry" => Resolution::Retry,
+        other => {
+            let msg = format!("{other:?} is neither \"completed\" nor \"retry\"");
+            return Failure::new(StatusCode::UNPROCESSABLE_ENTITY, msg).into_response();
+        }
+    };
+    let done = async {
+        let source = source_key(&path.source_id)?;
+        let event = event_key(&path.event_id)?;
+        let settle = Settle::new(&state, source, event, resolution, None);
+        actions::apply(&state, settle).await
+    };
+    match done.await {
+        Ok(decided) => Redirect::to(&format!(
+            "/console/source/{}/event/{}",
+            decided.event.source_id, decided.event.id
         ))
         .into_response(),
         Err(e) => Failure::from(e).into_response(),

@@ -72,6 +72,23 @@ impl Browser {
             .unwrap()
     }
 
+    /// Waits (at most 10 s) until the element `css` reads `want`: a form that posts back to the
+    /// page it is on leaves the path unchanged, so only the content tells the new page.
+    pub async fn text_becomes(&self, css: &str, want: &str) {
+        let mut last = String::new();
+        for _ in 0..200 {
+            if let Ok(el) = self.client.find(Locator::Css(css)).await {
+                last = el.text().await.unwrap_or_default();
+                if last == want {
+                    return;
+                }
+            }
+            // Poll interval of a wait bounded at 10 s.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{css} reads {last:?}, not {want:?}");
+    }
+
     pub async fn path(&self) -> String {
         self.client.current_url().await.unwrap().path().to_string()
     }

@@ -114,7 +114,9 @@ async fn an_operator_reviews_a_quarantined_event_and_releases_it(database_url: S
     assert!(diff[1].starts_with("note"));
     browser.screenshot("console-quarantine").await;
 
-    // Release: the event is forwarded, with the exact bytes it came with.
+    // Release: the event is forwarded, with the exact bytes it came with. The destination's
+    // answer leaves its effect unknown, so the event turns uncertain.
+    destination.answer_with_header("vow-outcome", "uncertain");
     page.find(Locator::Id("release"))
         .await
         .unwrap()
@@ -122,12 +124,41 @@ async fn an_operator_reviews_a_quarantined_event_and_releases_it(database_url: S
         .await
         .unwrap();
     browser.reaches(&event_page).await;
+    for _ in 0..200 {
+        // The release posts back to this page; wait for the new one.
+        let state = page.find(Locator::Css("#event-state")).await;
+        if let Ok(el) = state {
+            if el.text().await.unwrap_or_default() != "quarantined" {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_ne!(browser.text("#event-state").await, "quarantined");
     let arrived = destination.wait_for(2).await;
     assert_eq!(arrived[1].body, changed);
-    let stored = admin
-        .get(&format!("/source/{source_id}/event/{event_id}"))
-        .await;
-    assert_ne!(stored["state"], json!("quarantined"));
-    assert_ne!(stored["state"], json!("discarded"));
+    let event_api = format!("/source/{source_id}/event/{event_id}");
+    let mut stored = json!(null);
+    for _ in 0..100 {
+        stored = admin.get(&event_api).await;
+        if stored["state"] == json!("uncertain") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(stored["state"], json!("uncertain"), "{stored}");
+
+    // The operator settles it: it took effect. Nothing is forwarded again.
+    page.refresh().await.unwrap();
+    assert_eq!(browser.text("#event-state").await, "uncertain");
+    page.find(Locator::Id("settle-completed"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.text_becomes("#event-state", "completed").await;
+    assert_eq!(admin.get(&event_api).await["state"], json!("completed"));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(destination.received().len(), 2, "settling sent nothing");
 }

@@ -246,7 +246,9 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
         .click()
         .await
         .unwrap();
-    browser.reaches(&endpoint_page).await;
+    browser
+        .text_becomes(".notice", "Endpoint enabled: deliveries resume.")
+        .await;
     let stored = admin.get(&format!("/app/shop/endpoint/{ep}")).await;
     assert_eq!(stored["disabled"], json!(false));
 }
