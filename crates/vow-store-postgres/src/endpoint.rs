@@ -188,7 +188,7 @@ impl Endpoints for PgStore {
         sqlx::query(&format!(
             "UPDATE endpoints
              SET uid = $3, url = $4, description = $5, disabled = $6, event_types = $7,
-                 channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
+                 disabled_reason = CASE WHEN $6 THEN disabled_reason END, channels = $8, throttle_rate = $9, metadata = $10, headers = $11,
                  signature_style = $13, timeout_ms = $14, retry_schedule = $15,
                  updated_at = GREATEST(updated_at, $12)
              WHERE app_id = $1 AND id = $2

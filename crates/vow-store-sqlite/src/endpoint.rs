@@ -76,6 +76,7 @@ pub(crate) fn create(conn: &Connection, new: NewEndpoint) -> Result<Endpoint> {
         id: new.id,
         app_id: new.app_id,
         fields: new.fields,
+        disabled_reason: None,
         created_at: now,
         updated_at: now,
     })
@@ -210,6 +211,7 @@ impl Endpoints for SqliteStore {
         self.write(move |conn| {
             let sql = format!(
                 "UPDATE endpoints SET uid = ?3, url = ?4, description = ?5, disabled = ?6,
+                 disabled_reason = CASE WHEN ?6 THEN disabled_reason END,
                  event_types = ?7, channels = ?8, throttle_rate = ?9, metadata = ?10, headers = ?11,
                  updated_at = ?12, signature_style = ?13, timeout_ms = ?14, retry_schedule = ?15
                  WHERE app_id = ?1 AND id = ?2 RETURNING {COLUMNS}"

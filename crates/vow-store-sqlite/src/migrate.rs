@@ -59,6 +59,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0012_session_read_only",
         include_str!("../migrations/0012_session_read_only.sql"),
     ),
+    (
+        "0013_endpoint_disabled_reason",
+        include_str!("../migrations/0013_endpoint_disabled_reason.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

@@ -167,6 +167,9 @@ pub struct Endpoint {
     pub app_id: AppId,
     /// Fields.
     pub fields: EndpointFields,
+    /// Why vow disabled it (dead letters in a row, or a 410), while it stays disabled; `None`
+    /// when it is enabled or an operator disabled it.
+    pub disabled_reason: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.

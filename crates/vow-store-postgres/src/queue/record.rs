@@ -270,6 +270,7 @@ async fn count_dead_letters(
     let mut counts = Vec::new();
     let mut disabled = Vec::new();
     let mut changed_at = Vec::new();
+    let mut reasons: Vec<Option<String>> = Vec::new();
     // Endpoints to sweep into `held`, with the time of the dead-letter that disabled them.
     let mut hold_ids = Vec::new();
     let mut hold_at = Vec::new();
@@ -290,9 +291,11 @@ async fn count_dead_letters(
             disabled: row.disabled,
         };
         let mut last_change = None;
+        let mut reason = None;
         for &(i, event, now) in evs {
             if health.record(event, disable_after) {
                 last_change = Some(now);
+                reason = Some(event.disable_reason(disable_after));
                 results[i] = Recorded::Stored {
                     endpoint_disabled: true,
                 };
@@ -302,6 +305,7 @@ async fn count_dead_letters(
         counts.push(convert::int_param(health.consecutive_dead_letters));
         disabled.push(health.disabled);
         changed_at.push(last_change);
+        reasons.push(reason);
         if let Some(at) = last_change {
             hold_ids.push(row.id);
             hold_at.push(at);
@@ -312,17 +316,20 @@ async fn count_dead_letters(
         "UPDATE endpoints e SET
              consecutive_dead_letters = u.count,
              disabled = u.disabled,
+             disabled_reason = CASE WHEN u.changed_at IS NULL THEN e.disabled_reason
+                                    ELSE u.reason END,
              updated_at = CASE WHEN u.changed_at IS NULL THEN e.updated_at
                                ELSE GREATEST(u.changed_at,
                                              e.updated_at + interval '1 microsecond') END
-         FROM UNNEST($1::text[], $2::int[], $3::bool[], $4::timestamptz[])
-             AS u (id, count, disabled, changed_at)
+         FROM UNNEST($1::text[], $2::int[], $3::bool[], $4::timestamptz[], $5::text[])
+             AS u (id, count, disabled, changed_at, reason)
          WHERE e.id = u.id",
     )
     .bind(&ids)
     .bind(&counts)
     .bind(&disabled)
     .bind(&changed_at)
+    .bind(&reasons)
     .execute(&mut **tx)
     .await
     .map_err(db_error)?;

@@ -111,10 +111,15 @@ fn count(
     }
     // `updated_at` strictly grows, so workers caching the endpoint by it notice.
     conn.prepare_cached(
-        "UPDATE endpoints SET disabled = 1, consecutive_dead_letters = ?3,
+        "UPDATE endpoints SET disabled = 1, consecutive_dead_letters = ?3, disabled_reason = ?4,
          updated_at = max(?2, updated_at + 1) WHERE id = ?1",
     )?
-    .execute(params![endpoint, now, after.consecutive_dead_letters])?;
+    .execute(params![
+        endpoint,
+        now,
+        after.consecutive_dead_letters,
+        event.disable_reason(disable_after)
+    ])?;
     // Its waiting deliveries are held; leased ones come back through their worker (a retry
     // is claimed with `disabled: true` and recorded as `Hold`).
     conn.prepare_cached(

@@ -62,7 +62,8 @@ impl FromColumns for DeliveryOptions {
 impl FromColumns for Endpoint {
     const COLUMNS: &'static str = "id, app_id, uid, url, description, disabled, event_types, \
                                   channels, throttle_rate, metadata, headers, signature_style, \
-                                  timeout_ms, retry_schedule, created_at, updated_at";
+                                  timeout_ms, retry_schedule, disabled_reason, created_at, \
+                                  updated_at";
 
     fn read_from<C: Columns + ?Sized>(r: &mut Reader<'_, C>) -> Result<Self, C::Error> {
         Ok(Endpoint {
@@ -80,6 +81,7 @@ impl FromColumns for Endpoint {
                 headers: r.json()?,
                 delivery: r.take()?,
             },
+            disabled_reason: r.opt_text()?,
             created_at: r.time()?,
             updated_at: r.time()?,
         })

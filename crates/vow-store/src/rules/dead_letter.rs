@@ -43,6 +43,14 @@ impl CountEvent {
         }
     }
 
+    /// Why an endpoint this event disabled was disabled, as the console shows it.
+    pub fn disable_reason(self, disable_after: u32) -> String {
+        match self {
+            Self::DeadLetter { disable_now: true } => "the endpoint answered 410 Gone".to_string(),
+            _ => format!("{disable_after} deliveries in a row were dead-lettered"),
+        }
+    }
+
     /// Whether `events` only reset the count, whatever it was: then a backend may write 0
     /// without reading the endpoint (a delivered outcome restarts the count on any endpoint).
     pub fn only_resets(events: impl IntoIterator<Item = Self>) -> bool {

@@ -240,6 +240,7 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
         .starts_with("Endpoint disabled"));
     let stored = admin.get(&format!("/app/shop/endpoint/{ep}")).await;
     assert_eq!(stored["disabled"], json!(true));
+    assert!(browser.text(".why").await.starts_with("by an operator"));
     page.find(Locator::Css(".actions button"))
         .await
         .unwrap()

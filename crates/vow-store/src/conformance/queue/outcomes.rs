@@ -17,6 +17,11 @@ async fn endpoint_disabled(store: &dyn Store, app: AppId, ep: EndpointId) -> boo
     endpoint.expect("the endpoint exists").fields.disabled
 }
 
+async fn disabled_reason(store: &dyn Store, app: AppId, ep: EndpointId) -> Option<String> {
+    let endpoint = store.get_endpoint(app, &EndpointKey::Id(ep)).await.unwrap();
+    endpoint.expect("the endpoint exists").disabled_reason
+}
+
 const DISABLED: Recorded = Recorded::Stored {
     endpoint_disabled: true,
 };
@@ -217,6 +222,11 @@ pub async fn an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letter
     assert_eq!(claimed_messages(&leased), ms[5..7].to_vec());
     assert_eq!(record(store, fail(&leased[0])).await, vec![DISABLED]);
     assert!(endpoint_disabled(store, app.id, ep.id).await);
+    assert_eq!(
+        disabled_reason(store, app.id, ep.id).await.as_deref(),
+        Some("3 deliveries in a row were dead-lettered"),
+        "why vow disabled it"
+    );
     let waiting = delivery(store, app.id, ms[7], ep.id).await;
     assert_eq!(
         waiting.status,
@@ -241,6 +251,11 @@ pub async fn an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letter
         ..ep.fields.clone()
     };
     store.update_endpoint(app.id, ep.id, enabled).await.unwrap();
+    assert_eq!(
+        disabled_reason(store, app.id, ep.id).await,
+        None,
+        "enabled: no reason"
+    );
     for i in 0..3 {
         message_at(store, app.id, 100 + i).await;
     }
@@ -248,6 +263,7 @@ pub async fn an_endpoint_is_disabled_at_the_threshold_of_consecutive_dead_letter
         let c = claim_one(store, 200).await;
         assert_eq!(record(store, fail(&c)).await, vec![expected]);
     }
+    assert!(disabled_reason(store, app.id, ep.id).await.is_some());
 
     // disable_after = 0 never disables.
     let other = create_app(store, "Other").await;
@@ -300,6 +316,10 @@ pub async fn a_gone_endpoint_is_disabled_at_once_and_its_waiting_deliveries_are_
     let after = store.get_endpoint(app.id, &EndpointKey::Id(ep.id)).await;
     let after = after.unwrap().expect("the endpoint exists");
     assert!(after.fields.disabled);
+    assert_eq!(
+        after.disabled_reason.as_deref(),
+        Some("the endpoint answered 410 Gone")
+    );
     assert!(after.updated_at > ep.updated_at, "disabling is a change");
     let dead = delivery(store, app.id, ms[0], ep.id).await;
     assert_eq!(dead.status, DeliveryStatus::DeadLettered);
