@@ -10,7 +10,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::{Deserialize, Serialize};
-use vow_core::EventTypeName;
+use std::future::Future;
+
+use vow_core::{EndpointId, EventTypeName};
 use vow_store::queue::{DeliveryStats, ReplayFilter};
 use vow_store::Endpoint;
 
@@ -22,7 +24,7 @@ use crate::actions;
 use crate::actions::endpoint::{set_disabled, Example, Rotation};
 use crate::actions::replay::Replay;
 use crate::actions::resend::Resend;
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
 use crate::http::api::keys::endpoint_key;
 use crate::http::api::lookup::{find_endpoint_in, find_message};
 use crate::state::AppState;
@@ -60,57 +62,70 @@ async fn checked(
 }
 
 /// Back to the endpoint's page, saying what happened.
-fn back(scope: &AppScope, endpoint: &Endpoint, notice: Notice) -> Response {
+fn back(scope: &AppScope, endpoint: EndpointId, notice: Notice) -> Response {
     let query = serde_html_form::to_string([("notice", notice)]).unwrap_or_default();
-    let to = format!("{}/endpoint/{}?{query}", scope.base, endpoint.id);
+    let to = format!("{}/endpoint/{endpoint}?{query}", scope.base);
     Redirect::to(&to).into_response()
 }
 
-/// `POST …/endpoint/{id}/enable` and `…/disable`.
-pub async fn enable(
-    state: State<AppState>,
-    scope: AppScope,
-    path: Path<EndpointPath>,
-    headers: HeaderMap,
-    form: Form<Plain>,
-) -> Response {
-    toggle(state, scope, path, headers, form, false).await
+/// A form's post on an endpoint: checks the form, loads the endpoint, runs `act` on it and
+/// sends the browser back to the endpoint's page with the notice `act` returns (or shows why
+/// it failed).
+async fn on_endpoint<Fut>(
+    state: &AppState,
+    scope: &AppScope,
+    endpoint_id: &str,
+    (csrf, headers): (&str, &HeaderMap),
+    act: impl FnOnce(Endpoint) -> Fut,
+) -> Response
+where
+    Fut: Future<Output = ApiResult<Notice>>,
+{
+    let endpoint = match checked(state, scope, endpoint_id, csrf, headers).await {
+        Ok(e) => e,
+        Err(refused) => return refused,
+    };
+    let id = endpoint.id;
+    match act(endpoint).await {
+        Ok(notice) => back(scope, id, notice),
+        Err(e) => Failure::from(e).into_response(),
+    }
 }
 
-/// `POST …/endpoint/{id}/disable`.
-pub async fn disable(
-    state: State<AppState>,
-    scope: AppScope,
-    path: Path<EndpointPath>,
-    headers: HeaderMap,
-    form: Form<Plain>,
-) -> Response {
-    toggle(state, scope, path, headers, form, true).await
+/// The enable/disable form.
+#[derive(Deserialize)]
+pub struct StateForm {
+    #[serde(default)]
+    csrf: String,
+    /// `true` to disable, `false` to enable.
+    disabled: bool,
 }
 
-async fn toggle(
+/// `POST …/endpoint/{id}/state`: enables or disables the endpoint.
+pub async fn set_state(
     State(state): State<AppState>,
     scope: AppScope,
     Path(path): Path<EndpointPath>,
     headers: HeaderMap,
-    Form(form): Form<Plain>,
-    disabled: bool,
+    Form(form): Form<StateForm>,
 ) -> Response {
-    let endpoint = match checked(&state, &scope, &path.endpoint_id, &form.csrf, &headers).await {
-        Ok(e) => e,
-        Err(refused) => return refused,
-    };
-    match set_disabled(&state, endpoint, disabled).await {
-        Ok(endpoint) => {
-            let notice = if disabled {
+    let (state, scope, form, path) = (&state, &scope, &form, &path);
+    let form_of = (form.csrf.as_str(), &headers);
+    on_endpoint(
+        state,
+        scope,
+        &path.endpoint_id,
+        form_of,
+        |endpoint| async move {
+            set_disabled(state, endpoint, form.disabled).await?;
+            Ok(if form.disabled {
                 Notice::Disabled
             } else {
                 Notice::Enabled
-            };
-            back(&scope, &endpoint, notice)
-        }
-        Err(e) => Failure::from(e).into_response(),
-    }
+            })
+        },
+    )
+    .await
 }
 
 /// `POST …/endpoint/{id}/rotate`: a fresh secret; the old one signs for the configured grace.
@@ -121,18 +136,20 @@ pub async fn rotate(
     headers: HeaderMap,
     Form(form): Form<Plain>,
 ) -> Response {
-    let endpoint = match checked(&state, &scope, &path.endpoint_id, &form.csrf, &headers).await {
-        Ok(e) => e,
-        Err(refused) => return refused,
-    };
-    let done = async {
-        let rotation = Rotation::new(&state, scope.app.id, endpoint.id, None, None)?;
-        actions::apply(&state, rotation).await
-    };
-    match done.await {
-        Ok(()) => back(&scope, &endpoint, Notice::Rotated),
-        Err(e) => Failure::from(e).into_response(),
-    }
+    let (state, scope, form, path) = (&state, &scope, &form, &path);
+    let form_of = (form.csrf.as_str(), &headers);
+    on_endpoint(
+        state,
+        scope,
+        &path.endpoint_id,
+        form_of,
+        |endpoint| async move {
+            let rotation = Rotation::new(state, scope.app.id, endpoint.id, None, None)?;
+            actions::apply(state, rotation).await?;
+            Ok(Notice::Rotated)
+        },
+    )
+    .await
 }
 
 /// The test-event form.
@@ -151,22 +168,24 @@ pub async fn send_test(
     headers: HeaderMap,
     Form(form): Form<TestForm>,
 ) -> Response {
-    let endpoint = match checked(&state, &scope, &path.endpoint_id, &form.csrf, &headers).await {
-        Ok(e) => e,
-        Err(refused) => return refused,
-    };
-    let done = async {
-        let name = EventTypeName::parse(form.event_type.as_str()).map_err(|e| {
-            ApiError::invalid(&["form", "event type"], e.to_string(), "value_error")
-        })?;
-        let at = ["form", "example"];
-        let example = Example::new(&state, scope.app.id, endpoint.id, &name, 0, &at).await?;
-        actions::apply(&state, example).await
-    };
-    match done.await {
-        Ok(_) => back(&scope, &endpoint, Notice::TestSent),
-        Err(e) => Failure::from(e).into_response(),
-    }
+    let (state, scope, form, path) = (&state, &scope, &form, &path);
+    let form_of = (form.csrf.as_str(), &headers);
+    on_endpoint(
+        state,
+        scope,
+        &path.endpoint_id,
+        form_of,
+        |endpoint| async move {
+            let name = EventTypeName::parse(form.event_type.as_str()).map_err(|e| {
+                ApiError::invalid(&["form", "event type"], e.to_string(), "value_error")
+            })?;
+            let at = ["form", "example"];
+            let example = Example::new(state, scope.app.id, endpoint.id, &name, 0, &at).await?;
+            actions::apply(state, example).await?;
+            Ok(Notice::TestSent)
+        },
+    )
+    .await
 }
 
 /// `{endpoint_id}` and `{msg_id}` of a resend's path.
@@ -184,23 +203,25 @@ pub async fn resend(
     headers: HeaderMap,
     Form(form): Form<Plain>,
 ) -> Response {
-    let endpoint = match checked(&state, &scope, &path.endpoint_id, &form.csrf, &headers).await {
-        Ok(e) => e,
-        Err(refused) => return refused,
-    };
-    let done = async {
-        let resend = Resend {
-            app: scope.app.id,
-            msg: find_message(&state, scope.app.id, &path.msg_id).await?,
-            endpoint: endpoint.id,
-            now: state.now(),
-        };
-        actions::apply(&state, resend).await
-    };
-    match done.await {
-        Ok(_) => back(&scope, &endpoint, Notice::Resent),
-        Err(e) => Failure::from(e).into_response(),
-    }
+    let (state, scope, form, path) = (&state, &scope, &form, &path);
+    let form_of = (form.csrf.as_str(), &headers);
+    on_endpoint(
+        state,
+        scope,
+        &path.endpoint_id,
+        form_of,
+        |endpoint| async move {
+            let resend = Resend {
+                app: scope.app.id,
+                msg: find_message(state, scope.app.id, &path.msg_id).await?,
+                endpoint: endpoint.id,
+                now: state.now(),
+            };
+            actions::apply(state, resend).await?;
+            Ok(Notice::Resent)
+        },
+    )
+    .await
 }
 
 /// The replay form's filter, as the browser sends it (`datetime-local` values, read as UTC)

@@ -112,8 +112,7 @@ fn app_pages() -> Router<AppState> {
             get(endpoint_edit::edit_form).post(endpoint_edit::update),
         )
         .route(&format!("{one}/secret"), get(endpoints::secret))
-        .route(&format!("{one}/enable"), post(endpoint_forms::enable))
-        .route(&format!("{one}/disable"), post(endpoint_forms::disable))
+        .route(&format!("{one}/state"), post(endpoint_forms::set_state))
         .route(&format!("{one}/rotate"), post(endpoint_forms::rotate))
         .route(&format!("{one}/test"), post(endpoint_forms::send_test))
         .route(

@@ -10,7 +10,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::Deserialize;
-use vow_core::InboundEventId;
+use std::future::Future;
+
+use vow_core::{InboundEventId, SourceId};
 use vow_store::inbound::processing::Resolution;
 use vow_store::inbound::{
     InboundEvent, InboundFilter, InboundState, Rejection, RejectionCount, Source, StoredInbound,
@@ -24,6 +26,7 @@ use super::session::Operator;
 use super::view::{render, Failure, PageResult};
 use crate::actions;
 use crate::actions::inbound::{Resolve, Settle};
+use crate::error::ApiResult;
 use crate::http::api::keys::source_key;
 use crate::http::api::lookup::find_source;
 use crate::http::api::source_event::event_key;
@@ -201,7 +204,33 @@ pub async fn event(
     Ok(render(StatusCode::OK, &page))
 }
 
-/// `POST /console/source/{id}/event/{id}/release` and `…/discard`.
+/// A form's post on an inbound event: checks the form, runs `act` on the event's ids, and sends
+/// the browser back to the event's page (or shows why it failed).
+async fn on_event<Fut>(
+    operator: &Operator,
+    path: &EventPath,
+    (csrf, headers): (&str, &HeaderMap),
+    act: impl FnOnce(SourceId, InboundEventId) -> Fut,
+) -> Response
+where
+    Fut: Future<Output = ApiResult<InboundEvent>>,
+{
+    if let Err(forged) = super::csrf::check(&operator.session, csrf, headers) {
+        return forged.into_response();
+    }
+    let done = async {
+        let (source, event) = (source_key(&path.source_id)?, event_key(&path.event_id)?);
+        act(source, event).await
+    };
+    match done.await {
+        Ok(e) => {
+            Redirect::to(&format!("/console/source/{}/event/{}", e.source_id, e.id)).into_response()
+        }
+        Err(e) => Failure::from(e).into_response(),
+    }
+}
+
+/// `POST /console/source/{id}/event/{id}/release`.
 pub async fn release(
     state: State<AppState>,
     operator: Operator,
@@ -239,22 +268,16 @@ async fn decide(
     Form(form): Form<Plain>,
     to: InboundState,
 ) -> Response {
-    if let Err(forged) = super::csrf::check(&operator.session, form.csrf(), &headers) {
-        return forged.into_response();
-    }
-    let done = async {
-        let source = source_key(&path.source_id)?;
-        let event = event_key(&path.event_id)?;
-        actions::apply(&state, Resolve::new(&state, source, event, to)).await
-    };
-    match done.await {
-        Ok(event) => Redirect::to(&format!(
-            "/console/source/{}/event/{}",
-            event.source_id, event.id
-        ))
-        .into_response(),
-        Err(e) => Failure::from(e).into_response(),
-    }
+    let state = &state;
+    on_event(
+        &operator,
+        &path,
+        (form.csrf(), &headers),
+        |source, event| async move {
+            actions::apply(state, Resolve::new(state, source, event, to)).await
+        },
+    )
+    .await
 }
 
 /// The settle form: `completed` (it took effect) or `retry` (forward it again).
@@ -274,9 +297,6 @@ pub async fn settle(
     headers: HeaderMap,
     Form(form): Form<SettleForm>,
 ) -> Response {
-    if let Err(forged) = super::csrf::check(&operator.session, &form.csrf, &headers) {
-        return forged.into_response();
-    }
     let resolution = match form.outcome.as_str() {
         "completed" => Resolution::Completed,
         "retry" => Resolution::Retry,
@@ -285,18 +305,15 @@ pub async fn settle(
             return Failure::new(StatusCode::UNPROCESSABLE_ENTITY, msg).into_response();
         }
     };
-    let done = async {
-        let source = source_key(&path.source_id)?;
-        let event = event_key(&path.event_id)?;
-        let settle = Settle::new(&state, source, event, resolution, None);
-        actions::apply(&state, settle).await
-    };
-    match done.await {
-        Ok(decided) => Redirect::to(&format!(
-            "/console/source/{}/event/{}",
-            decided.event.source_id, decided.event.id
-        ))
-        .into_response(),
-        Err(e) => Failure::from(e).into_response(),
-    }
+    let state = &state;
+    on_event(
+        &operator,
+        &path,
+        (&form.csrf, &headers),
+        |source, event| async move {
+            let settle = Settle::new(state, source, event, resolution, None);
+            Ok(actions::apply(state, settle).await?.event)
+        },
+    )
+    .await
 }

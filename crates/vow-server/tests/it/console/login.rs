@@ -81,12 +81,9 @@ async fn an_operator_logs_in_sees_endpoint_health_and_logs_out(database_url: Str
     browser.screenshot("console-applications").await;
 
     // The application's page: the endpoint, enabled, with the one delivery counted.
-    page.find(Locator::Css(&format!("a[href='/console/app/{app_id}']")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser
+        .click(Locator::Css(&format!("a[href='/console/app/{app_id}']")))
+        .await;
     browser.reaches(&format!("/console/app/{app_id}")).await;
     assert_eq!(browser.text("tbody .url").await, receiver.url);
     assert_eq!(browser.text("tbody small").await, "<b>bold</b> hooks");
@@ -153,12 +150,7 @@ async fn an_operator_logs_in_sees_endpoint_health_and_logs_out(database_url: Str
     assert_eq!(still_in.status(), 200, "the refused posts ended nothing");
 
     // Logging out ends the session in the store: the old cookie opens nothing any more.
-    page.find(Locator::Css("form.logout button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css("form.logout button")).await;
     browser.reaches("/console/login").await;
     let after = http
         .get(format!("{}/console", vow.base))

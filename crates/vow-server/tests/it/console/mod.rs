@@ -89,6 +89,16 @@ impl Browser {
         panic!("{css} reads {last:?}, not {want:?}");
     }
 
+    /// Clicks the element `at` finds.
+    pub async fn click(&self, at: Locator<'_>) {
+        let element = self
+            .client
+            .find(at)
+            .await
+            .unwrap_or_else(|e| panic!("no {at:?}: {e}"));
+        element.click().await.unwrap();
+    }
+
     pub async fn path(&self) -> String {
         self.client.current_url().await.unwrap().path().to_string()
     }

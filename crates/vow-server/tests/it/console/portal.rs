@@ -94,12 +94,7 @@ async fn a_customer_uses_the_portal_link_and_reaches_only_their_app(database_url
     );
 
     // The customer adds an endpoint for one event type.
-    page.find(Locator::Id("new-endpoint"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Id("new-endpoint")).await;
     browser.reaches(&format!("{portal}/endpoint/new")).await;
     page.find(Locator::Css("input[name=url]"))
         .await
@@ -107,21 +102,13 @@ async fn a_customer_uses_the_portal_link_and_reaches_only_their_app(database_url
         .send_keys(&receiver.url)
         .await
         .unwrap();
-    page.find(Locator::Css(
-        "input[name=event_types][value='invoice.paid']",
-    ))
-    .await
-    .unwrap()
-    .click()
-    .await
-    .unwrap();
+    browser
+        .click(Locator::Css(
+            "input[name=event_types][value='invoice.paid']",
+        ))
+        .await;
     browser.screenshot("portal-new-endpoint").await;
-    page.find(Locator::Css("form.stacked button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css("form.stacked button")).await;
     let mut listed = json!(null);
     for _ in 0..100 {
         // The click returns before the form's post has been answered.
@@ -188,8 +175,8 @@ async fn a_customer_uses_the_portal_link_and_reaches_only_their_app(database_url
 
     // A form without the link's CSRF token changes nothing.
     let forged = http
-        .post(format!("{url}/endpoint/{ep}/disable"))
-        .form(&[("csrf", "guessed")])
+        .post(format!("{url}/endpoint/{ep}/state"))
+        .form(&[("csrf", "guessed"), ("disabled", "true")])
         .send()
         .await
         .unwrap();

@@ -54,42 +54,26 @@ async fn an_operator_reviews_a_quarantined_event_and_releases_it(database_url: S
         .unwrap();
     browser.log_in(TOKEN).await;
     browser.reaches("/console").await;
-    page.find(Locator::LinkText("Inbound sources"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::LinkText("Inbound sources")).await;
     browser.reaches("/console/sources").await;
-    page.find(Locator::Css(&format!(
-        "a[href='/console/source/{source_id}']"
-    )))
-    .await
-    .unwrap()
-    .click()
-    .await
-    .unwrap();
+    browser
+        .click(Locator::Css(&format!(
+            "a[href='/console/source/{source_id}']"
+        )))
+        .await;
     browser
         .reaches(&format!("/console/source/{source_id}"))
         .await;
-    page.find(Locator::LinkText("quarantined"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::LinkText("quarantined")).await;
     let rows = page
         .find_all(Locator::Css("table.events tbody tr"))
         .await
         .unwrap();
     assert_eq!(rows.len(), 1, "one quarantined event");
     let event_page = format!("/console/source/{source_id}/event/{event_id}");
-    page.find(Locator::Css(&format!("a[href='{event_page}']")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser
+        .click(Locator::Css(&format!("a[href='{event_page}']")))
+        .await;
     browser.reaches(&event_page).await;
 
     // Both payloads, side by side, and what differs between them.
@@ -117,12 +101,7 @@ async fn an_operator_reviews_a_quarantined_event_and_releases_it(database_url: S
     // Release: the event is forwarded, with the exact bytes it came with. The destination's
     // answer leaves its effect unknown, so the event turns uncertain.
     destination.answer_with_header("vow-outcome", "uncertain");
-    page.find(Locator::Id("release"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Id("release")).await;
     browser.reaches(&event_page).await;
     for _ in 0..200 {
         // The release posts back to this page; wait for the new one.
@@ -151,12 +130,7 @@ async fn an_operator_reviews_a_quarantined_event_and_releases_it(database_url: S
     // The operator settles it: it took effect. Nothing is forwarded again.
     page.refresh().await.unwrap();
     assert_eq!(browser.text("#event-state").await, "uncertain");
-    page.find(Locator::Id("settle-completed"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Id("settle-completed")).await;
     browser.text_becomes("#event-state", "completed").await;
     assert_eq!(admin.get(&event_api).await["state"], json!("completed"));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -78,12 +78,9 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
     page.goto(&format!("{}/console/app/{app_id}", vow.base))
         .await
         .unwrap();
-    page.find(Locator::Css(&format!("a[href='{endpoint_page}']")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser
+        .click(Locator::Css(&format!("a[href='{endpoint_page}']")))
+        .await;
     browser.reaches(&endpoint_page).await;
 
     // The outage on the page: both dead letters, both failed attempts with their statuses.
@@ -113,24 +110,14 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
     browser.screenshot("console-endpoint").await;
 
     // The receiver is fixed. The button counts first (a dry run sends nothing)...
-    page.find(Locator::Css("form.replay button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css("form.replay button")).await;
     browser.reaches(&format!("{endpoint_page}/replay")).await;
     assert_eq!(browser.text("#dry-run-count").await, "2");
     assert_eq!(receiver.received().len(), 2, "the dry run sent nothing");
     browser.screenshot("console-replay-confirm").await;
 
     // ...then confirm replays them, and the progress page follows them until delivered.
-    page.find(Locator::Id("confirm-replay"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Id("confirm-replay")).await;
     let arrived = receiver.wait_for(4).await;
     let ids = |rs: &[crate::receiver::Received]| -> BTreeSet<String> {
         rs.iter()
@@ -174,12 +161,7 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
     let msg_id = arrived[0].header("webhook-id").to_string();
     let field = page.find(Locator::Css("input[name=id]")).await.unwrap();
     field.send_keys(&msg_id).await.unwrap();
-    page.find(Locator::Css("form.search button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css("form.search button")).await;
     browser
         .reaches(&format!("/console/app/{app_id}/msg/{msg_id}"))
         .await;
@@ -203,12 +185,7 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
     assert_eq!(browser.text("#key-fingerprint").await, "2");
     assert_eq!(browser.text("#key-resource").await, keyed);
     browser.screenshot("console-idempotency").await;
-    page.find(Locator::Css("#key-resource a"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css("#key-resource a")).await;
     browser
         .reaches(&format!("/console/app/shop/msg/{keyed}"))
         .await;
@@ -227,12 +204,7 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
     page.goto(&format!("{}{endpoint_page}", vow.base))
         .await
         .unwrap();
-    page.find(Locator::Css(".actions button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css(".actions button")).await;
     browser.reaches(&endpoint_page).await;
     assert!(browser
         .text(".notice")
@@ -241,12 +213,7 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
     let stored = admin.get(&format!("/app/shop/endpoint/{ep}")).await;
     assert_eq!(stored["disabled"], json!(true));
     assert!(browser.text(".why").await.starts_with("by an operator"));
-    page.find(Locator::Css(".actions button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(Locator::Css(".actions button")).await;
     browser
         .text_becomes(".notice", "Endpoint enabled: deliveries resume.")
         .await;
