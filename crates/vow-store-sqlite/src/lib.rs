@@ -42,6 +42,8 @@ mod idempotency;
 mod inbound;
 mod message;
 mod migrate;
+#[cfg(test)]
+mod plan;
 mod queue;
 mod readers;
 mod session;
