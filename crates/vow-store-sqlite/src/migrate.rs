@@ -59,6 +59,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0012_session_read_only",
         include_str!("../migrations/0012_session_read_only.sql"),
     ),
+    (
+        "0013_overview",
+        include_str!("../migrations/0013_overview.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

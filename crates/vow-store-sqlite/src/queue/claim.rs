@@ -51,7 +51,7 @@ const EXPIRED_LEASES: &str = "SELECT id, endpoint_id FROM deliveries
      ORDER BY lease_until LIMIT ?2";
 
 /// Every endpoint with unleased pending rows and its earliest due time, in endpoint order.
-fn endpoint_heads(conn: &Connection) -> Result<Vec<(EndpointId, i64)>> {
+pub(crate) fn endpoint_heads(conn: &Connection) -> Result<Vec<(EndpointId, i64)>> {
     let mut stmt = conn.prepare_cached(NEXT_ENDPOINT)?;
     let mut heads = Vec::new();
     let mut after = String::new();
