@@ -112,6 +112,14 @@ macro_rules! prefixed_id {
             pub fn is_id(s: &str) -> bool {
                 Self::parse(s).is_ok()
             }
+
+            /// The smallest id of this type made at `at`: every id made at `at` or later sorts
+            /// at or after it (as text too), every one made earlier before it. A store counts
+            /// the rows made since a time as a range of their ids. Times before 1970 are 1970.
+            pub fn first_at(at: chrono::DateTime<chrono::Utc>) -> Self {
+                let millis = u64::try_from(at.timestamp_millis()).unwrap_or(0);
+                Self(ulid::Ulid::from_parts(millis, 0))
+            }
         }
 
         impl Default for $name {
@@ -211,6 +219,23 @@ mod tests {
             assert!(pair[0].to_string() < pair[1].to_string());
             assert!(pair[0] < pair[1]);
         }
+    }
+
+    #[test]
+    fn the_first_id_at_a_time_bounds_the_ids_made_from_then_on() {
+        let at = chrono::Utc::now();
+        let made = MessageId::new();
+        let first = MessageId::first_at(at);
+        let later = MessageId::first_at(at + chrono::TimeDelta::milliseconds(1000));
+        assert!(first <= made && made < later);
+        assert!(first.to_string() <= made.to_string());
+        assert!(made.to_string() < later.to_string());
+        assert_eq!(MessageId::parse(&first.to_string()), Ok(first));
+        let epoch = chrono::DateTime::UNIX_EPOCH;
+        assert_eq!(
+            MessageId::first_at(epoch - chrono::TimeDelta::days(1)),
+            MessageId::first_at(epoch)
+        );
     }
 
     #[test]

@@ -28,6 +28,8 @@
 //!   resend/replay, retention; one module per concern.
 //! - `inbound`: the [`vow_store::InboundStore`] traits: sources, the atomic claim of inbound
 //!   events, quarantine, rejections, retention.
+//! - `overview`: the console's Overview ([`vow_store::Overviews`]), indexed reads in one
+//!   snapshot.
 //! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
 //!   process's workers.
 //! - `seek`: keyset pagination ([`vow_store::Seek`]) as SQL.
@@ -47,6 +49,7 @@ mod inbound;
 mod listen;
 mod message;
 mod migrate;
+mod overview;
 mod queue;
 mod seek;
 mod session;

@@ -20,6 +20,7 @@
 //!   resend/replay, retention).
 //! - `inbound`: the [`vow_store::InboundStore`] traits (sources, the atomic claim of inbound
 //!   events, quarantine, rejections, retention).
+//! - `overview`: the console's Overview ([`vow_store::Overviews`]), indexed reads only.
 //! - `writer`: the writer thread, batching and group commit.
 //! - `readers`: the read connection pool.
 //! - `checkpointer`: WAL checkpoints on their own thread, off the writer's path.
@@ -42,6 +43,9 @@ mod idempotency;
 mod inbound;
 mod message;
 mod migrate;
+mod overview;
+#[cfg(test)]
+mod plan;
 mod queue;
 mod readers;
 mod session;

@@ -63,6 +63,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0013_endpoint_disabled_reason",
         include_str!("../migrations/0013_endpoint_disabled_reason.sql"),
     ),
+    (
+        "0014_overview",
+        include_str!("../migrations/0014_overview.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

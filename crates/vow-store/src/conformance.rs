@@ -35,6 +35,8 @@
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
+//! - `overview`: the console's Overview: every figure exactly, in the windows it falls in;
+//!   retention of its activity minutes.
 //! - `sessions`: console sessions and app-portal tokens: expiry, ending, purge, their application.
 //! - `settings`: the admin token hash and ping.
 //! - `queue`: the [`DeliveryQueue`](crate::DeliveryQueue): claims and leases, recording outcomes, auto-disabling,
@@ -54,6 +56,7 @@ mod inbound_recording;
 mod inbound_rejections;
 mod inbound_work;
 mod messages;
+mod overview;
 mod queue;
 mod sessions;
 mod settings;
@@ -72,6 +75,7 @@ pub use inbound_recording::*;
 pub use inbound_rejections::*;
 pub use inbound_work::*;
 pub use messages::*;
+pub use overview::*;
 pub use queue::*;
 pub use sessions::*;
 pub use settings::*;
@@ -122,6 +126,7 @@ macro_rules! conformance_suite {
         $crate::__conformance_cases_inbound_keyed!($make);
         $crate::__conformance_cases_inbound_guard!($make);
         $crate::__conformance_cases_inbound_recording!($make);
+        $crate::__conformance_cases_overview!($make);
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {
         $(

@@ -17,6 +17,8 @@
 //! - [`rows`]: how a stored row reads back as each model, once for every backend (each
 //!   implements [`rows::Columns`] for its row type).
 //! - [`session`]: [`Sessions`], the console's browser sessions and app-portal tokens.
+//! - [`overview`]: [`Overviews`], the console's Overview: the last hour's and day's delivery
+//!   and inbound figures, the backlog, from per-minute activity and index ranges.
 //! - [`rules`]: the business rules both backends apply, as pure functions (superseding by
 //!   version, dead-letter counting, leases).
 //! - `conformance` (feature `testing`, so only test builds compile it): the shared behaviour suite
@@ -29,6 +31,7 @@ pub mod error;
 pub mod idempotency;
 pub mod inbound;
 pub mod model;
+pub mod overview;
 pub mod page;
 pub mod queue;
 pub mod rows;
@@ -40,6 +43,7 @@ pub use error::{StoreError, StoreResult};
 pub use idempotency::IdempotencyRecords;
 pub use inbound::InboundStore;
 pub use model::*;
+pub use overview::Overviews;
 pub use page::{Order, Seek};
 pub use queue::DeliveryQueue;
 pub use session::Sessions;
@@ -57,6 +61,7 @@ pub trait Store:
     + DeliveryQueue
     + InboundStore
     + Sessions
+    + Overviews
 {
 }
 
@@ -70,6 +75,7 @@ impl<T> Store for T where
         + DeliveryQueue
         + InboundStore
         + Sessions
+        + Overviews
 {
 }
 
@@ -81,6 +87,7 @@ pub mod prelude {
     };
     pub use crate::idempotency::IdempotencyRecords;
     pub use crate::inbound::{InboundDecisions, InboundEvents, InboundStore, InboundWork, Sources};
+    pub use crate::overview::Overviews;
     pub use crate::queue::{
         AttemptedListings, Attempts, DeliveryClaims, DeliveryOperators, DeliveryOutcomes,
         DeliveryQueue, Retention,

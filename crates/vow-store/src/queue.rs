@@ -610,7 +610,8 @@ pub trait Retention: Send + Sync + 'static {
     async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()>;
 
     /// Retention: clears payloads whose `payload_expires_at <= now` and attempt response bodies
-    /// older than `responses_before`, at most `batch` rows of each; returns rows changed.
+    /// older than `responses_before`, and deletes the Overview's activity minutes older than
+    /// [`crate::overview::KEPT`] at `now`, at most `batch` rows of each; returns rows changed.
     async fn purge_expired(
         &self,
         now: DateTime<Utc>,

@@ -17,6 +17,7 @@
 
 mod inbound;
 mod outbound;
+mod overview;
 mod read;
 mod session;
 

@@ -30,7 +30,7 @@ use crate::PgStore;
 
 /// `endpoints_with_work (ep)`: every endpoint with pending rows, by a loose scan of the index on
 /// pending rows' `(endpoint_id, next_attempt_at)`: one seek per endpoint (the last row is NULL).
-const ENDPOINTS_WITH_WORK: &str = "endpoints_with_work (ep) AS (
+pub(crate) const ENDPOINTS_WITH_WORK: &str = "endpoints_with_work (ep) AS (
         (SELECT endpoint_id FROM deliveries WHERE status = 'pending'
          ORDER BY endpoint_id LIMIT 1)
       UNION ALL

@@ -12,12 +12,14 @@
 //!
 //! # Layout
 //! - `claim`: claiming, lease renewal and `next_due`.
+//! - `activity`: the delivery activity per minute that recording adds to (the Overview's).
 //! - `record`: recording outcomes, dead-letter counting and auto-disabling.
 //! - `attempt`: the attempt rows: listing, reading, expunging one.
 //! - `operator`: resend, replay and endpoint statistics.
 //! - `retention`: expunging a message's content and purging expired content.
 //! - `attempted`: attempted destinations of a message, attempted messages of an endpoint.
 
+pub(crate) mod activity;
 mod attempt;
 mod attempted;
 pub(crate) mod claim;

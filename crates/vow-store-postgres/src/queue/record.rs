@@ -12,13 +12,16 @@
 //!    counts replayed through the batch's outcomes in order (the rule:
 //!    `vow_store::rules::dead_letter`), written back, and an endpoint that it disabled gets an
 //!    `updated_at` that strictly grows (so workers caching by it notice) and its pending
-//!    deliveries that hold no lease moved to `held`.
+//!    deliveries that hold no lease moved to `held`;
+//! 4. the batch's tally is added to the Overview's activity minutes (`activity`), last, so
+//!    that row lock is held only until the commit.
 
 use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Postgres, Transaction};
+use vow_store::overview::tally;
 use vow_store::queue::DeliveryOutcomes;
 use vow_store::queue::{AttemptOutcome, Recorded};
 use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
@@ -26,6 +29,7 @@ use vow_store::StoreResult;
 
 use crate::convert;
 use crate::error::{corrupt, db_error};
+use crate::queue::activity;
 use crate::PgStore;
 
 /// A delivery as locked by step 1.
@@ -234,6 +238,9 @@ pub(crate) async fn record(
     if !dead_lettering.is_empty() {
         count_dead_letters(&mut tx, dead_lettering, disable_after, &mut results).await?;
     }
+
+    // 4. The batch's tally, last, so its row lock is held only until the commit.
+    activity::add(&mut tx, &tally(outcomes.iter().zip(&results))).await?;
 
     tx.commit().await.map_err(db_error)?;
     Ok(results)

@@ -1,5 +1,6 @@
 //! Removing content: an operator expunging one message's payload (and its attempts' response
-//! bodies), and retention purging whatever expired, in bounded batches.
+//! bodies), and retention purging whatever expired (and old activity minutes), in bounded
+//! batches.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -9,6 +10,7 @@ use vow_store::StoreResult;
 
 use crate::convert::{self, not_found};
 use crate::error::db_error;
+use crate::queue::activity;
 use crate::PgStore;
 
 #[async_trait]
@@ -43,7 +45,7 @@ impl Retention for PgStore {
         if batch == 0 {
             return Ok(0);
         }
-        let changed: i64 = sqlx::query_scalar(
+        let changed: i64 = sqlx::query_scalar(&format!(
             "WITH p AS (
                  UPDATE messages SET payload = NULL
                  WHERE id IN (SELECT id FROM messages
@@ -58,12 +60,14 @@ impl Retention for PgStore {
                               LIMIT $3 FOR UPDATE SKIP LOCKED)
                    AND response <> ''
                  RETURNING 1
-             )
-             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM r)",
-        )
+             ), a AS ({})
+             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM r) + (SELECT count(*) FROM a)",
+            activity::PURGE
+        ))
         .bind(now)
         .bind(responses_before)
         .bind(convert::bigint_param(batch))
+        .bind(activity::purge_before(now))
         .fetch_one(&self.pool)
         .await
         .map_err(db_error)?;

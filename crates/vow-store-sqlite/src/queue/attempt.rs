@@ -1,5 +1,6 @@
 //! The attempts log: writing an attempt row, listing and reading them per application, and
-//! removing content (expunge on request, retention purges).
+//! removing content (expunge on request, retention purges, which also delete old activity
+//! minutes).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -14,6 +15,7 @@ use vow_store::{Seek, StoreError};
 
 use crate::convert::{micros, read, seek_sql};
 use crate::error::Result;
+use crate::queue::activity;
 use crate::SqliteStore;
 
 const COLUMNS: &str = Attempt::COLUMNS;
@@ -198,7 +200,8 @@ impl Retention for SqliteStore {
                          SELECT rowid FROM attempts WHERE response <> '' AND started_at < ?1 LIMIT ?2)",
                 )?
                 .execute(params![micros(responses_before), batch])?;
-            Ok((payloads + responses) as u64)
+            let minutes = activity::purge(conn, now, batch)?;
+            Ok((payloads + responses + minutes) as u64)
         })
         .await
     }

@@ -51,7 +51,7 @@ const EXPIRED_LEASES: &str = "SELECT id, endpoint_id FROM deliveries
      ORDER BY lease_until LIMIT ?2";
 
 /// Every endpoint with unleased pending rows and its earliest due time, in endpoint order.
-fn endpoint_heads(conn: &Connection) -> Result<Vec<(EndpointId, i64)>> {
+pub(crate) fn endpoint_heads(conn: &Connection) -> Result<Vec<(EndpointId, i64)>> {
     let mut stmt = conn.prepare_cached(NEXT_ENDPOINT)?;
     let mut heads = Vec::new();
     let mut after = String::new();
@@ -235,27 +235,7 @@ impl DeliveryClaims for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The `detail` column of `EXPLAIN QUERY PLAN sql`.
-    fn plan(conn: &Connection, sql: &str) -> Vec<String> {
-        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-        let nulls = std::iter::repeat_n(rusqlite::types::Null, stmt.parameter_count());
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
-            .unwrap();
-        rows.collect::<rusqlite::Result<_>>().unwrap()
-    }
-
-    /// Whether a plan reads the deliveries table itself from end to end.
-    fn full_scan(plan: &str) -> bool {
-        plan.lines().any(|l| l.trim() == "SCAN deliveries")
-    }
-
-    fn migrated() -> Connection {
-        let mut conn = Connection::open_in_memory().unwrap();
-        crate::migrate::migrate(&mut conn).unwrap();
-        conn
-    }
+    use crate::plan::{full_scan, migrated, plan};
 
     /// The statements a claim and `next_due` run.
     const STATEMENTS: [&str; 4] = [
@@ -274,9 +254,9 @@ mod tests {
             "deliveries_leased",
             "deliveries_leased",
         ]) {
-            let plan = plan(&conn, sql).join("\n");
+            let plan = plan(&conn, sql);
             assert!(plan.contains(index), "{sql}: {plan}");
-            assert!(!full_scan(&plan), "{sql}: {plan}");
+            assert!(!full_scan(&plan, "deliveries"), "{sql}: {plan}");
             assert!(!plan.contains("TEMP B-TREE"), "{sql}: {plan}");
         }
     }

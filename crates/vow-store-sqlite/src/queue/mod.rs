@@ -4,13 +4,15 @@
 //!
 //! # Layout
 //! - `claim`: claiming with leases, renewing them, `next_due`.
+//! - `activity`: the delivery activity per minute that recording adds to (the Overview's).
 //! - `record`: recording outcomes (fencing by lease token, auto-disabling endpoints).
 //! - `attempt`: the attempts log, expunging and retention.
 //! - `operator`: resend, replay, endpoint stats.
 //! - `attempted`: attempted destinations of a message, attempted messages of an endpoint.
 
+pub(crate) mod activity;
 mod attempt;
 mod attempted;
-mod claim;
+pub(crate) mod claim;
 pub(crate) mod operator;
 mod record;

@@ -1,16 +1,19 @@
 //! Recording attempt outcomes: the fenced delivery update, the attempt row, and the endpoint's
 //! consecutive dead-letter count with auto-disabling (the rule is
 //! `vow_store::rules::dead_letter`; this is its SQL). One writer job records a whole batch, in
-//! order, so a later outcome sees what an earlier one of the same batch did.
+//! order, so a later outcome sees what an earlier one of the same batch did, then adds the
+//! batch's tally to the Overview's activity minutes.
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
+use vow_store::overview::tally;
 use vow_store::queue::{AttemptOutcome, DeliveryOutcomes, Recorded};
 use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
 use vow_store::StoreResult;
 
 use crate::convert::micros;
 use crate::error::Result;
+use crate::queue::activity;
 use crate::queue::attempt::{self, Owner};
 use crate::SqliteStore;
 
@@ -19,10 +22,12 @@ pub(crate) fn record(
     outcomes: &[AttemptOutcome],
     disable_after: u32,
 ) -> Result<Vec<Recorded>> {
-    outcomes
+    let recorded = outcomes
         .iter()
         .map(|o| record_one(conn, o, disable_after))
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    activity::add(conn, &tally(outcomes.iter().zip(&recorded)))?;
+    Ok(recorded)
 }
 
 fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Result<Recorded> {

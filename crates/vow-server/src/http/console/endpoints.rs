@@ -14,7 +14,7 @@ use vow_store::{Endpoint, EndpointSecret, EventType, MessageFilter, Order, Seek}
 
 use super::pages::{keyset_page, Cursor, PAGE_SIZE};
 use super::scope::AppScope;
-use super::view::{render, PageResult};
+use super::view::{percent, render, PageResult};
 use crate::http::api::keys::endpoint_key;
 use crate::http::api::lookup::find_endpoint_in;
 use crate::state::AppState;
@@ -44,12 +44,7 @@ impl EndpointHealth {
     /// Delivered ÷ settled (delivered + dead-lettered), as a percentage, if any settled.
     pub fn success_rate(&self) -> Option<String> {
         let settled = self.stats.success + self.stats.fail;
-        (settled > 0).then(|| {
-            format!(
-                "{:.1} %",
-                100.0 * self.stats.success as f64 / settled as f64
-            )
-        })
+        (settled > 0).then(|| percent(self.stats.success as f64 / settled as f64))
     }
 }
 

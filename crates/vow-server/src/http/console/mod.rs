@@ -16,8 +16,11 @@
 //! - [`throttle`]: failed logins per client address, and how long the next must wait.
 //! - [`headers`]: the security headers every console response carries.
 //! - [`pages`]: the pages and their templates (`templates/console/`).
-//! - [`view`]: rendering a template into a response.
+//! - [`overview`]: the Overview page (`/` leads there), with [`chart`]: SVG bar charts drawn
+//!   on the server.
+//! - [`view`]: rendering a template into a response, numbers as pages show them.
 
+pub mod chart;
 pub mod csrf;
 pub mod diff;
 pub mod endpoint_edit;
@@ -26,6 +29,7 @@ pub mod endpoints;
 pub mod headers;
 pub mod keys;
 pub mod messages;
+pub mod overview;
 pub mod pages;
 pub mod scope;
 pub mod session;
@@ -54,9 +58,10 @@ pub fn routes(
     portal: &PortalSettings,
 ) -> Router<AppState> {
     let console = Router::new()
-        .route("/", get(|| async { Redirect::to("/console") }))
+        .route("/", get(|| async { Redirect::to("/console/overview") }))
         .route("/console/assets/console.css", get(stylesheet))
         .route("/console", get(pages::applications))
+        .route("/console/overview", get(overview::overview))
         .merge(session::routes())
         .nest("/console/app/{app_id}", app_pages())
         .route("/console/idempotency", get(keys::inspect))

@@ -1,5 +1,5 @@
-//! Rendering a page's template into a response, and [`Failure`]: a refusal or an error shown
-//! as a page (the API's errors are JSON; a person gets a sentence).
+//! Rendering a page's template into a response, [`Failure`]: a refusal or an error shown as a
+//! page (the API's errors are JSON; a person gets a sentence), and how pages write numbers.
 
 use askama::Template;
 use axum::http::StatusCode;
@@ -14,6 +14,24 @@ pub fn render(status: StatusCode, page: &impl Template) -> Response {
         Ok(html) => (status, Html(html)).into_response(),
         Err(e) => ApiError::Internal(Box::new(e)).into_response(),
     }
+}
+
+/// `n` with its thousands grouped: `1,234,567`.
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// A share as a percentage to a tenth: `97.5 %`.
+pub fn percent(share: f64) -> String {
+    format!("{:.1} %", 100.0 * share)
 }
 
 /// What a page answers when it cannot show what was asked: a status and one plain sentence.
@@ -79,5 +97,18 @@ impl From<StoreError> for Failure {
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
         render(self.status, &self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped_by_thousands_and_shares_shown_as_percentages() {
+        let shown: Vec<String> = [0, 999, 1_000, 100_000, 1_234_567].map(grouped).to_vec();
+        assert_eq!(shown, ["0", "999", "1,000", "100,000", "1,234,567"]);
+        assert_eq!(percent(0.6), "60.0 %");
+        assert_eq!(percent(2.0 / 3.0), "66.7 %");
     }
 }

@@ -5,6 +5,7 @@
 //! were made so).
 
 mod login;
+mod overview;
 mod portal;
 mod quarantine;
 mod replay;
@@ -191,6 +192,24 @@ impl<'a> Admin<'a> {
         assert!(r.status().is_success(), "GET {path}: {}", r.status());
         r.json().await.unwrap()
     }
+}
+
+/// Waits (at most 10 s) until the endpoint's stats at `path` through the API are `want`
+/// (delivered, dead-lettered).
+pub async fn stats_reach(admin: &Admin<'_>, path: &str, want: (u64, u64)) {
+    let mut last = json!(null);
+    for _ in 0..200 {
+        last = admin.get(path).await;
+        if (last["success"].as_u64(), last["fail"].as_u64()) == (Some(want.0), Some(want.1)) {
+            return;
+        }
+        // Poll interval of a wait bounded at 10 s.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "stats never reached delivered {} / dead {}: {last}",
+        want.0, want.1
+    );
 }
 
 /// Runs `test` on a fresh SQLite file and on a fresh PostgreSQL schema.

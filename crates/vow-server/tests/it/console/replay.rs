@@ -8,29 +8,12 @@ use std::time::Duration;
 use fantoccini::Locator;
 use serde_json::json;
 
-use super::{Admin, Browser};
+use super::{stats_reach, Admin, Browser};
 use crate::child::Vow;
 use crate::helpers::TOKEN;
 use crate::receiver::Receiver;
 
 super::in_browser_on_both_stores!(an_operator_sees_an_outage_and_replays_its_dead_letters);
-
-/// Waits (at most 10 s) until the endpoint's stats through the API match `want`.
-async fn stats_reach(admin: &Admin<'_>, path: &str, want: (u64, u64)) {
-    let mut last = json!(null);
-    for _ in 0..200 {
-        last = admin.get(path).await;
-        if (last["success"].as_u64(), last["fail"].as_u64()) == (Some(want.0), Some(want.1)) {
-            return;
-        }
-        // Poll interval of a wait bounded at 10 s.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!(
-        "stats never reached delivered {} / dead {}: {last}",
-        want.0, want.1
-    );
-}
 
 async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: String) {
     // The receiver is down for the first two deliveries; one attempt each, so both dead-letter.
