@@ -1,11 +1,16 @@
-//! The console's Overview ([`vow_store::Overviews`]) on PostgreSQL: indexed reads in one
-//! read-only snapshot (see `vow_store::overview` for what each figure is and why it is cheap).
+//! The console's Overview ([`vow_store::Overviews`]) on PostgreSQL: four statements of indexed
+//! reads on one connection (see `vow_store::overview` for what each figure is and why it is
+//! cheap). Each statement answers for both windows at once, so the round trips stay few; each
+//! reads its own snapshot, milliseconds after the one before.
 //!
 //! - delivery activity: a day of minute rows, shards summed (`queue::activity`);
+//! - inbound events: ranges of `inbound_events`' primary key, and `inbound_events_by_state`
+//!   source by source, for the hour, the day and all time;
+//! - rejections: the day's rows of `inbound_rejections_by_time`, counted for both windows, and
+//!   whether the log kept them all;
 //! - backlog: the endpoints with pending rows, one seek each, as a claim finds them
-//!   (`queue::claim`), counting each one's due rows on the pending index until the cap;
-//! - inbound: a range of `inbound_events`' primary key, `inbound_events_by_state` source by
-//!   source, and `inbound_rejections_by_time`.
+//!   (`queue::claim`), counting each one's due rows on the pending index until the cap; and the
+//!   disabled endpoints.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -22,9 +27,71 @@ use crate::queue::activity;
 use crate::queue::claim::ENDPOINTS_WITH_WORK;
 use crate::PgStore;
 
+/// Inbound events with ids in `[{from}, $3)`, at most `$5`.
+fn stored(from: &str) -> String {
+    format!(
+        "(SELECT count(*) FROM (SELECT 1 FROM inbound_events
+          WHERE id >= {from} AND id < $3 LIMIT $5) c)"
+    )
+}
+
+/// Inbound events in `state` with ids in `[{from}, $3)`, at most `$5`, source by source.
+fn in_state(state: InboundState, from: &str) -> String {
+    format!(
+        "(SELECT count(*) FROM (
+              SELECT 1 FROM sources s CROSS JOIN LATERAL (
+                  SELECT 1 FROM inbound_events e
+                  WHERE e.source_id = s.id AND e.state = '{}' AND e.id >= {from} AND e.id < $3
+                  LIMIT $5) x
+              LIMIT $5) c)",
+        state.as_str()
+    )
+}
+
+/// The inbound counts: `$1`, `$2` and `$4` are the first ids of the hour, the day and all
+/// time, `$3` the end of them all: stored in the hour and the day, then quarantined and
+/// uncertain in the hour, the day and all time.
+fn inbound_sql() -> String {
+    let held = [InboundState::Quarantined, InboundState::Uncertain]
+        .into_iter()
+        .flat_map(|state| ["$1", "$2", "$4"].map(|from| in_state(state, from)))
+        .collect::<Vec<_>>()
+        .join(",\n");
+    format!("SELECT {}, {}, {held}", stored("$1"), stored("$2"))
+}
+
+/// Whether every rejection logged from `{since}` to `$3` is still in the log: no source with
+/// rows in the window overwrote rows of its ring (it took more than its slots, the highest
+/// slot + 1) while all its rows are from the window on.
+fn complete(since: &str) -> String {
+    format!(
+        "(SELECT NOT EXISTS (
+              SELECT 1 FROM inbound_rejection_ring g
+              WHERE g.source_id IN (SELECT source_id FROM inbound_rejections
+                                    WHERE received_at >= {since} AND received_at <= $3)
+                AND g.recorded > (SELECT max(slot) + 1 FROM inbound_rejections r
+                                  WHERE r.source_id = g.source_id)
+                AND NOT EXISTS (SELECT 1 FROM inbound_rejections r
+                                WHERE r.source_id = g.source_id AND r.received_at < {since})))"
+    )
+}
+
+/// Rejections logged from `$2` (the day) to `$3`, by reason: in the hour (from `$1`), in the
+/// day, and each window's completeness (the same on every row; with no row, both complete).
+fn rejections_sql() -> String {
+    format!(
+        "SELECT reason, count(*) FILTER (WHERE received_at >= $1), count(*),
+                {}, {}
+         FROM inbound_rejections WHERE received_at >= $2 AND received_at <= $3
+         GROUP BY reason ORDER BY reason COLLATE \"C\"",
+        complete("$1"),
+        complete("$2")
+    )
+}
+
 /// The pending deliveries due at `$1` (in flight included): the earliest due time, and how
-/// many, at most `$2`.
-fn backlog_sql() -> String {
+/// many, at most `$2`; and the disabled endpoints, at most `$2`.
+fn current_sql() -> String {
     format!(
         "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
          heads AS (
@@ -39,115 +106,78 @@ fn backlog_sql() -> String {
                          SELECT 1 FROM deliveries d
                          WHERE d.status = 'pending' AND d.endpoint_id = heads.ep
                            AND d.next_attempt_at <= $1 LIMIT $2) x
-                     LIMIT $2) c)"
+                     LIMIT $2) c),
+                (SELECT count(*) FROM (SELECT 1 FROM endpoints WHERE disabled LIMIT $2) c)"
     )
 }
-
-/// Disabled endpoints, at most `$1`.
-const DISABLED: &str = "SELECT count(*) FROM (SELECT 1 FROM endpoints WHERE disabled LIMIT $1) c";
-
-/// Inbound events with ids in `[$1, $2)`, at most `$3`.
-const STORED: &str = "SELECT count(*) FROM (SELECT 1 FROM inbound_events
-     WHERE id >= $1 AND id < $2 LIMIT $3) c";
-
-/// Inbound events in state `$1` with ids in `[$2, $3)`, at most `$4`, source by source.
-const IN_STATE: &str = "SELECT count(*) FROM (
-     SELECT 1 FROM sources s CROSS JOIN LATERAL (
-         SELECT 1 FROM inbound_events e
-         WHERE e.source_id = s.id AND e.state = $1 AND e.id >= $2 AND e.id < $3 LIMIT $4) x
-     LIMIT $4) c";
-
-/// Rejections logged in `[$1, $2]`, by reason.
-const REJECTIONS: &str = "SELECT reason, count(*) FROM inbound_rejections
-     WHERE received_at >= $1 AND received_at <= $2
-     GROUP BY reason ORDER BY reason COLLATE \"C\"";
-
-/// Whether every rejection of `[$1, $2]` is still in the log: no source with rows in the
-/// window lost rows (it took more than it keeps) while all its rows are from the window on.
-const REJECTIONS_COMPLETE: &str = "SELECT NOT EXISTS (
-     SELECT 1 FROM inbound_rejection_ring g
-     WHERE g.source_id IN (SELECT source_id FROM inbound_rejections
-                           WHERE received_at >= $1 AND received_at <= $2)
-       AND g.recorded > (SELECT count(*) FROM inbound_rejections r
-                         WHERE r.source_id = g.source_id)
-       AND NOT EXISTS (SELECT 1 FROM inbound_rejections r
-                       WHERE r.source_id = g.source_id AND r.received_at < $1))";
 
 /// A capped count's answer.
 fn count(found: i64) -> Count {
     Count::of(u64::try_from(found).unwrap_or(0))
 }
 
-/// The deliveries due at `now` (see the module docs).
-async fn backlog(conn: &mut PgConnection, now: DateTime<Utc>) -> StoreResult<Backlog> {
-    let (oldest_due, due): (Option<DateTime<Utc>>, i64) = sqlx::query_as(&backlog_sql())
-        .bind(now)
-        .bind(Count::LIMIT)
-        .fetch_one(conn)
-        .await
-        .map_err(db_error)?;
-    Ok(Backlog {
-        due: count(due),
-        oldest_due,
-    })
+/// A count that is never capped.
+fn exact(found: i64) -> u64 {
+    u64::try_from(found).unwrap_or(0)
 }
 
-/// The events with ids in `[from, to)` in each state that waits for an operator.
-async fn held(conn: &mut PgConnection, from: &str, to: &str) -> StoreResult<Held> {
-    let mut counts = Vec::new();
-    for state in [InboundState::Quarantined, InboundState::Uncertain] {
-        let found: i64 = sqlx::query_scalar(IN_STATE)
-            .bind(state.as_str())
-            .bind(from)
-            .bind(to)
-            .bind(Count::LIMIT)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db_error)?;
-        counts.push(count(found));
-    }
-    Ok(Held {
-        quarantined: counts[0],
-        uncertain: counts[1],
-    })
+/// What the inbound statements read, by window.
+struct Inbound {
+    hour: InboundWindow,
+    day: InboundWindow,
+    held: Held,
 }
 
-/// Inbound traffic from `since` to `now`.
-async fn inbound(
-    conn: &mut PgConnection,
-    since: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> StoreResult<InboundWindow> {
-    let (from, to) = inbound_ids(since, now);
-    let stored: i64 = sqlx::query_scalar(STORED)
-        .bind(&from)
+async fn inbound(conn: &mut PgConnection, windows: &Windows) -> StoreResult<Inbound> {
+    let (hour_from, to) = inbound_ids(windows.hour_since, windows.now);
+    let (day_from, _) = inbound_ids(windows.day_since, windows.now);
+    let (ever, _) = inbound_ids(DateTime::UNIX_EPOCH, windows.now);
+    let row: (i64, i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(&inbound_sql())
+        .bind(&hour_from)
+        .bind(&day_from)
         .bind(&to)
+        .bind(&ever)
         .bind(Count::LIMIT)
         .fetch_one(&mut *conn)
         .await
         .map_err(db_error)?;
-    let by_reason: Vec<(String, i64)> = sqlx::query_as(REJECTIONS)
-        .bind(since)
-        .bind(now)
+    let (stored_hour, stored_day, q_hour, q_day, q_ever, u_hour, u_day, u_ever) = row;
+    let held = |quarantined, uncertain| Held {
+        quarantined: count(quarantined),
+        uncertain: count(uncertain),
+    };
+    let rows: Vec<(String, i64, i64, bool, bool)> = sqlx::query_as(&rejections_sql())
+        .bind(windows.hour_since)
+        .bind(windows.day_since)
+        .bind(windows.now)
         .fetch_all(&mut *conn)
         .await
         .map_err(db_error)?;
-    let complete: bool = sqlx::query_scalar(REJECTIONS_COMPLETE)
-        .bind(since)
-        .bind(now)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db_error)?;
-    Ok(InboundWindow {
-        accepted: count(stored),
-        held: held(conn, &from, &to).await?,
-        rejections: Rejections {
-            by_reason: by_reason
-                .into_iter()
-                .map(|(reason, n)| (reason, u64::try_from(n).unwrap_or(0)))
-                .collect(),
-            complete,
+    let (hour_complete, day_complete) = rows.first().map_or((true, true), |r| (r.3, r.4));
+    let hour_reasons = rows
+        .iter()
+        .filter(|r| r.1 > 0)
+        .map(|r| (r.0.clone(), exact(r.1)))
+        .collect();
+    let day_reasons = rows.into_iter().map(|r| (r.0, exact(r.2))).collect();
+    Ok(Inbound {
+        hour: InboundWindow {
+            accepted: count(stored_hour),
+            held: held(q_hour, u_hour),
+            rejections: Rejections {
+                by_reason: hour_reasons,
+                complete: hour_complete,
+            },
         },
+        day: InboundWindow {
+            accepted: count(stored_day),
+            held: held(q_day, u_day),
+            rejections: Rejections {
+                by_reason: day_reasons,
+                complete: day_complete,
+            },
+        },
+        held: held(q_ever, u_ever),
     })
 }
 
@@ -155,26 +185,24 @@ async fn inbound(
 impl Overviews for PgStore {
     async fn overview(&self, now: DateTime<Utc>) -> StoreResult<Overview> {
         let windows = Windows::at(now);
-        let mut tx = self.pool.begin().await.map_err(db_error)?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        let minutes = activity::between(&mut *tx, windows.day_since, now).await?;
-        let hour = inbound(&mut tx, windows.hour_since, now).await?;
-        let day = inbound(&mut tx, windows.day_since, now).await?;
-        let (from, to) = inbound_ids(DateTime::UNIX_EPOCH, now);
-        let disabled: i64 = sqlx::query_scalar(DISABLED)
-            .bind(Count::LIMIT)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let minutes = activity::between(&mut *conn, windows.day_since, now).await?;
+        let inbound = inbound(&mut conn, &windows).await?;
+        let (oldest_due, due, disabled): (Option<DateTime<Utc>>, i64, i64) =
+            sqlx::query_as(&current_sql())
+                .bind(now)
+                .bind(Count::LIMIT)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(db_error)?;
         let current = Current {
-            backlog: backlog(&mut tx, now).await?,
+            backlog: Backlog {
+                due: count(due),
+                oldest_due,
+            },
             endpoints_disabled: count(disabled),
-            held: held(&mut tx, &from, &to).await?,
+            held: inbound.held,
         };
-        tx.commit().await.map_err(db_error)?;
-        Ok(windows.assemble(&minutes, hour, day, current))
+        Ok(windows.assemble(&minutes, inbound.hour, inbound.day, current))
     }
 }

@@ -48,12 +48,13 @@ const REJECTIONS: &str = "SELECT reason, count(*) FROM inbound_rejections
      WHERE received_at >= ?1 AND received_at <= ?2 GROUP BY reason ORDER BY reason";
 
 /// Whether every rejection of `[?1, ?2]` is still in the log: no source with rows in the
-/// window lost rows (it took more than it keeps) while all its rows are from the window on.
+/// window overwrote rows of its ring (it took more than its slots, the highest slot + 1) while
+/// all its rows are from the window on.
 const REJECTIONS_COMPLETE: &str = "SELECT NOT EXISTS (
      SELECT 1 FROM inbound_rejection_ring g
      WHERE g.source_id IN (SELECT source_id FROM inbound_rejections
                            WHERE received_at >= ?1 AND received_at <= ?2)
-       AND g.recorded > (SELECT count(*) FROM inbound_rejections r
+       AND g.recorded > (SELECT max(slot) + 1 FROM inbound_rejections r
                          WHERE r.source_id = g.source_id)
        AND NOT EXISTS (SELECT 1 FROM inbound_rejections r
                        WHERE r.source_id = g.source_id AND r.received_at < ?1))";

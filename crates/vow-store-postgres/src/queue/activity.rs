@@ -16,8 +16,9 @@ use vow_store::StoreResult;
 use crate::convert::{self, read};
 use crate::error::db_error;
 
-/// Rows per minute.
-const SHARDS: i16 = 8;
+/// Rows per minute: enough that concurrent records rarely pick the same one, few enough that a
+/// day stays a few thousand rows to read.
+const SHARDS: i16 = 4;
 
 /// Adds each minute's activity (oldest first, as `tally` gives them) to one of its rows.
 pub(crate) async fn add(conn: &mut PgConnection, minutes: &[ActivityMinute]) -> StoreResult<()> {

@@ -7,11 +7,13 @@
 //! - `inbound`: processing inbound events: concurrent claims, paths the suite leaves out.
 //! - `postgres`: several processes on one database, migrations, a server that goes away.
 //! - `queue`: the delivery queue with several processes on one database, creates racing a delete.
+//! - `overview_speed`: the Overview read with a million messages (ignored: run by hand).
 //! - `smoke`: quick checks of this backend's own choices (conflict sentences, byte order).
 
 mod conformance;
 mod idempotency;
 mod inbound;
+mod overview_speed;
 mod postgres;
 mod queue;
 mod smoke;

@@ -1,5 +1,7 @@
 //! Integration tests of the SQLite store: the shared conformance suite, then what is specific to
-//! SQLite (durability settings, reopening, group commit).
+//! SQLite (durability settings, reopening, group commit), and the Overview's speed with a
+//! realistic amount of data (ignored: run by hand).
 
 mod conformance;
+mod overview_speed;
 mod sqlite;

@@ -32,7 +32,7 @@ struct OverviewPage {
 }
 
 impl OverviewPage {
-    /// A capped count as shown: `≥ 100,000` past the cap.
+    /// A capped count as shown: `≥ 10,000` past the cap.
     fn count(&self, c: impl Borrow<Count>) -> String {
         let c = c.borrow();
         if c.more {
