@@ -92,6 +92,11 @@ struct Cli {
     #[arg(long, default_value_t = 200)]
     idle_count: usize,
 
+    /// The seeded database `console` copies for each run: a SQLite file, or with `--pg` the
+    /// name of a database on the server (see the scenario's docs for how to fill one).
+    #[arg(long, value_name = "FILE|DATABASE")]
+    seed: Option<String>,
+
     /// Repeat every scenario this many times and print medians.
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -120,6 +125,7 @@ enum Scenario {
     SlowNeighbour,
     BacklogDrain,
     Inbound,
+    Console,
     All,
 }
 
@@ -150,6 +156,7 @@ impl Scenario {
             Scenario::SlowNeighbour => scenarios::slow_neighbour::run(opts).await,
             Scenario::BacklogDrain => scenarios::backlog_drain::run(opts).await,
             Scenario::Inbound => scenarios::inbound::run(opts).await,
+            Scenario::Console => scenarios::console::run(opts).await,
             Scenario::All => unreachable!("expanded before running"),
         }
     }
@@ -186,6 +193,7 @@ fn main() -> anyhow::Result<()> {
         drain_cap: Duration::from_secs(cli.drain_cap),
         messages: cli.messages,
         idle_count: cli.idle_count,
+        seed: cli.seed.clone(),
     };
     println!("{}", machine::banner());
     println!(

@@ -46,8 +46,26 @@ impl Database {
         Ok(Self::Sqlite { dir })
     }
 
+    /// A copy of the SQLite file `seed` (and its WAL, if any) in a new temp dir.
+    pub fn sqlite_copy(seed: &Path) -> anyhow::Result<Self> {
+        let db = Self::sqlite()?;
+        std::fs::copy(seed, db.sqlite_path())
+            .with_context(|| format!("copying {}", seed.display()))?;
+        let wal = PathBuf::from(format!("{}-wal", seed.display()));
+        if wal.exists() {
+            std::fs::copy(&wal, format!("{}-wal", db.sqlite_path().display()))?;
+        }
+        Ok(db)
+    }
+
     /// A new, empty PostgreSQL database on the server at `admin_url`.
     pub async fn postgres(admin_url: &str) -> anyhow::Result<Self> {
+        Self::postgres_from(admin_url, None).await
+    }
+
+    /// A new PostgreSQL database on the server at `admin_url`: a copy of the database
+    /// `template` when given, else empty.
+    pub async fn postgres_from(admin_url: &str, template: Option<&str>) -> anyhow::Result<Self> {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "vow_bench_{}_{}",
@@ -60,7 +78,8 @@ impl Database {
         sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
             .execute(&mut conn)
             .await?;
-        sqlx::query(&format!("CREATE DATABASE {name}"))
+        let template = template.map_or(String::new(), |t| format!(" TEMPLATE \"{t}\""));
+        sqlx::query(&format!("CREATE DATABASE {name}{template}"))
             .execute(&mut conn)
             .await
             .context("creating the benchmark database")?;
@@ -117,6 +136,41 @@ impl Database {
                 Ok(u64::try_from(n)?)
             }
         }
+    }
+
+    /// Runs `sql` (statements without results) on the database directly.
+    pub async fn execute(&self, sql: &str) -> anyhow::Result<()> {
+        match self {
+            Self::Sqlite { .. } => {
+                rusqlite::Connection::open(self.sqlite_path())?.execute_batch(sql)?;
+            }
+            Self::Postgres { .. } => {
+                let mut conn = sqlx::PgConnection::connect(&self.url()).await?;
+                sqlx::raw_sql(sql).execute(&mut conn).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The first row of `sql`, whose columns are all text, read on the database directly.
+    pub async fn first_row(&self, sql: &str) -> anyhow::Result<Vec<String>> {
+        let row = match self {
+            Self::Sqlite { .. } => {
+                let conn = rusqlite::Connection::open(self.sqlite_path())?;
+                let mut stmt = conn.prepare(sql)?;
+                let n = stmt.column_count();
+                stmt.query_row([], |r| (0..n).map(|i| r.get(i)).collect())?
+            }
+            Self::Postgres { .. } => {
+                use sqlx::Row;
+                let mut conn = sqlx::PgConnection::connect(&self.url()).await?;
+                let row = sqlx::query(sql).fetch_one(&mut conn).await?;
+                (0..row.len())
+                    .map(|i| row.try_get(i))
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        Ok(row)
     }
 
     /// PostgreSQL: the pids of the server processes connected to this database or to none

@@ -271,6 +271,31 @@ pub struct Attempt {
     pub attempt: NewAttempt,
 }
 
+/// How many characters of a failed attempt's response a [`RecentAttempt`] carries.
+pub const EXCERPT_CHARS: usize = 300;
+
+/// An attempt as a health summary reads it: when it ran, how long it took and how it went, and
+/// for a failure the start of the response, without the request or the whole response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecentAttempt {
+    /// Id.
+    pub id: AttemptId,
+    /// Endpoint.
+    pub endpoint_id: EndpointId,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// The response's status, if one came.
+    pub response_status: Option<u16>,
+    /// How long it took.
+    pub duration_ms: u64,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Why no response came, if none did.
+    pub error: Option<String>,
+    /// A failure's response, its first [`EXCERPT_CHARS`] characters; empty for a success.
+    pub excerpt: String,
+}
+
 /// Filters for listing attempts.
 #[derive(Debug, Clone, Default)]
 pub struct AttemptFilter {
@@ -497,6 +522,16 @@ pub trait Attempts: Send + Sync + 'static {
         filter: &AttemptFilter,
         seek: &Seek,
     ) -> StoreResult<Vec<Attempt>>;
+
+    /// The newest `each` attempts of every endpoint in `endpoints` that is `app`'s, endpoint by
+    /// endpoint in the order given, newest first within one: an endpoint list's health in one
+    /// read, bounded whatever the traffic.
+    async fn recent_attempts(
+        &self,
+        app: AppId,
+        endpoints: &[EndpointId],
+        each: usize,
+    ) -> StoreResult<Vec<RecentAttempt>>;
 
     /// One attempt of a message.
     async fn get_attempt(

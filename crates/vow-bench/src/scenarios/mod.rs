@@ -3,6 +3,8 @@
 //!
 //! # Layout
 //! - [`commit_baseline`]: single-row durable commits/s, the yardstick for ingest.
+//! - [`console`]: the console's and portal's pages on a seeded store of 1M messages, idle
+//!   and while a backlog drains.
 //! - [`ingest`]: closed-loop POSTs with delivery workers off.
 //! - [`idempotency`]: the same, with and without `Idempotency-Key`, interleaved in one run.
 //! - [`e2e`]: open-loop POSTs with workers on, 1..N endpoints (fan-out).
@@ -14,6 +16,7 @@
 
 pub mod backlog_drain;
 pub mod commit_baseline;
+pub mod console;
 pub mod e2e;
 pub mod idempotency;
 pub mod idle_latency;
@@ -57,6 +60,8 @@ pub struct Options {
     pub messages: u64,
     /// Sequential messages sent by `idle-latency`.
     pub idle_count: usize,
+    /// `console`'s seeded database: a SQLite file, or with `--pg` a database name.
+    pub seed: Option<String>,
 }
 
 impl Options {

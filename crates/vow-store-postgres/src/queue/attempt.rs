@@ -3,13 +3,13 @@
 
 use async_trait::async_trait;
 use sqlx::{Postgres, QueryBuilder};
-use vow_core::{AppId, AttemptId, MessageId};
+use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 use vow_store::queue::Attempts;
-use vow_store::queue::{Attempt, AttemptFilter};
+use vow_store::queue::{Attempt, AttemptFilter, RecentAttempt};
 use vow_store::rows::FromColumns;
 use vow_store::{Seek, StoreResult};
 
-use crate::convert::{not_found, read};
+use crate::convert::{bigint_param, not_found, read};
 use crate::error::db_error;
 use crate::seek::push_seek;
 use crate::PgStore;
@@ -54,6 +54,32 @@ impl Attempts for PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)
+    }
+
+    async fn recent_attempts(
+        &self,
+        app: AppId,
+        endpoints: &[EndpointId],
+        each: usize,
+    ) -> StoreResult<Vec<RecentAttempt>> {
+        let ids: Vec<String> = endpoints.iter().map(ToString::to_string).collect();
+        // One index range (app_id, endpoint_id, id) per endpoint, joined laterally.
+        sqlx::query(&format!(
+            "SELECT a.* FROM unnest($2::text[]) WITH ORDINALITY AS e(id, ord)
+             CROSS JOIN LATERAL (
+                 SELECT {} FROM attempts
+                  WHERE app_id = $1 AND endpoint_id = e.id
+                  ORDER BY id DESC LIMIT $3) AS a
+             ORDER BY e.ord, a.id DESC",
+            RecentAttempt::COLUMNS
+        ))
+        .bind(app.to_string())
+        .bind(ids)
+        .bind(bigint_param(each))
+        .try_map(read::<RecentAttempt>)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)
     }
 
     async fn get_attempt(

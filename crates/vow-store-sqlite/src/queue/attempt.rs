@@ -5,10 +5,10 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
-use vow_core::{AppId, AttemptId, MessageId};
+use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 use vow_store::queue::Attempts;
 use vow_store::queue::Retention;
-use vow_store::queue::{Attempt, AttemptFilter, NewAttempt};
+use vow_store::queue::{Attempt, AttemptFilter, NewAttempt, RecentAttempt};
 use vow_store::rows::FromColumns;
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
@@ -110,6 +110,35 @@ impl Attempts for SqliteStore {
                 read,
             )?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    async fn recent_attempts(
+        &self,
+        app: AppId,
+        endpoints: &[EndpointId],
+        each: usize,
+    ) -> StoreResult<Vec<RecentAttempt>> {
+        let endpoints = endpoints.to_vec();
+        let each = i64::try_from(each).unwrap_or(i64::MAX);
+        self.read(move |conn| {
+            // One indexed range (attempts_by_endpoint) per endpoint, in one read transaction.
+            let sql = format!(
+                "SELECT {} FROM attempts WHERE app_id = ?1 AND endpoint_id = ?2
+                 ORDER BY id DESC LIMIT ?3",
+                RecentAttempt::COLUMNS
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let app = app.to_string();
+            let mut outcomes = Vec::new();
+            for endpoint in endpoints {
+                let rows = stmt.query_map(params![app, endpoint.to_string(), each], read)?;
+                for row in rows {
+                    outcomes.push(row?);
+                }
+            }
+            Ok(outcomes)
         })
         .await
     }

@@ -234,6 +234,18 @@ pub(crate) async fn round(
     status: u16,
     next: impl Fn() -> NextState,
 ) -> Vec<Attempt> {
+    round_answered(store, at, started, status, None, next).await
+}
+
+/// As [`round`], each response's body being `response` when given.
+pub(crate) async fn round_answered(
+    store: &dyn Store,
+    at: i64,
+    started: i64,
+    status: u16,
+    response: Option<&str>,
+    next: impl Fn() -> NextState,
+) -> Vec<Attempt> {
     let claimed = claim(store, at).await;
     let mut outcomes = Vec::new();
     let mut written = Vec::new();
@@ -241,6 +253,9 @@ pub(crate) async fn round(
         let mut o = outcome(c, Some(status), next(), at);
         let a = o.attempt.as_mut().expect("an attempt");
         a.started_at = t(started + i as i64);
+        if let Some(body) = response {
+            a.response = body.to_string();
+        }
         written.push(Attempt {
             id: a.id,
             app_id: c.delivery.app_id,

@@ -4,7 +4,9 @@
 use chrono::{DateTime, Utc};
 
 use super::read::{Columns, FromColumns, Reader};
-use crate::queue::{Attempt, DeliveryState, DeliveryTarget, MessageStatus, NewAttempt};
+use crate::queue::{
+    Attempt, DeliveryState, DeliveryTarget, MessageStatus, NewAttempt, RecentAttempt,
+};
 use crate::rules::fan_out::FanOutEndpoint;
 use crate::{
     Application, ApplicationFields, Delivery, DeliveryOptions, DeliveryStatus, Endpoint,
@@ -218,9 +220,35 @@ impl FromColumns for Attempt {
     }
 }
 
+impl FromColumns for RecentAttempt {
+    /// The excerpt is cut in SQL, so a long response never leaves the store.
+    const COLUMNS: &'static str = "id, endpoint_id, started_at, response_status, duration_ms, \
+                                   success, error, \
+                                   CASE WHEN success THEN '' ELSE substr(response, 1, 300) END";
+
+    fn read_from<C: Columns + ?Sized>(r: &mut Reader<'_, C>) -> Result<Self, C::Error> {
+        Ok(RecentAttempt {
+            id: r.parse()?,
+            endpoint_id: r.parse()?,
+            started_at: r.time()?,
+            response_status: r.opt_int()?,
+            duration_ms: r.int()?,
+            success: r.bool()?,
+            error: r.opt_text()?,
+            excerpt: r.text()?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recent_attempt_cuts_its_excerpt_at_the_documented_length() {
+        let cut = format!("substr(response, 1, {})", crate::queue::EXCERPT_CHARS);
+        assert!(RecentAttempt::COLUMNS.contains(&cut));
+    }
 
     #[test]
     fn a_delivery_state_reads_the_delivery_then_its_lease() {

@@ -43,14 +43,19 @@ pub trait FromColumns: Sized {
     fn read_from<C: Columns + ?Sized>(r: &mut Reader<'_, C>) -> Result<Self, C::Error>;
 }
 
-/// How many columns a select list names.
+/// How many columns a select list names (commas inside parentheses, as in a function call, do
+/// not part columns).
 pub const fn width(columns: &str) -> usize {
     let bytes = columns.as_bytes();
     let mut n = 1;
+    let mut depth = 0;
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b',' {
-            n += 1;
+        match bytes[i] {
+            b'(' => depth += 1,
+            b')' => depth -= 1,
+            b',' if depth == 0 => n += 1,
+            _ => {}
         }
         i += 1;
     }
@@ -279,6 +284,7 @@ mod tests {
     #[test]
     fn a_select_list_is_as_wide_as_its_names() {
         assert_eq!(width("id"), 1);
+        assert_eq!(width("id, substr(response, 1, 300), ok"), 3);
         assert_eq!(width("id, app_id, created_at"), 3);
     }
 

@@ -1,16 +1,21 @@
 //! An application's pages, the same in the console and the portal ([`AppScope`]): its
-//! endpoints with their health, one endpoint's page (attempt timeline, dead letters, the
+//! endpoints with their health (read from each one's newest attempts, for a whole list in one
+//! store read), one endpoint's page (attempt timeline, dead letters, the
 //! replay form, its actions), and its signing secret. Reads go through the store methods the
 //! API routes use, newest first, with keyset pagination.
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use vow_core::AttemptId;
-use vow_store::queue::{Attempt, AttemptFilter, AttemptedMessage, DeliveryStats, MessageStatus};
-use vow_store::{Endpoint, EndpointSecret, EventType, MessageFilter, Order, Seek};
+use vow_core::{AppId, AttemptId, EndpointId};
+use vow_store::queue::{
+    Attempt, AttemptFilter, AttemptedMessage, DeliveryStats, MessageStatus, RecentAttempt,
+};
+use vow_store::{Endpoint, EndpointSecret, EventType, MessageFilter, Order, Seek, StoreError};
 
 use super::pages::{keyset_page, Cursor, PAGE_SIZE};
 use super::scope::AppScope;
@@ -19,8 +24,11 @@ use crate::http::api::keys::endpoint_key;
 use crate::http::api::lookup::find_endpoint_in;
 use crate::state::AppState;
 
-/// How far back an endpoint's delivery counts reach.
-const HEALTH_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+/// How far back an endpoint page's delivery counts reach.
+const COUNT_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+
+/// How many of an endpoint's newest attempts its health is read from.
+const RECENT_ATTEMPTS: usize = 100;
 
 /// Event types offered in the test and replay forms.
 const EVENT_TYPES_OFFERED: usize = 200;
@@ -32,20 +40,70 @@ pub struct EndpointPath {
     pub endpoint_id: String,
 }
 
-/// An endpoint and how its deliveries of the last day went.
+/// An endpoint and how its newest attempts went.
 pub struct EndpointHealth {
     /// The endpoint.
     pub endpoint: Endpoint,
-    /// Its deliveries created in the window, by state.
-    pub stats: DeliveryStats,
+    /// Its newest attempts, summed up; `None` before the first.
+    pub recent: Option<RecentHealth>,
 }
 
-impl EndpointHealth {
-    /// Delivered ÷ settled (delivered + dead-lettered), as a percentage, if any settled.
-    pub fn success_rate(&self) -> Option<String> {
-        let settled = self.stats.success + self.stats.fail;
-        (settled > 0).then(|| percent(self.stats.success as f64 / settled as f64))
+/// What an endpoint's newest attempts (at most [`RECENT_ATTEMPTS`]) say about it.
+pub struct RecentHealth {
+    /// How many attempts this is read from.
+    pub attempts: usize,
+    /// Succeeded ÷ attempts, as a percentage.
+    pub success_rate: String,
+    /// Median attempt duration, in ms.
+    pub p50: u64,
+    /// 99th percentile attempt duration, in ms.
+    pub p99: u64,
+    /// The newest failed one among them.
+    pub last_failure: Option<RecentAttempt>,
+}
+
+impl RecentHealth {
+    /// Sums up one endpoint's attempts, given newest first.
+    fn of(newest_first: Vec<RecentAttempt>) -> Option<RecentHealth> {
+        if newest_first.is_empty() {
+            return None;
+        }
+        let attempts = newest_first.len();
+        let succeeded = newest_first.iter().filter(|a| a.success).count();
+        let mut ms: Vec<u64> = newest_first.iter().map(|a| a.duration_ms).collect();
+        ms.sort_unstable();
+        let at = |q: f64| ms[((attempts - 1) as f64 * q).round() as usize];
+        Some(RecentHealth {
+            attempts,
+            success_rate: percent(succeeded as f64 / attempts as f64),
+            p50: at(0.5),
+            p99: at(0.99),
+            last_failure: newest_first.into_iter().find(|a| !a.success),
+        })
     }
+}
+
+/// The health of each of `endpoints` (of `app`), in one store read.
+async fn health_of(
+    state: &AppState,
+    app: AppId,
+    endpoints: Vec<Endpoint>,
+) -> Result<Vec<EndpointHealth>, StoreError> {
+    let ids: Vec<EndpointId> = endpoints.iter().map(|e| e.id).collect();
+    let mut recent: HashMap<EndpointId, Vec<RecentAttempt>> = HashMap::new();
+    for attempt in (state.queue)
+        .recent_attempts(app, &ids, RECENT_ATTEMPTS)
+        .await?
+    {
+        recent.entry(attempt.endpoint_id).or_default().push(attempt);
+    }
+    Ok(endpoints
+        .into_iter()
+        .map(|endpoint| EndpointHealth {
+            recent: recent.remove(&endpoint.id).and_then(RecentHealth::of),
+            endpoint,
+        })
+        .collect())
 }
 
 #[derive(Template)]
@@ -54,10 +112,10 @@ struct ApplicationPage {
     scope: AppScope,
     endpoints: Vec<EndpointHealth>,
     next: Option<String>,
-    since: DateTime<Utc>,
+    recent_attempts: usize,
 }
 
-/// The application's endpoints, each with its last day's delivery counts.
+/// The application's endpoints, each with the health its newest attempts show.
 pub async fn application(
     State(state): State<AppState>,
     scope: AppScope,
@@ -67,21 +125,12 @@ pub async fn application(
         .list_endpoints(scope.app.id, &cursor.seek())
         .await?;
     let (listed, next) = cursor.page(rows, |e| e.id.to_string());
-    let now = state.now();
-    let since = now - HEALTH_WINDOW;
-    let mut endpoints = Vec::with_capacity(listed.len());
-    for endpoint in listed {
-        let stats = state
-            .queue
-            .endpoint_stats(scope.app.id, endpoint.id, Some(since), None, now)
-            .await?;
-        endpoints.push(EndpointHealth { endpoint, stats });
-    }
+    let endpoints = health_of(&state, scope.app.id, listed).await?;
     let page = ApplicationPage {
         scope,
         endpoints,
         next,
-        since,
+        recent_attempts: RECENT_ATTEMPTS,
     };
     Ok(render(StatusCode::OK, &page))
 }
@@ -134,37 +183,21 @@ pub struct EndpointQuery {
 struct EndpointPage {
     scope: AppScope,
     health: EndpointHealth,
+    stats: DeliveryStats,
     notice: Option<&'static str>,
     attempts: Vec<Attempt>,
     attempts_next: Option<String>,
-    latency: Option<Latency>,
-    last_failure: Option<Attempt>,
     dead: Vec<AttemptedMessage>,
     dead_next: Option<String>,
     event_types: Vec<EventType>,
     since: DateTime<Utc>,
 }
 
-/// p50 and p99 of the listed attempts' durations.
-struct Latency {
-    p50: u64,
-    p99: u64,
-    over: usize,
-}
-
-impl Latency {
-    fn of(attempts: &[Attempt]) -> Option<Latency> {
-        let mut ms: Vec<u64> = attempts.iter().map(|a| a.attempt.duration_ms).collect();
-        if ms.is_empty() {
-            return None;
-        }
-        ms.sort_unstable();
-        let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
-        Some(Latency {
-            p50: at(0.5),
-            p99: at(0.99),
-            over: ms.len(),
-        })
+impl EndpointPage {
+    /// Delivered ÷ settled (delivered + dead-lettered) in the count window, if any settled.
+    fn delivered_rate(&self) -> Option<String> {
+        let settled = self.stats.success + self.stats.fail;
+        (settled > 0).then(|| percent(self.stats.success as f64 / settled as f64))
     }
 }
 
@@ -179,22 +212,26 @@ pub async fn endpoint(
     let app = scope.app.id;
     let endpoint = find_endpoint_in(&state, app, &endpoint_key(&path.endpoint_id)?).await?;
     let now = state.now();
-    let since = now - HEALTH_WINDOW;
+    let since = now - COUNT_WINDOW;
     let stats = (state.queue)
         .endpoint_stats(app, endpoint.id, Some(since), None, now)
         .await?;
+    let endpoint_id = endpoint.id;
+    let health = health_of(&state, app, vec![endpoint])
+        .await?
+        .pop()
+        .expect("one endpoint in, one out");
 
     let seek = newest_first(query.attempts_after.as_deref(), |s| {
         AttemptId::parse(s).is_ok()
     });
     let filter = AttemptFilter {
-        endpoint_id: Some(endpoint.id),
+        endpoint_id: Some(endpoint_id),
         ..Default::default()
     };
     let rows = state.queue.list_attempts(app, &filter, &seek).await?;
     let (attempts, attempts_next) =
         keyset_page(rows, &seek, Order::Descending, |a| a.id.to_string());
-    let last_failure = attempts.iter().find(|a| !a.attempt.success).cloned();
 
     let seek = newest_first(query.dead_after.as_deref(), |s| {
         vow_core::MessageId::parse(s).is_ok()
@@ -202,7 +239,7 @@ pub async fn endpoint(
     let rows = (state.queue)
         .list_attempted_messages(
             app,
-            endpoint.id,
+            endpoint_id,
             &MessageFilter::default(),
             Some(MessageStatus::Fail),
             now,
@@ -216,12 +253,11 @@ pub async fn endpoint(
     let event_types = state.store.list_event_types(&offered, false).await?;
     let page = EndpointPage {
         scope,
-        latency: Latency::of(&attempts),
-        health: EndpointHealth { endpoint, stats },
+        health,
+        stats,
         notice: query.notice.map(Notice::text),
         attempts,
         attempts_next,
-        last_failure,
         dead,
         dead_next,
         event_types,

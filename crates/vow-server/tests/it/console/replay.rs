@@ -61,6 +61,11 @@ async fn an_operator_sees_an_outage_and_replays_its_dead_letters(database_url: S
     page.goto(&format!("{}/console/app/{app_id}", vow.base))
         .await
         .unwrap();
+    // The endpoint's health in the list, from its two failed attempts.
+    assert_eq!(browser.text("td.rate").await, "0.0 % of 2");
+    assert!(browser.text("td.latency").await.ends_with(" ms"));
+    let last_failure = browser.text("td.lastfail").await;
+    assert!(last_failure.contains("HTTP 50"), "{last_failure}");
     browser
         .click(Locator::Css(&format!("a[href='{endpoint_page}']")))
         .await;

@@ -4,7 +4,7 @@ use crate::Store;
 use vow_core::AttemptId;
 
 use super::*;
-use crate::queue::{AttemptFilter, NextState};
+use crate::queue::{AttemptFilter, NextState, RecentAttempt, EXCERPT_CHARS};
 
 /// Attempts list by message and by endpoint, page through without gaps in both directions,
 /// and filter by success, status code and start time (strictly before / after).
@@ -203,6 +203,74 @@ pub async fn attempts_are_invisible_through_another_application(store: &dyn Stor
     );
 }
 
+/// An endpoint list's health read: the newest attempts of each endpoint asked for, at most the
+/// number asked, in the order the endpoints were given and newest first within one; a failure
+/// carries its response cut at [`EXCERPT_CHARS`] characters, a success none; another
+/// application's endpoint gives nothing.
+pub async fn recent_attempts_are_each_endpoints_newest_in_the_order_asked(store: &dyn Store) {
+    let app = create_app(store, "App").await;
+    let a = create_endpoint(store, app.id).await.id;
+    let b = create_endpoint(store, app.id).await.id;
+    let other = create_app(store, "Other").await;
+    let theirs = create_endpoint(store, other.id).await.id;
+    message_at(store, app.id, 10).await;
+    message_at(store, app.id, 11).await;
+    message_at(store, other.id, 12).await;
+    let long = "é".repeat(EXCERPT_CHARS + 50);
+    let mut all = round(store, 100, 100, 500, retry_at(200)).await;
+    all.extend(round_answered(store, 200, 200, 503, Some(&long), retry_at(300)).await);
+    all.extend(round(store, 300, 300, 200, || NextState::Delivered).await);
+    assert_eq!(all.len(), 15, "5 deliveries, 3 attempts each");
+
+    let newest = |endpoint: EndpointId, each: usize| {
+        let mut mine: Vec<&Attempt> = all.iter().filter(|x| x.endpoint_id == endpoint).collect();
+        mine.sort_by_key(|x| std::cmp::Reverse(x.id.to_string()));
+        mine.into_iter().take(each).map(|x| RecentAttempt {
+            id: x.id,
+            endpoint_id: x.endpoint_id,
+            started_at: x.attempt.started_at,
+            response_status: x.attempt.response_status,
+            duration_ms: x.attempt.duration_ms,
+            success: x.attempt.success,
+            error: x.attempt.error.clone(),
+            excerpt: if x.attempt.success {
+                String::new()
+            } else {
+                x.attempt.response.chars().take(EXCERPT_CHARS).collect()
+            },
+        })
+    };
+    for each in [1, 4, 100] {
+        let got = store
+            .recent_attempts(app.id, &[b, theirs, a], each)
+            .await
+            .unwrap();
+        let expected: Vec<RecentAttempt> = newest(b, each).chain(newest(a, each)).collect();
+        assert_eq!(got, expected, "{each} per endpoint");
+    }
+    let cut = store.recent_attempts(app.id, &[a], 4).await.unwrap();
+    assert!(
+        cut[0].success && cut[0].excerpt.is_empty(),
+        "a success has no excerpt"
+    );
+    assert_eq!(
+        cut[2].excerpt.chars().count(),
+        EXCERPT_CHARS,
+        "cut in characters"
+    );
+    assert_eq!(cut[2].response_status, Some(503));
+    assert!(store
+        .recent_attempts(app.id, &[], 4)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .recent_attempts(other.id, &[a, b], 4)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 /// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
 /// added to this module is listed here, and nowhere else.
 #[doc(hidden)]
@@ -212,6 +280,7 @@ macro_rules! __conformance_cases_queue_attempts {
         $crate::conformance_suite!(@cases ($make)
             attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filters,
             attempts_are_invisible_through_another_application,
+            recent_attempts_are_each_endpoints_newest_in_the_order_asked,
         );
     };
 }
