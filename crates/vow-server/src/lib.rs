@@ -12,6 +12,7 @@
 //! - [`stores`]: [`Stores`](stores::Stores), the backend seen through each of its traits.
 //! - [`state`]: [`AppState`](state::AppState), what every handler and worker can reach.
 //! - [`auth`]: the admin token.
+//! - [`cli`]: the `vow` binary's client commands and their shared flags and output.
 //! - [`portal`]: app portal tokens (issued, looked up by hash) and their links.
 //! - [`demo`]: `vow demo`, seed 000's six scenarios end to end.
 //! - [`delivery`]: the delivery workers (claim, sign, attempt, record).
@@ -28,6 +29,7 @@
 
 pub mod actions;
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod delivery;
 pub mod demo;

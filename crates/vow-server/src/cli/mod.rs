@@ -1,0 +1,12 @@
+//! The `vow` binary's client side: the commands a developer runs against a running vow or
+//! offline, and the conventions they share.
+//!
+//! # Layout
+//! - [`target`]: which vow a command talks to and with what token (`--url`, `--token`,
+//!   `--profile`, their `VOW_*` variables, and the profiles `vow login` writes), and the HTTP
+//!   client that turns vow's problem answers into errors that name the problem.
+//! - [`output`]: how results are printed: aligned human text, coloured only on a terminal and
+//!   never under `NO_COLOR`, or `--output json` for scripts.
+
+pub mod output;
+pub mod target;
