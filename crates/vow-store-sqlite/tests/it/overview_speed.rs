@@ -109,7 +109,7 @@ fn fill_sql(now_ms: i64) -> String {
                                     sha256, size, payload, headers, duplicates, received_at,
                                     updated_at, attempts)
         {numbers_events} SELECT {event_id}, {source_of}, '', 'evt_' || i,
-               CASE WHEN i % 200 = 0 THEN 'inevt_x' END,
+               CASE WHEN i % 200 = 0 THEN 'inevt_01M6BDAZGY0000000000000000' END,
                CASE i % 200 WHEN 0 THEN 'quarantined' WHEN 1 THEN 'uncertain'
                     ELSE 'completed' END,
                printf('%064d', i), 2, X'7B7D', '[]', 0, {event_at} * 1000, {event_at} * 1000, 1
