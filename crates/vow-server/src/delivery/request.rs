@@ -253,6 +253,42 @@ mod tests {
     }
 
     #[test]
+    fn only_vow_sign_signs_with_an_ed25519_key_and_a_bad_secret_is_named_by_its_place() {
+        let ed25519 = vow_signature::AsymmetricKey::from_seed(&[9u8; 32]);
+        let secrets = [NEW.to_string(), ed25519.to_string()];
+        let signed = signature_headers(
+            SignatureStyle::StandardWebhooks,
+            StandardKeys::SymmetricOrEd25519,
+            &secrets,
+            "msg_1",
+            5,
+            b"{}",
+        )
+        .unwrap();
+        let (_, signature) = signed
+            .iter()
+            .find(|(name, _)| *name == "webhook-signature")
+            .unwrap();
+        let versions: Vec<&str> = signature
+            .split(' ')
+            .filter_map(|entry| entry.split_once(',').map(|(v, _)| v))
+            .collect();
+        assert_eq!(versions, ["v1", "v1a"]);
+        let endpoint = signature_headers(
+            SignatureStyle::StandardWebhooks,
+            StandardKeys::Symmetric,
+            &secrets,
+            "msg_1",
+            5,
+            b"{}",
+        );
+        assert!(
+            matches!(endpoint, Err(SignError::BadSecret { index: 2, .. })),
+            "{endpoint:?}"
+        );
+    }
+
+    #[test]
     fn an_endpoint_without_secrets_cannot_be_signed_for() {
         assert!(matches!(
             headers(
