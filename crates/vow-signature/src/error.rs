@@ -61,7 +61,12 @@ pub enum Error {
     MalformedUrl(&'static str),
 
     /// The signed timestamp is further in the past than the tolerance allows.
-    #[error("timestamp {timestamp} is more than {tolerance_secs} s older than now ({now})")]
+    #[error(
+        "timestamp {timestamp} is {age} s old: {over} s older than the {tolerance_secs} s \
+         window allows (now is {now})",
+        age = seconds_from(.timestamp, .now),
+        over = outside_window(.timestamp, .now, .tolerance_secs)
+    )]
     TimestampTooOld {
         /// The timestamp carried by the message (unix seconds).
         timestamp: u64,
@@ -72,7 +77,12 @@ pub enum Error {
     },
 
     /// The signed timestamp is further in the future than the tolerance allows.
-    #[error("timestamp {timestamp} is more than {tolerance_secs} s newer than now ({now})")]
+    #[error(
+        "timestamp {timestamp} is {ahead} s in the future: {over} s newer than the \
+         {tolerance_secs} s window allows (now is {now})",
+        ahead = seconds_from(.now, .timestamp),
+        over = outside_window(.timestamp, .now, .tolerance_secs)
+    )]
     TimestampTooNew {
         /// The timestamp carried by the message (unix seconds).
         timestamp: u64,
@@ -159,6 +169,17 @@ impl Error {
     }
 }
 
+/// Seconds from `earlier` to `later` (0 if it is not later).
+fn seconds_from(earlier: &u64, later: &u64) -> u64 {
+    later.saturating_sub(*earlier)
+}
+
+/// How many seconds `timestamp` lies outside the window of `tolerance_secs` around `now`, in
+/// either direction (0 inside it).
+fn outside_window(timestamp: &u64, now: &u64, tolerance_secs: &u64) -> u64 {
+    now.abs_diff(*timestamp).saturating_sub(*tolerance_secs)
+}
+
 /// Why a key string or key bytes were rejected.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -231,8 +252,15 @@ mod tests {
             now: 400,
             tolerance_secs: 300,
         };
-        assert!(old.to_string().contains("older"));
-        assert!(new.to_string().contains("newer"));
+        assert_eq!(
+            old.to_string(),
+            "timestamp 1 is 399 s old: 99 s older than the 300 s window allows (now is 400)"
+        );
+        assert_eq!(
+            new.to_string(),
+            "timestamp 800 is 400 s in the future: 100 s newer than the 300 s window allows \
+             (now is 400)"
+        );
     }
 
     /// One error of every variant, with the status it must map to.

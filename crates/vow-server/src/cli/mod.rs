@@ -7,6 +7,18 @@
 //!   client that turns vow's problem answers into errors that name the problem.
 //! - [`output`]: how results are printed: aligned human text, coloured only on a terminal and
 //!   never under `NO_COLOR`, or `--output json` for scripts.
+//! - [`input`]: `--data TEXT|@FILE|-` and file flags, read byte for byte.
+//! - [`capture`]: a captured request (header lines, or a raw HTTP request) read back.
+//! - One module per command: [`sign`] and [`verify`] (offline, with the signing and the
+//!   verification vow itself uses), [`send`] and [`login`] (against a running vow),
+//!   [`completions`].
 
+pub mod capture;
+pub mod completions;
+pub mod input;
+pub mod login;
 pub mod output;
+pub mod send;
+pub mod sign;
 pub mod target;
+pub mod verify;

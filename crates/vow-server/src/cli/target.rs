@@ -211,7 +211,7 @@ async fn json<T: DeserializeOwned>(answer: Response, path: &str) -> anyhow::Resu
 }
 
 /// What vow's error body says: Svix's `{code, detail}`, or a validation error's items.
-fn problem(body: &str) -> String {
+pub(crate) fn problem(body: &str) -> String {
     #[derive(Deserialize)]
     struct Item {
         loc: Vec<String>,

@@ -1,11 +1,12 @@
 //! The headers of one delivery attempt: the endpoint's custom headers, then the signature
 //! headers of its style, signed over the exact payload bytes with every currently valid secret.
+//! [`signature_headers`] is the signing alone, which `vow sign` shares.
 
 use std::collections::BTreeMap;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use vow_core::SignatureStyle;
-use vow_signature::{SigningKey, SymmetricKey};
+use vow_signature::{KeyError, SigningKey, SymmetricKey};
 use vow_store::EndpointSecret;
 
 /// A stored secret or header cannot be used.
@@ -20,6 +21,94 @@ pub enum RequestError {
     /// A stored custom header is not a valid header.
     #[error("the endpoint's custom header {0:?} is not a valid HTTP header")]
     BadHeader(String),
+}
+
+/// Which keys a Standard Webhooks signature may be made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StandardKeys {
+    /// `whsec_` secrets only (`v1`): what vow's endpoints hold.
+    Symmetric,
+    /// `whsec_` secrets (`v1`) and `whsk_` ed25519 keys (`v1a`), as `vow sign` takes them.
+    SymmetricOrEd25519,
+}
+
+impl StandardKeys {
+    fn parse(self, secret: &str) -> Result<SigningKey, KeyError> {
+        match self {
+            StandardKeys::Symmetric => secret.parse::<SymmetricKey>().map(SigningKey::from),
+            StandardKeys::SymmetricOrEd25519 => secret.parse(),
+        }
+    }
+}
+
+/// Why [`signature_headers`] cannot sign.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignError {
+    /// No secret at all.
+    #[error("no signing secret")]
+    NoSecret,
+    /// Secret number `index` (from 1) does not parse as a key of the style.
+    #[error("secret {index} is not a usable key: {error}")]
+    BadSecret {
+        /// Which secret, counting from 1.
+        index: usize,
+        /// What is wrong with it (never the secret itself).
+        error: KeyError,
+    },
+}
+
+/// The signature headers `style` adds for message `msg_id` at unix time `timestamp` over the
+/// exact `payload` bytes, in the order sent: Standard Webhooks signs with every secret (one
+/// entry each, current first, keys as `keys` allows), the seed styles with the current (first)
+/// secret's text.
+pub fn signature_headers<S: AsRef<str>>(
+    style: SignatureStyle,
+    keys: StandardKeys,
+    secrets: &[S],
+    msg_id: &str,
+    timestamp: u64,
+    payload: &[u8],
+) -> Result<Vec<(&'static str, String)>, SignError> {
+    let current = secrets.first().ok_or(SignError::NoSecret)?.as_ref();
+    Ok(match style {
+        SignatureStyle::StandardWebhooks => {
+            let signing_keys = secrets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    keys.parse(s.as_ref())
+                        .map_err(|error| SignError::BadSecret {
+                            index: i + 1,
+                            error,
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let signature = vow_signature::sign(&signing_keys, msg_id, timestamp, payload);
+            let ts = timestamp.to_string();
+            vec![
+                ("webhook-id", msg_id.to_string()),
+                ("webhook-timestamp", ts.clone()),
+                ("webhook-signature", signature.clone()),
+                ("svix-id", msg_id.to_string()),
+                ("svix-timestamp", ts),
+                ("svix-signature", signature),
+            ]
+        }
+        SignatureStyle::SeedSha256 => vec![
+            ("x-delivery-id", msg_id.to_string()),
+            (
+                "x-signature",
+                vow_signature::seed::sha256::sign(current, payload),
+            ),
+        ],
+        SignatureStyle::SeedTimestamped => vec![
+            ("x-delivery-id", msg_id.to_string()),
+            (
+                "x-signature",
+                vow_signature::seed::timestamped::sign(current, timestamp, payload),
+            ),
+        ],
+    })
 }
 
 /// Headers for an attempt of message `msg_id` at unix time `timestamp`.
@@ -39,46 +128,23 @@ pub fn headers(
         map.insert(name, value);
     }
     map.insert("content-type", HeaderValue::from_static("application/json"));
-    let current = secrets.first().ok_or(RequestError::NoSecret)?;
-    let mut put = |name: &'static str, value: String| {
+    let keys: Vec<&str> = secrets.iter().map(|s| s.key.as_str()).collect();
+    let signed = signature_headers(
+        style,
+        StandardKeys::Symmetric,
+        &keys,
+        msg_id,
+        timestamp,
+        payload,
+    )
+    .map_err(|e| match e {
+        SignError::NoSecret => RequestError::NoSecret,
+        SignError::BadSecret { .. } => RequestError::BadSecret,
+    })?;
+    for (name, value) in signed {
         // Ids, decimal timestamps and base64/hex signatures are always visible ASCII.
         if let Ok(v) = HeaderValue::from_str(&value) {
             map.insert(name, v);
-        }
-    };
-    match style {
-        SignatureStyle::StandardWebhooks => {
-            let keys = secrets
-                .iter()
-                .map(|s| {
-                    s.key
-                        .parse::<SymmetricKey>()
-                        .map(SigningKey::from)
-                        .map_err(|_| RequestError::BadSecret)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let signature = vow_signature::sign(&keys, msg_id, timestamp, payload);
-            let ts = timestamp.to_string();
-            put("webhook-id", msg_id.to_string());
-            put("webhook-timestamp", ts.clone());
-            put("webhook-signature", signature.clone());
-            put("svix-id", msg_id.to_string());
-            put("svix-timestamp", ts);
-            put("svix-signature", signature);
-        }
-        SignatureStyle::SeedSha256 => {
-            put("x-delivery-id", msg_id.to_string());
-            put(
-                "x-signature",
-                vow_signature::seed::sha256::sign(&current.key, payload),
-            );
-        }
-        SignatureStyle::SeedTimestamped => {
-            put("x-delivery-id", msg_id.to_string());
-            put(
-                "x-signature",
-                vow_signature::seed::timestamped::sign(&current.key, timestamp, payload),
-            );
         }
     }
     Ok(map)
@@ -184,6 +250,42 @@ mod tests {
         .unwrap();
         assert_eq!(get(&h, "x-tenant"), "42");
         assert_eq!(get(&h, "webhook-id"), "msg_1");
+    }
+
+    #[test]
+    fn only_vow_sign_signs_with_an_ed25519_key_and_a_bad_secret_is_named_by_its_place() {
+        let ed25519 = vow_signature::AsymmetricKey::from_seed(&[9u8; 32]);
+        let secrets = [NEW.to_string(), ed25519.to_string()];
+        let signed = signature_headers(
+            SignatureStyle::StandardWebhooks,
+            StandardKeys::SymmetricOrEd25519,
+            &secrets,
+            "msg_1",
+            5,
+            b"{}",
+        )
+        .unwrap();
+        let (_, signature) = signed
+            .iter()
+            .find(|(name, _)| *name == "webhook-signature")
+            .unwrap();
+        let versions: Vec<&str> = signature
+            .split(' ')
+            .filter_map(|entry| entry.split_once(',').map(|(v, _)| v))
+            .collect();
+        assert_eq!(versions, ["v1", "v1a"]);
+        let endpoint = signature_headers(
+            SignatureStyle::StandardWebhooks,
+            StandardKeys::Symmetric,
+            &secrets,
+            "msg_1",
+            5,
+            b"{}",
+        );
+        assert!(
+            matches!(endpoint, Err(SignError::BadSecret { index: 2, .. })),
+            "{endpoint:?}"
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@ mod app_on_the_fly;
 mod applications;
 mod attempted;
 mod auth_and_errors;
+mod cli_client;
+mod cli_offline;
 mod crash;
 mod delivery;
 mod demo;
