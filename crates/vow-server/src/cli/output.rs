@@ -147,7 +147,11 @@ mod tests {
         let p = Printer::with(Format::Human, true);
         let rows = vec![
             vec!["id".to_string(), "status".to_string(), "ms".to_string()],
-            vec!["msg_1".to_string(), p.paint("200", Colour::Green), "12".to_string()],
+            vec![
+                "msg_1".to_string(),
+                p.paint("200", Colour::Green),
+                "12".to_string(),
+            ],
         ];
         assert_eq!(
             strip_colour(&aligned(&rows)),

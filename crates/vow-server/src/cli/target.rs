@@ -108,8 +108,7 @@ impl Profiles {
     pub fn save(&mut self, name: &str, profile: Profile) -> anyhow::Result<&PathBuf> {
         self.profiles.insert(name.to_string(), profile);
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
         let text = toml::to_string(&self.profiles)?;
         let mut options = std::fs::OpenOptions::new();
@@ -192,7 +191,10 @@ impl Client {
     /// what vow said.
     pub async fn send(&self, request: RequestBuilder, path: &str) -> anyhow::Result<Response> {
         let answer = request.send().await.with_context(|| {
-            format!("cannot reach vow at {} (is `vow serve` running there?)", self.base)
+            format!(
+                "cannot reach vow at {} (is `vow serve` running there?)",
+                self.base
+            )
         })?;
         if answer.status().is_success() {
             return Ok(answer);
