@@ -229,6 +229,23 @@ impl EndpointIn {
         .with_form(url, description, event_types)
     }
 
+    /// A relay endpoint's fields ([`crate::relay`]): `description`, `event_types` and
+    /// `channels` checked as any endpoint's are, the URL [`crate::relay::RELAY_URL`].
+    pub fn relay(
+        description: String,
+        event_types: Option<Vec<String>>,
+        channels: Option<Vec<String>>,
+    ) -> ApiResult<EndpointFields> {
+        // Any valid URL: it is only there to pass the check, and is replaced.
+        let input = Self {
+            channels,
+            ..Self::from_form("https://relay.invalid/".into(), description, event_types)
+        };
+        let (mut fields, _) = input.validate()?;
+        fields.url = crate::relay::RELAY_URL.into();
+        Ok(fields)
+    }
+
     /// This input with the fields the pages' form edits replaced.
     pub fn with_form(
         mut self,
