@@ -40,6 +40,8 @@ enum Command {
     Demo,
     /// Print the built-in default configuration, with comments.
     ConfigDefaults,
+    /// Relay an application's deliveries to a URL on this machine (no public URL needed).
+    Listen(vow_server::cli::listen::ListenArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,6 +49,10 @@ fn main() -> anyhow::Result<()> {
     if let Command::ConfigDefaults = cli.command {
         print!("{}", vow_server::config::DEFAULTS);
         return Ok(());
+    }
+    if let Command::Listen(args) = &cli.command {
+        let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+        return runtime.block_on(vow_server::cli::listen::run(args));
     }
     let config = Config::load(cli.config.as_deref())?;
     telemetry::init(&config.log, config.log_format);
@@ -60,7 +66,7 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Demo => vow_server::demo::run().await.map(drop),
-            Command::ConfigDefaults => Ok(()),
+            Command::ConfigDefaults | Command::Listen(_) => Ok(()),
         }
     })
 }

@@ -5,8 +5,10 @@
 //! - [`target`]: which vow a command talks to and with what token (`--url`, `--token`,
 //!   `--profile`, their `VOW_*` variables, and the profiles `vow login` writes), and the HTTP
 //!   client that turns vow's problem answers into errors that name the problem.
+//! - [`listen`]: `vow listen`, deliveries relayed to a local URL.
 //! - [`output`]: how results are printed: aligned human text, coloured only on a terminal and
 //!   never under `NO_COLOR`, or `--output json` for scripts.
 
+pub mod listen;
 pub mod output;
 pub mod target;
