@@ -57,6 +57,7 @@ macro_rules! on_both_children {
 on_both_children!(
     listen_relays_exact_bytes_that_verify_with_the_printed_secret,
     a_local_500_then_200_is_two_attempts_in_vow,
+    an_exhausted_delivery_dead_letters_and_a_replay_reaches_the_listener,
     a_disconnected_listen_gets_what_was_sent_meanwhile_on_reconnect,
 );
 
@@ -289,6 +290,57 @@ async fn a_local_500_then_200_is_two_attempts_in_vow(postgres: bool) {
     )
     .await;
     assert_eq!(message["data"][0]["statusText"], "success", "{message}");
+}
+
+/// The status text of message `msg`'s delivery, once it is `want` (at most 20 s).
+async fn wait_status(base: &str, app: &str, msg: &str, want: &str) {
+    let path = format!("/api/v1/app/{app}/msg/{msg}/endpoint");
+    for _ in 0..200 {
+        let (_, out) = call(base, reqwest::Method::GET, &path, None).await;
+        if out["data"][0]["statusText"] == want {
+            return;
+        }
+        // Polls the API the way an operator would; outcomes are recorded asynchronously.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the delivery of {msg} never became {want:?}");
+}
+
+async fn an_exhausted_delivery_dead_letters_and_a_replay_reaches_the_listener(postgres: bool) {
+    let (db, _dir) = database(postgres).await;
+    let vow = Vow::start(&db, ENV).await;
+    // As many failures as the schedule has attempts; then 200.
+    let receiver = Receiver::start(&[500; 4]).await;
+    let app = create_app(&vow.base).await;
+    let mut listen = Listen::start(&vow.base, &app, &receiver.url, &[]);
+    let endpoint = listen.next("listening").await["endpointId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    listen.next("connected").await;
+    let msg = send_raw(&vow.base, &app, "order.created", r#"{"n":1}"#).await;
+    wait_status(&vow.base, &app, &msg, "fail").await;
+    let tried = receiver.received().len();
+    assert_eq!(
+        tried, 4,
+        "the first attempt and the schedule's three retries"
+    );
+    let attempts_so_far = attempts(&vow.base, &app, &msg, tried).await;
+    assert!(attempts_so_far
+        .iter()
+        .all(|a| a["responseStatusCode"] == 500));
+    receiver
+        .received()
+        .iter()
+        .for_each(|r| assert_eq!(r.header("webhook-id"), msg));
+    let replay = format!("/api/v1/app/{app}/endpoint/{endpoint}/replay");
+    let (status, out) = call(&vow.base, reqwest::Method::POST, &replay, Some(json!({}))).await;
+    assert!(status < 300, "{out}");
+    receiver.wait_for(tried + 1).await;
+    wait_status(&vow.base, &app, &msg, "success").await;
+    let all = attempts(&vow.base, &app, &msg, tried + 1).await;
+    assert_eq!(all.last().unwrap()["responseStatusCode"], 200);
+    assert_eq!(all.last().unwrap()["triggerType"], 1, "a manual attempt");
 }
 
 /// A TCP proxy to `upstream` whose connections can be cut (and new ones refused) and restored.
