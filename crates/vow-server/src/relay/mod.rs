@@ -33,7 +33,7 @@ use vow_store::queue::{ClaimedDelivery, NextState};
 
 pub use hub::Hub;
 
-/// The URL of every relay endpoint (not an `http(s)` URL, so no API input can create one).
+/// The URL of every relay endpoint: the one endpoint URL that is not `http(s)`.
 pub const RELAY_URL: &str = "relay://listen";
 
 /// How long an attempt to a relay endpoint waits for a listener before it is put back.

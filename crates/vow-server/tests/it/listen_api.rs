@@ -46,6 +46,16 @@ async fn a_relay_endpoint_is_an_ordinary_endpoint_with_the_filters_asked_for(app
     assert_eq!(endpoint["eventTypes"], json!(["order.created"]));
     assert_eq!(endpoint["channels"], json!(["eu"]));
     assert_eq!(endpoint["description"], "mine");
+    // It is edited like any endpoint, and stays a relay endpoint.
+    let (status, patched) = app
+        .patch(
+            &format!("/api/v1/app/{app_id}/endpoint/{ep}"),
+            json!({"description": "renamed", "retrySchedule": "5s"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["url"], "relay://listen");
+    assert_eq!(patched["description"], "renamed");
     // The secret answered is the endpoint's signing secret.
     let (_, secret) = app
         .get(&format!("/api/v1/app/{app_id}/endpoint/{ep}/secret"))
