@@ -62,7 +62,8 @@ pub async fn run(
     let finished =
         (started_at + chrono::Duration::from_std(elapsed).unwrap_or_default()).trunc_subsecs(6);
     let Some(sent) = sent else {
-        return outcome(None, relay::waiting(claimed, finished), finished);
+        let expected = env.relay.expected(&claimed.delivery.endpoint_id);
+        return outcome(None, relay::waiting(claimed, finished, expected), finished);
     };
     let (result, attempt) = describe(&sent, elapsed);
     let attempt = NewAttempt {

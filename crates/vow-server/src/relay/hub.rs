@@ -32,6 +32,10 @@ use crate::worker::lock;
 /// Requests queued on one connection before an attempt waits for room.
 const QUEUE: usize = 1024;
 
+/// How long after its listener went away an endpoint's attempts still wait for it in memory
+/// (it is reconnecting); after that (or for an endpoint never connected here) they hold no slot.
+const RECENT: Duration = Duration::from_secs(60);
+
 /// How much longer than the attempt's timeout vow waits for the listener's report (the
 /// listener times its local request out itself, and says so).
 const REPORT_GRACE: Duration = Duration::from_secs(1);
@@ -57,6 +61,8 @@ impl Default for Hub {
 struct Inner {
     listeners: HashMap<EndpointId, Listener>,
     pending: HashMap<u64, Pending>,
+    /// When the listeners that went away in the last [`RECENT`] went.
+    gone: HashMap<EndpointId, Instant>,
 }
 
 struct Listener {
@@ -126,6 +132,7 @@ impl Hub {
         let (tx, rx) = mpsc::channel(QUEUE);
         {
             let mut inner = lock(&self.inner);
+            inner.gone.remove(&endpoint);
             let replaced = inner.listeners.insert(endpoint, Listener { conn, tx });
             // The listener came back on a new connection: the old one owes nothing more.
             if let Some(old) = replaced {
@@ -154,9 +161,22 @@ impl Hub {
             .is_some_and(|l| l.conn == conn)
         {
             inner.listeners.remove(&endpoint);
+            inner.gone.retain(|_, at| at.elapsed() < RECENT);
+            inner.gone.insert(endpoint, Instant::now());
         }
         // Dropping their senders tells the attempts the listener went away.
         inner.pending.retain(|_, p| p.conn != conn);
+    }
+
+    /// Whether a listener for `endpoint` is connected here or went away lately (so it is
+    /// expected back soon).
+    pub fn expected(&self, endpoint: &EndpointId) -> bool {
+        let inner = lock(&self.inner);
+        inner.listeners.contains_key(endpoint)
+            || inner
+                .gone
+                .get(endpoint)
+                .is_some_and(|at| at.elapsed() < RECENT)
     }
 
     /// Delivers a listener's `result` to the attempt of `endpoint` waiting for it; `false` when
@@ -193,7 +213,8 @@ impl Hub {
 
     /// Attempts `claimed` (signed as `headers`, its payload `body`) through its endpoint's
     /// listener, waiting at most `timeout` (plus a little) for the local answer. `None` when no
-    /// listener connected within the hub's wait ([`LISTENER_WAIT`]): nothing was sent.
+    /// listener is connected: nothing was sent. It waits for one (the hub's wait,
+    /// [`LISTENER_WAIT`]) only when one is [`expected`](Self::expected).
     pub async fn attempt(
         &self,
         claimed: &ClaimedDelivery,
@@ -202,7 +223,12 @@ impl Hub {
         timeout: Duration,
     ) -> Option<Result<EgressResponse, EgressError>> {
         let endpoint = claimed.delivery.endpoint_id;
-        let listener = self.listener(endpoint, self.wait).await?;
+        let wait = if self.expected(&endpoint) {
+            self.wait
+        } else {
+            Duration::ZERO
+        };
+        let listener = self.listener(endpoint, wait).await?;
         let id = self.number();
         let (answer, answered) = oneshot::channel();
         let pending = Pending {
@@ -382,13 +408,16 @@ mod tests {
 
     #[tokio::test]
     async fn with_no_listener_nothing_is_sent_and_a_late_listener_still_gets_it() {
-        let hub = Arc::new(Hub::waiting(Duration::from_millis(50)));
-        let ep = EndpointId::new();
-        assert!(hub
-            .attempt(&claimed(ep), &headers(), "{}", LONG)
-            .await
-            .is_none());
         let hub = Arc::new(Hub::waiting(LONG));
+        let ep = EndpointId::new();
+        // Never connected here: no wait at all, however long the hub's.
+        let (c, h) = (claimed(ep), headers());
+        let at_once = tokio::time::timeout(Duration::from_secs(1), hub.attempt(&c, &h, "{}", LONG));
+        assert!(at_once.await.unwrap().is_none());
+        assert!(!hub.expected(&ep));
+        // Connected, then gone: expected back, so an attempt waits for it.
+        drop(hub.connect(ep));
+        assert!(hub.expected(&ep));
         let attempt = {
             let hub = hub.clone();
             tokio::spawn(async move { hub.attempt(&claimed(ep), &headers(), "{}", LONG).await })

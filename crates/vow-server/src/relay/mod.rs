@@ -8,10 +8,12 @@
 //! attempt's response and is classified by the same policy as any HTTP response.
 //!
 //! With no listener connected, an attempt waits a little ([`LISTENER_WAIT`]) for one, holding
-//! its lease; then the delivery is put back, due again shortly ([`waiting`]), without an attempt
-//! row and without spending a retry. The endpoint's backlog stays in the store (only the
-//! endpoint's in-flight room waits in memory), so a reconnecting listener gets the waiting
-//! deliveries at once. The wait is bounded: a delivery older than [`MAX_WAIT`] that still
+//! its lease, when one is expected back (it went away in the last minute: it is reconnecting);
+//! then the delivery is put back, due again shortly ([`waiting`]), without an attempt row and
+//! without spending a retry. The endpoint's backlog stays in the store (only the endpoint's
+//! in-flight room waits in memory), so a reconnecting listener gets the waiting deliveries at
+//! once. A relay endpoint whose listener is long gone holds no in-flight slot: its deliveries
+//! are put back at once, due again every few seconds ([`RETRY_ABSENT`]). The wait is bounded: a delivery older than [`MAX_WAIT`] that still
 //! finds no listener is dead-lettered (replayable like any other).
 //!
 //! One process holds a listener's connection: in a several-node PostgreSQL deployment an attempt
@@ -39,8 +41,12 @@ pub const RELAY_URL: &str = "relay://listen";
 /// How long an attempt to a relay endpoint waits for a listener before it is put back.
 pub const LISTENER_WAIT: Duration = Duration::from_secs(5);
 
-/// How soon a delivery that found no listener is due again.
+/// How soon a delivery that found no listener is due again, when one is expected back soon.
 pub const RETRY_WAITING: Duration = Duration::from_secs(1);
+
+/// How soon a delivery that found no listener is due again, when none is expected (it never
+/// connected to this process, or left over a minute ago).
+pub const RETRY_ABSENT: Duration = Duration::from_secs(5);
 
 /// How old a delivery to a relay endpoint may get while no listener is connected.
 pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
@@ -51,9 +57,9 @@ pub fn is_relay(url: &str) -> bool {
 }
 
 /// Where a delivery that found no listener at `now` goes: back to pending, due again after
-/// [`RETRY_WAITING`] (no attempt is recorded, no retry spent), or dead-lettered once it is older
-/// than [`MAX_WAIT`].
-pub fn waiting(claimed: &ClaimedDelivery, now: DateTime<Utc>) -> NextState {
+/// [`RETRY_WAITING`] when a listener is `expected` back soon, else [`RETRY_ABSENT`] (no attempt
+/// is recorded, no retry spent), or dead-lettered once it is older than [`MAX_WAIT`].
+pub fn waiting(claimed: &ClaimedDelivery, now: DateTime<Utc>, expected: bool) -> NextState {
     let age = now - claimed.delivery.created_at;
     if age > chrono::Duration::from_std(MAX_WAIT).unwrap_or(chrono::Duration::MAX) {
         return NextState::DeadLetter {
@@ -64,7 +70,12 @@ pub fn waiting(claimed: &ClaimedDelivery, now: DateTime<Utc>) -> NextState {
             disable_endpoint: false,
         };
     }
-    let again = chrono::Duration::from_std(RETRY_WAITING).unwrap_or_default();
+    let again = if expected {
+        RETRY_WAITING
+    } else {
+        RETRY_ABSENT
+    };
+    let again = chrono::Duration::from_std(again).unwrap_or_default();
     NextState::RetryAt {
         at: now + again,
         client_errors: claimed.delivery.client_errors,
