@@ -16,6 +16,7 @@
 //! - [`portal`]: app portal tokens (issued, looked up by hash) and their links.
 //! - [`demo`]: `vow demo`, seed 000's six scenarios end to end.
 //! - [`delivery`]: the delivery workers (claim, sign, attempt, record).
+//! - [`relay`]: relay endpoints, delivered through a connected `vow listen`.
 //! - [`forwarding`]: the inbound workers (claim received events, forward them signed, record
 //!   each destination's outcome).
 //! - [`error`]: [`ApiError`](error::ApiError), the one error type of the API, and its wire shape.
@@ -38,6 +39,7 @@ pub mod forwarding;
 pub mod http;
 pub mod metrics;
 pub mod portal;
+pub mod relay;
 pub mod retention;
 pub mod secret;
 pub mod startup;

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 use vow_server::cli::completions::CompletionsArgs;
+use vow_server::cli::listen::ListenArgs;
 use vow_server::cli::login::LoginArgs;
 use vow_server::cli::send::SendArgs;
 use vow_server::cli::sign::SignArgs;
@@ -68,6 +69,8 @@ enum Command {
     Login(LoginArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
+    /// Relay an application's deliveries to a URL on this machine (no public URL needed).
+    Listen(ListenArgs),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +108,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Send(args) => return client(cli::send::run(args)),
         Command::Login(args) => return client(cli::login::run(args)),
+        // Many deliveries in flight: a runtime with a thread per core.
+        Command::Listen(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::listen::run(args))?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Command::Serve { .. } | Command::Migrate | Command::Demo => {}
     }
     let config = Config::load(cli.config.as_deref())?;

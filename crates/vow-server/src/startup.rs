@@ -129,9 +129,14 @@ impl Server {
     ) -> anyhow::Result<Server> {
         let admin = auth::resolve_admin_token(&config.admin_token, stores.store.as_ref()).await?;
         let wake = stores.wake.clone();
+        let relay = Arc::new(crate::relay::Hub::default());
         let (dispatcher, forwarder) = if config.delivery_workers {
             (
-                Some(dispatcher(config, &stores, wake.clone()).await?),
+                Some(
+                    dispatcher(config, &stores, wake.clone())
+                        .await?
+                        .with_relay(relay.clone()),
+                ),
                 Some(forwarder(config, &stores)?),
             )
         } else {
@@ -170,6 +175,7 @@ impl Server {
             operational,
             clock: Clock::default(),
             in_flight: Arc::default(),
+            relay,
         };
         let cleaner = Cleaner::new(
             stores,

@@ -34,6 +34,8 @@ pub struct AppState {
     pub clock: Clock,
     /// The keyed requests running on this node (`vow_idempotency::http::in_flight`).
     pub in_flight: Arc<InFlight>,
+    /// The `vow listen` connections of this process ([`crate::relay`]).
+    pub relay: Arc<crate::relay::Hub>,
 }
 
 /// The time the API works in: the wall clock at the store's (microsecond) precision, moved by an

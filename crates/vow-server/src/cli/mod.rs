@@ -5,6 +5,7 @@
 //! - [`target`]: which vow a command talks to and with what token (`--url`, `--token`,
 //!   `--profile`, their `VOW_*` variables, and the profiles `vow login` writes), and the HTTP
 //!   client that turns vow's problem answers into errors that name the problem.
+//! - [`listen`]: `vow listen`, deliveries relayed to a local URL.
 //! - [`output`]: how results are printed: aligned human text, coloured only on a terminal and
 //!   never under `NO_COLOR`, or `--output json` for scripts.
 //! - [`input`]: `--data TEXT|@FILE|-` and file flags, read byte for byte.
@@ -16,6 +17,7 @@
 pub mod capture;
 pub mod completions;
 pub mod input;
+pub mod listen;
 pub mod login;
 pub mod output;
 pub mod send;

@@ -1,6 +1,8 @@
-//! One delivery attempt: sign, POST through the SSRF-guarded client, classify with the outcome
-//! policy, and describe what to record. Never fails: every problem becomes an outcome.
+//! One delivery attempt: sign, POST through the SSRF-guarded client (or hand it to the
+//! `vow listen` of a relay endpoint, [`crate::relay`]), classify with the outcome policy, and
+//! describe what to record. Never fails: every problem becomes an outcome.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,8 +13,10 @@ use vow_egress::{EgressClient, EgressError};
 use vow_store::queue::{AttemptOutcome, AttemptTrigger, ClaimedDelivery, NewAttempt, NextState};
 
 use super::request;
+use crate::relay::{self, Hub};
 
 /// What an attempt needs besides the delivery.
+#[derive(Clone)]
 pub struct AttemptEnv {
     /// The outbound client.
     pub egress: EgressClient,
@@ -20,6 +24,8 @@ pub struct AttemptEnv {
     pub schedule: RetrySchedule,
     /// The timeout for endpoints without their own.
     pub timeout: Duration,
+    /// The `vow listen` connections relay endpoints are attempted through.
+    pub relay: Arc<Hub>,
 }
 
 /// Attempts `claimed` once, at logical time `now` (the wall clock in production; tests move it
@@ -50,40 +56,15 @@ pub async fn run(
         return outcome(None, next, started_at);
     };
     let timestamp = u64::try_from(started_at.timestamp()).unwrap_or_default();
-    let msg_id = claimed.delivery.msg_id.to_string();
-    let sent = async {
-        match (
-            request::headers(
-                target.options.signature_style,
-                &msg_id,
-                timestamp,
-                payload.as_bytes(),
-                &target.secrets,
-                &target.headers,
-            ),
-            url::Url::parse(&target.url),
-        ) {
-            (Ok(headers), Ok(url)) => {
-                let timeout = target
-                    .options
-                    .timeout_ms
-                    .map_or(env.timeout, |ms| Duration::from_millis(ms.into()));
-                let body = Bytes::copy_from_slice(payload.as_bytes());
-                env.egress.post(&url, headers, body, Some(timeout)).await
-            }
-            (Err(e), _) => Err(EgressError::InvalidUrl {
-                reason: e.to_string(),
-            }),
-            (_, Err(e)) => Err(EgressError::InvalidUrl {
-                reason: e.to_string(),
-            }),
-        }
-    };
     let clock = std::time::Instant::now();
-    let sent = sent.await;
+    let sent = send(env, claimed, payload, timestamp).await;
     let elapsed = clock.elapsed();
     let finished =
         (started_at + chrono::Duration::from_std(elapsed).unwrap_or_default()).trunc_subsecs(6);
+    let Some(sent) = sent else {
+        let expected = env.relay.expected(&claimed.delivery.endpoint_id);
+        return outcome(None, relay::waiting(claimed, finished, expected), finished);
+    };
     let (result, attempt) = describe(&sent, elapsed);
     let attempt = NewAttempt {
         id: AttemptId::new(),
@@ -123,6 +104,50 @@ pub async fn run(
         },
     };
     outcome(Some(attempt), next, finished)
+}
+
+/// Signs `payload` and sends it: an HTTP request, or for a relay endpoint a request handed to
+/// its `vow listen` ([`crate::relay`]). `None`: a relay endpoint with no listener connected
+/// (nothing was sent).
+async fn send(
+    env: &AttemptEnv,
+    claimed: &ClaimedDelivery,
+    payload: &str,
+    timestamp: u64,
+) -> Option<Result<vow_egress::EgressResponse, EgressError>> {
+    let target = &claimed.endpoint;
+    let msg_id = claimed.delivery.msg_id.to_string();
+    let headers = match request::headers(
+        target.options.signature_style,
+        &msg_id,
+        timestamp,
+        payload.as_bytes(),
+        &target.secrets,
+        &target.headers,
+    ) {
+        Ok(headers) => headers,
+        Err(e) => {
+            return Some(Err(EgressError::InvalidUrl {
+                reason: e.to_string(),
+            }))
+        }
+    };
+    let timeout = target
+        .options
+        .timeout_ms
+        .map_or(env.timeout, |ms| Duration::from_millis(ms.into()));
+    if relay::is_relay(&target.url) {
+        return env.relay.attempt(claimed, &headers, payload, timeout).await;
+    }
+    Some(match url::Url::parse(&target.url) {
+        Ok(url) => {
+            let body = Bytes::copy_from_slice(payload.as_bytes());
+            env.egress.post(&url, headers, body, Some(timeout)).await
+        }
+        Err(e) => Err(EgressError::InvalidUrl {
+            reason: e.to_string(),
+        }),
+    })
 }
 
 /// The policy's view of a send, and the attempt row's response fields.

@@ -123,6 +123,7 @@ impl Dispatcher {
             egress,
             schedule: settings.schedule.clone(),
             timeout: settings.timeout,
+            relay: Arc::default(),
         });
         Self {
             queue,
@@ -131,6 +132,17 @@ impl Dispatcher {
             wake,
             operational: None,
         }
+    }
+
+    /// Attempts relay endpoints through `hub` (the one the API's `vow listen` streams
+    /// register with).
+    pub fn with_relay(mut self, hub: Arc<crate::relay::Hub>) -> Self {
+        let env = AttemptEnv {
+            relay: hub,
+            ..(*self.env).clone()
+        };
+        self.env = Arc::new(env);
+        self
     }
 
     /// Sends operational events through `operational`.

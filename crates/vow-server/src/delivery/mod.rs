@@ -9,7 +9,8 @@
 //!
 //! # Layout
 //! - [`request`]: the signature and custom headers of one attempt.
-//! - [`attempt`]: one attempt, classified by `vow_core::retry` into the row and next state.
+//! - [`attempt`]: one attempt (HTTP, or through a relay endpoint's `vow listen`), classified by
+//!   `vow_core::retry` into the row and next state.
 //! - [`throttle`]: per-endpoint pacing.
 //! - [`operational`]: operational webhooks (`endpoint.disabled`, `message.attempt.*`).
 //! - [`settings`]: [`DeliverySettings`], how the workers of one process behave.

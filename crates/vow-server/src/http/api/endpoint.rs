@@ -229,6 +229,21 @@ impl EndpointIn {
         .with_form(url, description, event_types)
     }
 
+    /// A relay endpoint's fields ([`crate::relay`]): `description`, `event_types` and
+    /// `channels` checked as any endpoint's are, the URL [`crate::relay::RELAY_URL`].
+    pub fn relay(
+        description: String,
+        event_types: Option<Vec<String>>,
+        channels: Option<Vec<String>>,
+    ) -> ApiResult<EndpointFields> {
+        let url = crate::relay::RELAY_URL.to_string();
+        let input = Self {
+            channels,
+            ..Self::from_form(url, description, event_types)
+        };
+        Ok(input.validate()?.0)
+    }
+
     /// This input with the fields the pages' form edits replaced.
     pub fn with_form(
         mut self,
@@ -245,7 +260,13 @@ impl EndpointIn {
     /// Validates into stored fields and, when given, the normalised secret.
     pub fn validate(self) -> ApiResult<(EndpointFields, Option<String>)> {
         let mut p = Problems::default();
-        let url = p.check(&["body", "url"], EndpointUrl::parse(self.url));
+        // A relay endpoint's URL is not an http(s) URL; it stays what it is through an edit.
+        let url = if crate::relay::is_relay(&self.url) {
+            Some(self.url)
+        } else {
+            p.check(&["body", "url"], EndpointUrl::parse(self.url))
+                .map(EndpointUrl::into_string)
+        };
         let uid = self
             .uid
             .and_then(|u| check_uid(&mut p, &["body", "uid"], &u));
@@ -290,7 +311,7 @@ impl EndpointIn {
             .and_then(|s| check_secret(&mut p, &["body", "secret"], &s));
         p.finish()?;
         let fields = EndpointFields {
-            url: url.map(EndpointUrl::into_string).unwrap_or_default(),
+            url: url.unwrap_or_default(),
             uid,
             description: self.description,
             disabled: self.disabled,

@@ -16,6 +16,7 @@ pub mod headers;
 pub mod health;
 pub mod keys;
 pub mod list;
+pub mod listen;
 pub mod lookup;
 pub mod message;
 pub mod source;
@@ -37,6 +38,7 @@ pub fn routes() -> Router<AppState> {
         .merge(authentication::routes())
         .merge(event_type::routes())
         .merge(endpoint::routes())
+        .merge(listen::routes())
         .merge(message::routes())
         .merge(source::routes())
         .merge(source_event::routes())

@@ -1,0 +1,317 @@
+//! `vow listen <local-url>`: deliveries of an application relayed to a URL on this machine, with
+//! no public URL ([`crate::relay`]).
+//!
+//! It creates a relay endpoint (`POST /api/v1/app/{app}/listen`, with `--events` and
+//! `--channel` as its filters), prints its signing secret, and streams its deliveries
+//! (server-sent events). Each is posted to the local URL with the exact bytes and headers vow
+//! signed, many at once; the local answers (status, time, start of the body) go back to vow in
+//! batches, where each is the attempt's outcome: a local 500 is retried on vow's schedule. One
+//! line per delivery. A dropped stream is reconnected with backoff (vow keeps what arrives
+//! meanwhile and sends it on reconnect); Ctrl-C (or SIGTERM) deletes the relay endpoint.
+//!
+//! # Layout
+//! - [`sse`]: reading server-sent events from a byte stream.
+//! - [`local`]: one delivery posted to the local URL, and its answer as a result.
+
+pub mod local;
+pub mod sse;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use chrono::Utc;
+use clap::Args;
+use reqwest::{Method, StatusCode};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use super::output::{Colour, OutputArgs, Printer};
+use super::target::{Client, TargetArgs};
+use crate::relay::wire::{Answer, RelayResult, Relayed, DELIVERY_EVENT, READY_EVENT};
+
+/// Results posted to vow per request at most.
+const RESULT_BATCH: usize = 512;
+
+/// The longest a stream may stay silent (vow sends a keep-alive every 10 s) before it is taken
+/// for dead and reconnected.
+const SILENCE: Duration = Duration::from_secs(30);
+
+/// The longest pause between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// `vow listen`'s flags.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "\
+Examples:
+  vow listen http://localhost:3000/webhooks --app my-shop
+  vow listen http://localhost:3000/webhooks --app app_2x0... --events order.created,order.paid
+  vow listen http://127.0.0.1:8000/hook --app my-shop --channel eu --output json")]
+pub struct ListenArgs {
+    /// Where deliveries are posted on this machine, e.g. http://localhost:3000/webhooks.
+    #[arg(value_name = "LOCAL_URL")]
+    pub local_url: String,
+    /// The application: its id (`app_…`) or its uid.
+    #[arg(long, value_name = "APP")]
+    pub app: String,
+    /// Only these event types (comma-separated, or repeat the flag).
+    #[arg(long, value_name = "TYPES", value_delimiter = ',')]
+    pub events: Vec<String>,
+    /// Only messages on these channels (comma-separated, or repeat the flag).
+    #[arg(long, value_name = "CHANNELS", value_delimiter = ',')]
+    pub channel: Vec<String>,
+    /// Which vow, and the token (admin, or the application's portal token).
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Human lines, or JSON lines.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `ListenIn`, as sent.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListenIn<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_types: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channels: Option<&'a [String]>,
+    description: String,
+}
+
+/// `ListenOut`, as read.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListenOut {
+    endpoint_id: String,
+    secret: String,
+    stream: String,
+    results: String,
+}
+
+/// Runs `vow listen` until Ctrl-C or SIGTERM, then deletes the relay endpoint.
+pub async fn run(args: &ListenArgs) -> anyhow::Result<()> {
+    let local = local::Target::new(&args.local_url)?;
+    let client = args.target.client()?;
+    let printer = Printer::new(&args.output);
+    let body = ListenIn {
+        event_types: nonempty(&args.events),
+        channels: nonempty(&args.channel),
+        description: format!("vow listen → {}", args.local_url),
+    };
+    let path = format!("/api/v1/app/{}/listen", args.app);
+    let session: ListenOut = client.post(&path, &body, None).await?;
+    announce(&printer, args, &session)?;
+    let session = Arc::new(session);
+    let relaying = relay(client.clone(), session.clone(), local, printer);
+    tokio::select! {
+        result = relaying => result?,
+        () = stopped() => {},
+    }
+    let delete = format!("/api/v1/app/{}/endpoint/{}", args.app, session.endpoint_id);
+    client
+        .send(client.request(Method::DELETE, &delete), &delete)
+        .await
+        .context("deleting the relay endpoint")?;
+    if !printer.json() {
+        eprintln!("Stopped: relay endpoint {} deleted.", session.endpoint_id);
+    }
+    Ok(())
+}
+
+/// `v`, or `None` when it is empty (no filter).
+fn nonempty(v: &[String]) -> Option<&[String]> {
+    (!v.is_empty()).then_some(v)
+}
+
+/// Says what is relayed where, and the secret the local app verifies with.
+fn announce(printer: &Printer, args: &ListenArgs, session: &ListenOut) -> anyhow::Result<()> {
+    if printer.json() {
+        return printer.print_json(&serde_json::json!({
+            "type": "listening",
+            "endpointId": session.endpoint_id,
+            "secret": session.secret,
+            "localUrl": args.local_url,
+        }));
+    }
+    println!(
+        "Relaying deliveries of {} to {} (relay endpoint {}).",
+        args.app, args.local_url, session.endpoint_id
+    );
+    println!("Signing secret: {}", session.secret);
+    println!(
+        "{}",
+        printer.paint("Ctrl-C stops and deletes the relay endpoint.", Colour::Dim)
+    );
+    Ok(())
+}
+
+/// Resolves on Ctrl-C, or SIGTERM on Unix.
+async fn stopped() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        match term {
+            Ok(mut term) => tokio::select! {
+                _ = ctrl_c => {},
+                _ = term.recv() => {},
+            },
+            Err(_) => drop(ctrl_c.await),
+        }
+    }
+    #[cfg(not(unix))]
+    drop(ctrl_c.await);
+}
+
+/// Streams deliveries and relays them, reconnecting with backoff when the stream drops. Ends
+/// only with an error vow will keep giving (the relay endpoint is gone, the token refused).
+async fn relay(
+    client: Client,
+    session: Arc<ListenOut>,
+    local: local::Target,
+    printer: Printer,
+) -> anyhow::Result<()> {
+    let (results, rx) = mpsc::unbounded_channel();
+    tokio::spawn(report(client.clone(), session.clone(), rx));
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        match stream(&client, &session, &local, &printer, &results).await {
+            Ok(Stream::Ended) => backoff = Duration::from_millis(250),
+            Ok(Stream::Refused(status, why)) => {
+                bail!("vow refused the stream ({status}): {why}")
+            }
+            Err(e) => {
+                if !printer.json() {
+                    eprintln!(
+                        "{}",
+                        printer.paint(&format!("Disconnected: {e:#}"), Colour::Yellow)
+                    );
+                }
+            }
+        }
+        if !printer.json() {
+            eprintln!("Reconnecting in {} ms…", backoff.as_millis());
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// How one stream ended.
+enum Stream {
+    /// It was connected and then ended: reconnect.
+    Ended,
+    /// vow refused it for good (the endpoint was deleted, the token is refused).
+    Refused(StatusCode, String),
+}
+
+/// One connection of the stream: relays each delivery as it arrives until the stream ends.
+async fn stream(
+    client: &Client,
+    session: &ListenOut,
+    local: &local::Target,
+    printer: &Printer,
+    results: &mpsc::UnboundedSender<RelayResult>,
+) -> anyhow::Result<Stream> {
+    let request = client
+        .request(Method::GET, &session.stream)
+        .header("accept", "text/event-stream");
+    let mut response = request
+        .send()
+        .await
+        .with_context(|| format!("cannot reach vow at {}", client.base()))?;
+    let status = response.status();
+    if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
+        return Ok(Stream::Refused(
+            status,
+            response.text().await.unwrap_or_default(),
+        ));
+    }
+    if !status.is_success() {
+        bail!("vow answered {status}");
+    }
+    let mut events = sse::Reader::default();
+    loop {
+        let chunk = tokio::time::timeout(SILENCE, response.chunk())
+            .await
+            .context("the stream went silent")?
+            .context("the stream broke")?;
+        let Some(chunk) = chunk else {
+            return Ok(Stream::Ended);
+        };
+        for event in events.push(&chunk) {
+            match event.name.as_str() {
+                READY_EVENT if printer.json() => {
+                    printer.print_json(&serde_json::json!({ "type": "connected" }))?;
+                }
+                READY_EVENT => eprintln!("{}", printer.paint("Connected.", Colour::Green)),
+                DELIVERY_EVENT => {
+                    let relayed: Relayed = serde_json::from_str(&event.data)
+                        .context("vow sent a delivery this vow cannot read")?;
+                    let (local, printer, results) = (local.clone(), *printer, results.clone());
+                    tokio::spawn(async move {
+                        let result = local.post(&relayed).await;
+                        print_line(&printer, &relayed, &result);
+                        let _ = results.send(result);
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Posts results to vow in batches while deliveries keep coming. A batch that cannot be
+/// posted is dropped: its attempts time out at vow and are retried on its schedule.
+async fn report(
+    client: Client,
+    session: Arc<ListenOut>,
+    mut rx: mpsc::UnboundedReceiver<RelayResult>,
+) {
+    let mut batch = Vec::with_capacity(RESULT_BATCH);
+    while rx.recv_many(&mut batch, RESULT_BATCH).await > 0 {
+        let request = client.request(Method::POST, &session.results).json(&batch);
+        if let Err(e) = client.send(request, &session.results).await {
+            eprintln!("Reporting {} result(s) to vow failed: {e:#}", batch.len());
+        }
+        batch.clear();
+    }
+}
+
+/// One line per delivery: time, event type, message id, attempt → status (or error), ms.
+fn print_line(printer: &Printer, relayed: &Relayed, result: &RelayResult) {
+    let time = Utc::now().format("%H:%M:%S%.3f").to_string();
+    if printer.json() {
+        let (status, error) = match &result.answer {
+            Answer::Response { status, .. } => (Some(*status), None),
+            Answer::Failed { reason, .. } => (None, Some(reason.as_str())),
+        };
+        let _ = printer.print_json(&serde_json::json!({
+            "type": "delivery",
+            "time": time,
+            "eventType": relayed.event_type,
+            "msgId": relayed.msg_id,
+            "attempt": relayed.attempt,
+            "status": status,
+            "error": error,
+            "ms": result.ms,
+        }));
+        return;
+    }
+    let outcome = match &result.answer {
+        Answer::Response { status, .. } if (200..300).contains(status) => {
+            printer.paint(&status.to_string(), Colour::Green)
+        }
+        Answer::Response { status, .. } => printer.paint(&status.to_string(), Colour::Red),
+        Answer::Failed { reason, .. } => printer.paint(reason, Colour::Red),
+    };
+    let attempt = match relayed.attempt {
+        1 => String::new(),
+        n => printer.paint(&format!(" (attempt {n})"), Colour::Dim),
+    };
+    println!(
+        "{time}  {}  {}{attempt} → {outcome}  {} ms",
+        relayed.event_type, relayed.msg_id, result.ms
+    );
+}

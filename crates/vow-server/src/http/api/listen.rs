@@ -1,0 +1,179 @@
+//! `vow listen`'s side of the API ([`crate::relay`]):
+//! - `POST /api/v1/app/{app_id}/listen` creates a relay endpoint (optionally filtered by
+//!   `eventTypes` and `channels`) and answers its id, signing secret, stream and result paths;
+//! - `GET /api/v1/app/{app_id}/listen/{endpoint_id}` is the stream: server-sent events, `ready`
+//!   once the listener is registered, then one `delivery` per attempt;
+//! - `POST /api/v1/app/{app_id}/listen/{endpoint_id}/result` reports local answers, in batches.
+//!
+//! The relay endpoint is an ordinary endpoint: it is deleted with `DELETE
+//! /api/v1/app/{app_id}/endpoint/{endpoint_id}`, and its attempts are read like any others.
+//! The admin token or the application's portal token may listen (a read-only one may not: a
+//! listener answers deliveries); another application's endpoint is 404.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::{Deserialize, Serialize};
+use tokio_stream::{Stream, StreamExt};
+use vow_core::EndpointId;
+use vow_store::Endpoint;
+
+use super::endpoint::EndpointIn;
+use super::keys::endpoint_key;
+use super::lookup::{find_endpoint_in, resolve_app};
+use super::validate::Problems;
+use crate::actions::{self, endpoint::CreateEndpoint};
+use crate::error::{ApiError, ApiResult};
+use crate::http::extract::{MaybeJson, ValidJson};
+use crate::http::principal::Principal;
+use crate::relay::is_relay;
+use crate::relay::wire::{Answer, RelayResult, DELIVERY_EVENT, READY_EVENT};
+use crate::state::AppState;
+
+/// How often an idle stream sends a comment, so a connection that died is noticed.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+/// The most results one report may carry.
+const MAX_RESULTS: usize = 4096;
+
+/// Listen routes.
+pub fn routes() -> Router<AppState> {
+    let one = "/api/v1/app/{app_id}/listen/{endpoint_id}";
+    Router::new()
+        .route("/api/v1/app/{app_id}/listen", post(create_listen))
+        .route(one, get(stream))
+        .route(&format!("{one}/result"), post(report))
+}
+
+/// `ListenIn`: which messages the relay endpoint gets (all, by default).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenIn {
+    event_types: Option<Vec<String>>,
+    channels: Option<Vec<String>>,
+    #[serde(default)]
+    description: String,
+}
+
+/// `ListenOut`: the relay endpoint, its signing secret, and where to stream and report.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenOut {
+    endpoint_id: EndpointId,
+    secret: String,
+    stream: String,
+    results: String,
+}
+
+/// What a report did: results matched to a waiting attempt, and results that came too late
+/// (their attempt timed out) or named no attempt of this endpoint.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportOut {
+    accepted: usize,
+    unmatched: usize,
+}
+
+async fn create_listen(
+    State(state): State<AppState>,
+    Path(app_id): Path<String>,
+    MaybeJson(body, _): MaybeJson<ListenIn>,
+) -> ApiResult<(StatusCode, Json<ListenOut>)> {
+    let body = body.unwrap_or_default();
+    let fields = EndpointIn::relay(body.description, body.event_types, body.channels)?;
+    let app = resolve_app(&state, &app_id).await?;
+    let secret = crate::secret::generate();
+    let create = CreateEndpoint::new(&state, app, fields, Some(secret.clone()));
+    let endpoint = actions::apply(&state, create).await?;
+    let stream = format!("/api/v1/app/{app}/listen/{}", endpoint.id);
+    let out = ListenOut {
+        endpoint_id: endpoint.id,
+        secret,
+        results: format!("{stream}/result"),
+        stream,
+    };
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+/// The relay endpoint `{endpoint_id}` of `{app_id}`: 404 when absent, 409 when it is an
+/// ordinary endpoint.
+async fn relay_endpoint(state: &AppState, app_id: &str, endpoint_id: &str) -> ApiResult<Endpoint> {
+    let app = resolve_app(state, app_id).await?;
+    let endpoint = find_endpoint_in(state, app, &endpoint_key(endpoint_id)?).await?;
+    if !is_relay(&endpoint.fields.url) {
+        return Err(ApiError::Conflict(format!(
+            "endpoint {} is not a relay endpoint (only one `POST /api/v1/app/{{app_id}}/listen` made can be listened on)",
+            endpoint.id
+        )));
+    }
+    Ok(endpoint)
+}
+
+async fn stream(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    Extension(principal): Extension<Principal>,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    if let Principal::Portal {
+        read_only: true, ..
+    } = principal
+    {
+        return Err(ApiError::Forbidden(
+            "this app portal token is read-only: it cannot listen (a listener answers deliveries)"
+                .into(),
+        ));
+    }
+    let endpoint = relay_endpoint(&state, &app_id, &endpoint_id).await?;
+    let connection = state.relay.connect(endpoint.id);
+    // Deliveries that waited for this listener are due within a second; look now.
+    state.wake.notify_one();
+    let ready = Event::default()
+        .event(READY_EVENT)
+        .data(endpoint.id.to_string());
+    let deliveries = connection.map(|relayed| {
+        let data = serde_json::to_string(&relayed).unwrap_or_default();
+        Ok::<_, Infallible>(Event::default().event(DELIVERY_EVENT).data(data))
+    });
+    let events = tokio_stream::once(Ok(ready)).chain(deliveries);
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+async fn report(
+    State(state): State<AppState>,
+    Path((app_id, endpoint_id)): Path<(String, String)>,
+    ValidJson(results): ValidJson<Vec<RelayResult>>,
+) -> ApiResult<Json<ReportOut>> {
+    let mut p = Problems::default();
+    p.require(
+        results.len() <= MAX_RESULTS,
+        &["body"],
+        &format!("must have at most {MAX_RESULTS} results"),
+        "value_error.list.max_items",
+    );
+    for (i, result) in results.iter().enumerate() {
+        if let Answer::Response { status, .. } = result.answer {
+            p.require(
+                (100..=599).contains(&status),
+                &["body", &i.to_string(), "status"],
+                "must be an HTTP status code (100 to 599)",
+                "value_error.number.range",
+            );
+        }
+    }
+    p.finish()?;
+    let endpoint = relay_endpoint(&state, &app_id, &endpoint_id).await?;
+    let total = results.len();
+    let accepted = results
+        .into_iter()
+        .filter_map(|r| state.relay.answer(endpoint.id, r).then_some(()))
+        .count();
+    Ok(Json(ReportOut {
+        accepted,
+        unmatched: total - accepted,
+    }))
+}

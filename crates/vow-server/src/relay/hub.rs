@@ -1,0 +1,482 @@
+//! [`Hub`]: the `vow listen` connections of this process, one per relay endpoint, and the
+//! attempts waiting for their answers.
+//!
+//! A listener's stream registers a [`Connection`] (a newer one for the same endpoint replaces
+//! it, ending the older stream). An attempt to a relay endpoint ([`Hub::attempt`]) waits a little
+//! for a listener, queues the signed request on its connection, and waits for the answer the
+//! listener posts ([`Hub::answer`]), matched by a number of the hub's own; many attempts are in
+//! flight over one connection at once. The answer becomes the [`EgressResponse`] (or
+//! [`EgressError`]) an HTTP attempt would have produced, so the delivery code classifies both
+//! alike. When a connection goes, the attempts it still owed an answer fail as a broken
+//! connection would.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::time::Instant;
+use vow_core::EndpointId;
+use vow_egress::{EgressError, EgressResponse};
+use vow_store::queue::ClaimedDelivery;
+
+use super::wire::{Answer, RelayResult, Relayed, MAX_EXCERPT_BYTES};
+use super::LISTENER_WAIT;
+use crate::worker::lock;
+
+/// Requests queued on one connection before an attempt waits for room.
+const QUEUE: usize = 1024;
+
+/// How long after its listener went away an endpoint's attempts still wait for it in memory
+/// (it is reconnecting); after that (or for an endpoint never connected here) they hold no slot.
+const RECENT: Duration = Duration::from_secs(60);
+
+/// How much longer than the attempt's timeout vow waits for the listener's report (the
+/// listener times its local request out itself, and says so).
+const REPORT_GRACE: Duration = Duration::from_secs(1);
+
+/// The connected listeners of this process and the attempts waiting for their answers.
+pub struct Hub {
+    inner: Mutex<Inner>,
+    /// Numbers connections and attempts.
+    next: AtomicU64,
+    /// Signalled when a listener connects.
+    arrived: Notify,
+    /// How long an attempt waits for a listener ([`LISTENER_WAIT`]).
+    wait: Duration,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self::waiting(LISTENER_WAIT)
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    listeners: HashMap<EndpointId, Listener>,
+    pending: HashMap<u64, Pending>,
+    /// When the listeners that went away in the last [`RECENT`] went.
+    gone: HashMap<EndpointId, Instant>,
+}
+
+struct Listener {
+    conn: u64,
+    tx: mpsc::Sender<Relayed>,
+}
+
+/// An attempt handed to a listener, waiting for its answer.
+struct Pending {
+    endpoint: EndpointId,
+    conn: u64,
+    answer: oneshot::Sender<RelayResult>,
+}
+
+/// A listener's registration: the requests for it, in order. Dropping it disconnects.
+pub struct Connection {
+    hub: Arc<Hub>,
+    endpoint: EndpointId,
+    conn: u64,
+    rx: mpsc::Receiver<Relayed>,
+}
+
+impl tokio_stream::Stream for Connection {
+    type Item = Relayed;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Relayed>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.hub.disconnect(self.endpoint, self.conn);
+    }
+}
+
+/// Forgets an attempt's pending entry however its wait ends (answered, timed out, cancelled).
+struct Forget<'a> {
+    hub: &'a Hub,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        lock(&self.hub.inner).pending.remove(&self.id);
+    }
+}
+
+impl Hub {
+    /// A hub whose attempts wait `wait` for a listener.
+    pub fn waiting(wait: Duration) -> Self {
+        Self {
+            inner: Mutex::default(),
+            next: AtomicU64::new(1),
+            arrived: Notify::new(),
+            wait,
+        }
+    }
+
+    fn number(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers a listener for `endpoint`, replacing any earlier one (whose stream ends).
+    pub fn connect(self: &Arc<Self>, endpoint: EndpointId) -> Connection {
+        let conn = self.number();
+        let (tx, rx) = mpsc::channel(QUEUE);
+        {
+            let mut inner = lock(&self.inner);
+            inner.gone.remove(&endpoint);
+            let replaced = inner.listeners.insert(endpoint, Listener { conn, tx });
+            // The listener came back on a new connection: the old one owes nothing more.
+            if let Some(old) = replaced {
+                inner.pending.retain(|_, p| p.conn != old.conn);
+            }
+        }
+        self.arrived.notify_waiters();
+        Connection {
+            hub: self.clone(),
+            endpoint,
+            conn,
+            rx,
+        }
+    }
+
+    /// Whether a listener for `endpoint` is connected to this process.
+    pub fn connected(&self, endpoint: &EndpointId) -> bool {
+        lock(&self.inner).listeners.contains_key(endpoint)
+    }
+
+    fn disconnect(&self, endpoint: EndpointId, conn: u64) {
+        let mut inner = lock(&self.inner);
+        if inner
+            .listeners
+            .get(&endpoint)
+            .is_some_and(|l| l.conn == conn)
+        {
+            inner.listeners.remove(&endpoint);
+            inner.gone.retain(|_, at| at.elapsed() < RECENT);
+            inner.gone.insert(endpoint, Instant::now());
+        }
+        // Dropping their senders tells the attempts the listener went away.
+        inner.pending.retain(|_, p| p.conn != conn);
+    }
+
+    /// Whether a listener for `endpoint` is connected here or went away lately (so it is
+    /// expected back soon).
+    pub fn expected(&self, endpoint: &EndpointId) -> bool {
+        let inner = lock(&self.inner);
+        inner.listeners.contains_key(endpoint)
+            || inner
+                .gone
+                .get(endpoint)
+                .is_some_and(|at| at.elapsed() < RECENT)
+    }
+
+    /// Delivers a listener's `result` to the attempt of `endpoint` waiting for it; `false` when
+    /// no such attempt waits (it timed out, or the number is another endpoint's).
+    pub fn answer(&self, endpoint: EndpointId, result: RelayResult) -> bool {
+        let pending = {
+            let mut inner = lock(&self.inner);
+            match inner.pending.get(&result.id) {
+                Some(p) if p.endpoint == endpoint => inner.pending.remove(&result.id),
+                _ => None,
+            }
+        };
+        pending.is_some_and(|p| p.answer.send(result).is_ok())
+    }
+
+    /// The listener of `endpoint`, waiting at most `wait` for one to connect.
+    async fn listener(&self, endpoint: EndpointId, wait: Duration) -> Option<Listener> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let arrived = self.arrived.notified();
+            let found = lock(&self.inner)
+                .listeners
+                .get(&endpoint)
+                .map(|l| Listener {
+                    conn: l.conn,
+                    tx: l.tx.clone(),
+                });
+            if found.is_some() {
+                return found;
+            }
+            tokio::time::timeout_at(deadline, arrived).await.ok()?;
+        }
+    }
+
+    /// Attempts `claimed` (signed as `headers`, its payload `body`) through its endpoint's
+    /// listener, waiting at most `timeout` (plus a little) for the local answer. `None` when no
+    /// listener is connected: nothing was sent. It waits for one (the hub's wait,
+    /// [`LISTENER_WAIT`]) only when one is [`expected`](Self::expected).
+    pub async fn attempt(
+        &self,
+        claimed: &ClaimedDelivery,
+        headers: &HeaderMap,
+        body: &str,
+        timeout: Duration,
+    ) -> Option<Result<EgressResponse, EgressError>> {
+        let endpoint = claimed.delivery.endpoint_id;
+        let wait = if self.expected(&endpoint) {
+            self.wait
+        } else {
+            Duration::ZERO
+        };
+        let listener = self.listener(endpoint, wait).await?;
+        let id = self.number();
+        let (answer, answered) = oneshot::channel();
+        let pending = Pending {
+            endpoint,
+            conn: listener.conn,
+            answer,
+        };
+        lock(&self.inner).pending.insert(id, pending);
+        let _forget = Forget { hub: self, id };
+        let relayed = Relayed {
+            id,
+            msg_id: claimed.delivery.msg_id.to_string(),
+            event_type: claimed.event_type.clone(),
+            attempt: claimed.delivery.attempts + 1,
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            headers: headers
+                .iter()
+                .map(|(n, v)| {
+                    let value = String::from_utf8_lossy(v.as_bytes()).into_owned();
+                    (n.as_str().to_owned(), value)
+                })
+                .collect(),
+            body: body.to_owned(),
+        };
+        let started = Instant::now();
+        let sent = tokio::time::timeout(timeout, listener.tx.send(relayed)).await;
+        drop(listener);
+        match sent {
+            Ok(Ok(())) => {}
+            // The listener went away before the request reached it: nothing was sent.
+            Ok(Err(_)) => return None,
+            Err(_) => return Some(Err(EgressError::Timeout { sent: false })),
+        }
+        let left = (timeout + REPORT_GRACE).saturating_sub(started.elapsed());
+        Some(match tokio::time::timeout(left, answered).await {
+            Ok(Ok(result)) => response(result),
+            Ok(Err(_)) => {
+                let reason = "the listener disconnected before it reported the local answer";
+                Err(EgressError::Transport {
+                    sent: true,
+                    reason: reason.into(),
+                    source: reason.into(),
+                })
+            }
+            Err(_) => Err(EgressError::Timeout { sent: true }),
+        })
+    }
+}
+
+/// A listener's result as the response (or failure) an HTTP attempt would have had.
+fn response(result: RelayResult) -> Result<EgressResponse, EgressError> {
+    let latency = Duration::from_millis(result.ms);
+    match result.answer {
+        Answer::Response {
+            status,
+            headers,
+            body,
+        } => {
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(&value),
+                ) {
+                    map.append(n, v);
+                }
+            }
+            let mut body = body.into_bytes();
+            let body_truncated = body.len() > MAX_EXCERPT_BYTES;
+            body.truncate(MAX_EXCERPT_BYTES);
+            Ok(EgressResponse {
+                status,
+                headers: map,
+                body_prefix: Bytes::from(body),
+                body_truncated,
+                latency,
+            })
+        }
+        Answer::Failed {
+            timed_out: true, ..
+        } => Err(EgressError::Timeout { sent: true }),
+        Answer::Failed { reason, .. } => Err(EgressError::Connect {
+            reason: format!("the listener could not reach its local URL: {reason}"),
+            source: reason.into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use chrono::Utc;
+    use tokio_stream::StreamExt;
+    use vow_core::{AppId, DeliveryId, MessageId};
+    use vow_store::queue::{DeliveryTarget, LeaseToken};
+    use vow_store::{Delivery, DeliveryOptions, DeliveryStatus};
+
+    use super::*;
+
+    fn claimed(endpoint: EndpointId) -> ClaimedDelivery {
+        let now = Utc::now();
+        ClaimedDelivery {
+            delivery: Delivery {
+                id: DeliveryId::new(),
+                app_id: AppId::new(),
+                msg_id: MessageId::new(),
+                endpoint_id: endpoint,
+                status: DeliveryStatus::Pending,
+                attempts: 1,
+                client_errors: 0,
+                last_status: Some(500),
+                dead_letter_reason: None,
+                next_attempt_at: now,
+                created_at: now,
+                manual: false,
+            },
+            lease: LeaseToken("lease".into()),
+            lease_until: now,
+            event_type: "order.created".into(),
+            payload: Some("{\"a\": 1}".into()),
+            endpoint: DeliveryTarget {
+                url: crate::relay::RELAY_URL.into(),
+                headers: BTreeMap::new(),
+                disabled: false,
+                throttle_rate: None,
+                secrets: Vec::new(),
+                options: DeliveryOptions::default(),
+                updated_at: now,
+            },
+        }
+    }
+
+    fn headers() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("webhook-id", HeaderValue::from_static("msg_1"));
+        h
+    }
+
+    const LONG: Duration = Duration::from_secs(10);
+
+    #[tokio::test]
+    async fn an_answer_becomes_the_attempts_response() {
+        let hub = Arc::new(Hub::default());
+        let ep = EndpointId::new();
+        let mut conn = hub.connect(ep);
+        let c = claimed(ep);
+        let attempt = {
+            let (hub, c) = (hub.clone(), c.clone());
+            tokio::spawn(async move { hub.attempt(&c, &headers(), "{\"a\": 1}", LONG).await })
+        };
+        let relayed = conn.next().await.unwrap();
+        assert_eq!(relayed.body, "{\"a\": 1}");
+        assert_eq!(relayed.attempt, 2);
+        assert_eq!(relayed.msg_id, c.delivery.msg_id.to_string());
+        assert_eq!(relayed.headers, vec![("webhook-id".into(), "msg_1".into())]);
+        let answer = |id| RelayResult {
+            id,
+            ms: 3,
+            answer: Answer::Response {
+                status: 500,
+                headers: vec![("retry-after".into(), "2".into())],
+                body: "boom".into(),
+            },
+        };
+        // Another endpoint cannot answer it.
+        assert!(!hub.answer(EndpointId::new(), answer(relayed.id)));
+        assert!(hub.answer(ep, answer(relayed.id)));
+        let response = attempt.await.unwrap().unwrap().unwrap();
+        assert_eq!(response.status, 500);
+        assert_eq!(response.retry_after(), Some("2"));
+        assert_eq!(&response.body_prefix[..], b"boom");
+        assert_eq!(response.latency, Duration::from_millis(3));
+        // Answered once only.
+        assert!(!hub.answer(ep, answer(relayed.id)));
+    }
+
+    #[tokio::test]
+    async fn with_no_listener_nothing_is_sent_and_a_late_listener_still_gets_it() {
+        let hub = Arc::new(Hub::waiting(LONG));
+        let ep = EndpointId::new();
+        // Never connected here: no wait at all, however long the hub's.
+        let (c, h) = (claimed(ep), headers());
+        let at_once = tokio::time::timeout(Duration::from_secs(1), hub.attempt(&c, &h, "{}", LONG));
+        assert!(at_once.await.unwrap().is_none());
+        assert!(!hub.expected(&ep));
+        // Connected, then gone: expected back, so an attempt waits for it.
+        drop(hub.connect(ep));
+        assert!(hub.expected(&ep));
+        let attempt = {
+            let hub = hub.clone();
+            tokio::spawn(async move { hub.attempt(&claimed(ep), &headers(), "{}", LONG).await })
+        };
+        tokio::task::yield_now().await;
+        let mut conn = hub.connect(ep);
+        let relayed = conn.next().await.unwrap();
+        let failed = RelayResult {
+            id: relayed.id,
+            ms: 1,
+            answer: Answer::Failed {
+                timed_out: false,
+                reason: "Connection refused".into(),
+            },
+        };
+        assert!(hub.answer(ep, failed));
+        let err = attempt.await.unwrap().unwrap().unwrap_err();
+        assert!(matches!(err, EgressError::Connect { .. }), "{err}");
+        assert!(err.to_string().contains("Connection refused"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_listener_that_goes_away_fails_what_it_owed_like_a_broken_connection() {
+        let hub = Arc::new(Hub::default());
+        let ep = EndpointId::new();
+        let mut conn = hub.connect(ep);
+        let attempt = {
+            let hub = hub.clone();
+            tokio::spawn(async move { hub.attempt(&claimed(ep), &headers(), "{}", LONG).await })
+        };
+        conn.next().await.unwrap();
+        drop(conn);
+        assert!(!hub.connected(&ep));
+        let err = attempt.await.unwrap().unwrap().unwrap_err();
+        assert!(
+            matches!(err, EgressError::Transport { sent: true, .. }),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reconnecting_listener_replaces_the_old_connection() {
+        let hub = Arc::new(Hub::default());
+        let ep = EndpointId::new();
+        let mut old = hub.connect(ep);
+        let attempt = {
+            let hub = hub.clone();
+            tokio::spawn(async move { hub.attempt(&claimed(ep), &headers(), "{}", LONG).await })
+        };
+        old.next().await.unwrap();
+        let _new = hub.connect(ep);
+        // The old stream ends, and what it owed fails at once.
+        assert!(old.next().await.is_none());
+        let err = attempt.await.unwrap().unwrap().unwrap_err();
+        assert!(matches!(err, EgressError::Transport { .. }), "{err}");
+        drop(old);
+        assert!(
+            hub.connected(&ep),
+            "dropping the old connection keeps the new one"
+        );
+    }
+}
