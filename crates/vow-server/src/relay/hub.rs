@@ -26,8 +26,10 @@ use vow_egress::{EgressError, EgressResponse};
 use vow_store::queue::ClaimedDelivery;
 
 use super::wire::{Answer, RelayResult, Relayed, MAX_EXCERPT_BYTES};
-use super::LISTENER_WAIT;
 use crate::worker::lock;
+
+/// How long an attempt to a relay endpoint waits for a listener before it is put back.
+pub const LISTENER_WAIT: Duration = Duration::from_secs(5);
 
 /// Requests queued on one connection before an attempt waits for room.
 const QUEUE: usize = 1024;
@@ -351,7 +353,7 @@ mod tests {
             event_type: "order.created".into(),
             payload: Some("{\"a\": 1}".into()),
             endpoint: DeliveryTarget {
-                url: crate::relay::RELAY_URL.into(),
+                url: "relay://listen".into(),
                 headers: BTreeMap::new(),
                 disabled: false,
                 throttle_rate: None,

@@ -33,13 +33,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use vow_store::queue::{ClaimedDelivery, NextState};
 
-pub use hub::Hub;
+pub use hub::{Hub, LISTENER_WAIT};
 
 /// The URL of every relay endpoint: the one endpoint URL that is not `http(s)`.
 pub const RELAY_URL: &str = "relay://listen";
-
-/// How long an attempt to a relay endpoint waits for a listener before it is put back.
-pub const LISTENER_WAIT: Duration = Duration::from_secs(5);
 
 /// How soon a delivery that found no listener is due again, when one is expected back soon.
 pub const RETRY_WAITING: Duration = Duration::from_secs(1);
