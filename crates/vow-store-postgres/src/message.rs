@@ -124,22 +124,28 @@ pub(crate) async fn create_claiming(
     Ok((recorded, created))
 }
 
-/// Inserts the message and its deliveries in ONE statement (the message in a CTE, the
-/// deliveries over `UNNEST`): `$1`..`$8` the message's columns in [`COLUMNS`] order, `$9`..`$11`
-/// the deliveries' ids, endpoints and statuses. No separate check that the application exists: the insert's foreign key does it,
+/// Inserts the message, its channels and its deliveries in ONE statement (the message, and its
+/// channels when it has some, in CTEs; the channels and the deliveries over `UNNEST`): `$1`..`$8`
+/// the message's columns in [`COLUMNS`] order, `$9`..`$11` the deliveries' ids, endpoints and
+/// statuses. No separate check that the application exists: the insert's foreign key does it,
 /// and its violation reads as "application not found"; `messages_app_id_event_id_key` →
 /// `Conflict`.
 async fn insert(tx: &mut PgConnection, new: &NewMessage, fan_out: &FanOut) -> StoreResult<()> {
-    static SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
+    // Indexed by `with_channels + 2 * with_deliveries`.
+    static SQL: LazyLock<[String; 4]> = LazyLock::new(|| {
         let message =
             format!("INSERT INTO messages ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+        let channels = "INSERT INTO message_channels (app_id, channel, msg_id)
+             SELECT DISTINCT $2, c, $1 FROM UNNEST($5::text[]) AS c";
         let deliveries = "INSERT INTO deliveries
                  (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
              SELECT d.id, $2, $1, d.endpoint_id, d.status, 0, $8, $8
              FROM UNNEST($9::text[], $10::text[], $11::text[]) AS d (id, endpoint_id, status)";
         [
             message.clone(),
+            format!("WITH message AS ({message}) {channels}"),
             format!("WITH message AS ({message}) {deliveries}"),
+            format!("WITH message AS ({message}), channels AS ({channels}) {deliveries}"),
         ]
     });
     let mut args = PgArguments::default();
@@ -157,7 +163,9 @@ async fn insert(tx: &mut PgConnection, new: &NewMessage, fan_out: &FanOut) -> St
         add(&mut args, &fan_out.endpoint_ids)?;
         add(&mut args, &fan_out.statuses)?;
     }
-    sqlx::query_with(SQL[usize::from(with_deliveries)].as_str(), args)
+    let with_channels = new.channels.as_ref().is_some_and(|c| !c.is_empty());
+    let sql = &SQL[usize::from(with_channels) + 2 * usize::from(with_deliveries)];
+    sqlx::query_with(sql.as_str(), args)
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -324,15 +332,24 @@ pub(crate) async fn list<'c>(
     let mut qb =
         QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM messages WHERE app_id = "));
     qb.push_bind(app.to_string());
-    if !filter.event_types.is_empty() {
-        qb.push(" AND event_type = ANY(")
-            .push_bind(filter.event_types.clone())
-            .push(")");
+    // One type is an equality, which reads `messages_app_id_event_type_id_idx` in id order.
+    match filter.event_types.as_slice() {
+        [] => {}
+        [one] => {
+            qb.push(" AND event_type = ").push_bind(one.clone());
+        }
+        several => {
+            qb.push(" AND event_type = ANY(")
+                .push_bind(several.to_vec())
+                .push(")");
+        }
     }
     if let Some(channel) = &filter.channel {
-        qb.push(" AND ")
+        qb.push(" AND id IN (SELECT msg_id FROM message_channels WHERE app_id = ")
+            .push_bind(app.to_string())
+            .push(" AND channel = ")
             .push_bind(channel.clone())
-            .push(" = ANY(channels)");
+            .push(")");
     }
     if let Some(before) = filter.before {
         qb.push(" AND created_at < ").push_bind(before);

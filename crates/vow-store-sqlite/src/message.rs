@@ -37,6 +37,7 @@ pub(crate) fn create(
     let app = new.app_id.to_string();
     let msg = new.id.to_string();
     let now = micros(new.now);
+    let channels = to_opt_json(new.channels.as_ref())?;
     conn.prepare_cached(
         "INSERT INTO messages
          (id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at)
@@ -47,11 +48,18 @@ pub(crate) fn create(
         app,
         new.event_id,
         new.event_type,
-        to_opt_json(new.channels.as_ref())?,
+        channels,
         new.payload,
         micros(new.payload_expires_at),
         now,
     ])?;
+    if channels.is_some() {
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO message_channels (app_id, channel, msg_id)
+             SELECT ?1, value, ?2 FROM json_each(?3)",
+        )?
+        .execute(params![app, msg, channels])?;
+    }
 
     let sql = format!(
         "SELECT {} FROM endpoints WHERE app_id = ?1 AND (?2 IS NULL OR id = ?2)",
@@ -106,11 +114,18 @@ pub(crate) fn list(
     // Only the conditions in use appear in the text (a handful of variants, each cached), and
     // every parameter is always bound (NULL when unused).
     let mut filters = vec!["app_id = ?1".to_string()];
-    if !filter.event_types.is_empty() {
-        filters.push("event_type IN (SELECT value FROM json_each(?2))".into());
+    // One type is an equality, which reads `messages_by_event_type` in id order; SQLite will
+    // not use that index for a list (it would have to sort), so several types are checked per
+    // message of the application.
+    match filter.event_types.len() {
+        0 => {}
+        1 => filters.push("event_type = ?2".into()),
+        _ => filters.push("event_type IN (SELECT value FROM json_each(?2))".into()),
     }
     if filter.channel.is_some() {
-        filters.push("EXISTS (SELECT 1 FROM json_each(messages.channels) WHERE value = ?3)".into());
+        filters.push(
+            "id IN (SELECT msg_id FROM message_channels WHERE app_id = ?1 AND channel = ?3)".into(),
+        );
     }
     if filter.before.is_some() {
         filters.push("created_at < ?4".into());
@@ -136,10 +151,10 @@ pub(crate) fn list(
         8,
         9,
     );
-    let event_types = if filter.event_types.is_empty() {
-        None
-    } else {
-        Some(to_json(&filter.event_types)?)
+    let event_types = match filter.event_types.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        several => Some(to_json(several)?),
     };
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(

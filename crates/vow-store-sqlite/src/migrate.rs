@@ -67,6 +67,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0014_overview",
         include_str!("../migrations/0014_overview.sql"),
     ),
+    (
+        "0015_message_search",
+        include_str!("../migrations/0015_message_search.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.
@@ -185,6 +189,44 @@ mod tests {
             "the ring is full; the count is exact"
         );
         assert_eq!(tallies("src_b"), (2, 2));
+    }
+
+    #[test]
+    fn the_message_search_migration_indexes_the_channels_of_the_messages_already_stored() {
+        let conn = Connection::open_in_memory().unwrap();
+        let (name, sql) = MIGRATIONS[14];
+        assert_eq!(name, "0015_message_search");
+        for (_, earlier) in &MIGRATIONS[..14] {
+            conn.execute_batch(earlier).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
+                 VALUES ('app_a', 'a', '{}', 0, 0), ('app_b', 'b', '{}', 0, 0);
+             INSERT INTO messages (id, app_id, event_type, channels, payload, payload_expires_at,
+                                   created_at)
+             VALUES ('msg_1', 'app_a', 't', '[\"eu\",\"us\",\"eu\"]', '{}', 0, 0),
+                    ('msg_2', 'app_a', 't', NULL, '{}', 0, 0),
+                    ('msg_3', 'app_b', 't', '[\"eu\"]', '{}', 0, 0);",
+        )
+        .unwrap();
+        conn.execute_batch(sql).unwrap();
+        let mut rows = conn
+            .prepare("SELECT app_id, channel, msg_id FROM message_channels ORDER BY 1, 2, 3")
+            .unwrap();
+        let rows: Vec<(String, String, String)> = rows
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let row = |a: &str, c: &str, m: &str| (a.to_owned(), c.to_owned(), m.to_owned());
+        assert_eq!(
+            rows,
+            [
+                row("app_a", "eu", "msg_1"),
+                row("app_a", "us", "msg_1"),
+                row("app_b", "eu", "msg_3"),
+            ]
+        );
     }
 
     #[test]

@@ -263,6 +263,26 @@ pub async fn listing_messages_filters_by_event_type_channel_and_time(store: &dyn
         assert_eq!(got, expected, "filter {filter:?}");
     }
 
+    // Another application's message of the same type and channel (named twice) is its own:
+    // found once there, never here.
+    let other = create_app(store, "Other").await;
+    let theirs = NewMessage {
+        channels: Some(strings(&["eu", "eu"])),
+        now: t(60),
+        ..new_message(other.id, "user.created")
+    };
+    let theirs = store.create_message(theirs).await.unwrap().message.id;
+    let eu = f(&["user.created"], Some("eu"), None, None);
+    assert_eq!(message_ids(store, other.id, &eu).await, vec![theirs]);
+    assert_eq!(message_ids(store, app.id, &eu).await, pick(&[0, 2]));
+    // Deleting it takes its messages and their channels along.
+    store.delete_application(other.id).await.unwrap();
+    assert!(store
+        .get_message(other.id, &MessageKey::Id(theirs))
+        .await
+        .unwrap()
+        .is_none());
+
     // Filters and paging together: the user.created messages, one per page, newest first.
     let filter = f(&["user.created"], None, None, None);
     let first = store
