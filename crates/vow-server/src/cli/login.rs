@@ -2,7 +2,7 @@
 //! other client commands use (`--profile`). The token is read from `--token`, `VOW_TOKEN`, or
 //! standard input, and never printed.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -10,7 +10,7 @@ use reqwest::{Method, StatusCode};
 use serde::Serialize;
 
 use super::output::{Colour, OutputArgs, Printer};
-use super::target::{problem, Client, Profile, Profiles, DEFAULT_PROFILE, DEFAULT_URL};
+use super::target::{problem, Client, Profile, Profiles, TargetArgs};
 
 /// `vow login`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -20,16 +20,10 @@ Examples:
   echo \"$ADMIN_TOKEN\" | vow login --url http://127.0.0.1:8071 --profile local
   vow send --profile local --app my-shop --type ping --data '{}'")]
 pub struct LoginArgs {
-    /// vow's base URL (default: the profile's, else http://127.0.0.1:8071).
-    #[arg(long, env = "VOW_URL", value_name = "URL")]
-    pub url: Option<String>,
-    /// The API token (default: read from standard input): the admin token, or an app portal
-    /// token.
-    #[arg(long, env = "VOW_TOKEN", hide_env_values = true, value_name = "TOKEN")]
-    pub token: Option<String>,
-    /// The profile to save (default: `default`).
-    #[arg(long, env = "VOW_PROFILE", value_name = "NAME")]
-    pub profile: Option<String>,
+    /// Where vow is, the token (default: asked for, unechoed, on a terminal, else read from
+    /// standard input) and the profile to save it as (default: `default`).
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// How to print (`--output`).
     #[command(flatten)]
     pub output: OutputArgs,
@@ -56,14 +50,10 @@ struct LoggedIn<'a> {
 
 /// Checks the token and saves the profile.
 pub async fn run(args: &LoginArgs) -> anyhow::Result<()> {
-    let name = args.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
+    let name = args.target.profile_name();
     let mut profiles = Profiles::load()?;
-    let url = args
-        .url
-        .clone()
-        .or_else(|| profiles.get(name).map(|p| p.url.clone()))
-        .unwrap_or_else(|| DEFAULT_URL.to_string());
-    let token = match &args.token {
+    let url = args.target.url(profiles.get(name));
+    let token = match &args.target.token {
         Some(token) => token.clone(),
         None => read_token()?,
     };
@@ -101,18 +91,20 @@ pub async fn run(args: &LoginArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads one line of standard input as the token, prompting on a terminal.
+/// The token from standard input: asked for without echo on a terminal, else its first line.
 fn read_token() -> anyhow::Result<String> {
     let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        eprint!("vow API token: ");
-        std::io::stderr().flush()?;
-    }
-    let mut line = String::new();
-    stdin
-        .lock()
-        .read_line(&mut line)
-        .context("reading the token from standard input")?;
+    let line = if stdin.is_terminal() {
+        rpassword::prompt_password("vow API token (not shown): ")
+            .context("reading the token from the terminal")?
+    } else {
+        let mut line = String::new();
+        stdin
+            .lock()
+            .read_line(&mut line)
+            .context("reading the token from standard input")?;
+        line
+    };
     Ok(line.trim().to_string())
 }
 

@@ -37,7 +37,7 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// A client for the vow these flags, the environment and the profile name.
     pub fn client(&self) -> anyhow::Result<Client> {
-        let name = self.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
+        let name = self.profile_name();
         let profiles = Profiles::load()?;
         let profile = profiles.get(name);
         if self.profile.is_some() && profile.is_none() {
@@ -46,16 +46,24 @@ impl TargetArgs {
                 profiles.path.display()
             );
         }
-        let url = self
-            .url
-            .clone()
-            .or_else(|| profile.map(|p| p.url.clone()))
-            .unwrap_or_else(|| DEFAULT_URL.to_string());
         let token = self
             .token
             .clone()
             .or_else(|| profile.and_then(|p| p.token.clone()));
-        Client::new(&url, token)
+        Client::new(&self.url(profile), token)
+    }
+
+    /// The profile these flags name, else `default`.
+    pub fn profile_name(&self) -> &str {
+        self.profile.as_deref().unwrap_or(DEFAULT_PROFILE)
+    }
+
+    /// The URL: the flag's, else `profile`'s, else [`DEFAULT_URL`].
+    pub fn url(&self, profile: Option<&Profile>) -> String {
+        self.url
+            .clone()
+            .or_else(|| profile.map(|p| p.url.clone()))
+            .unwrap_or_else(|| DEFAULT_URL.to_string())
     }
 }
 
