@@ -67,6 +67,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0014_overview",
         include_str!("../migrations/0014_overview.sql"),
     ),
+    (
+        "0015_replay_id",
+        include_str!("../migrations/0015_replay_id.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

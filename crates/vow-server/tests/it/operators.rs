@@ -160,7 +160,22 @@ async fn replay_counts_in_a_dry_run_then_requeues_the_filtered_failures_spaced_o
     assert_eq!(body["detail"][0]["loc"], json!(["body", "eventTypes", "0"]));
 
     let (status, body) = app.post(&replay, json!({})).await;
-    assert_eq!((status, body), (200, json!({"count": 2, "dryRun": false})));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["count"], &body["dryRun"]),
+        (&json!(2), &json!(false))
+    );
+    let replay_id = body["id"].as_str().unwrap().to_string();
+    assert!(replay_id.starts_with("rpl_"), "{body}");
+    let stats = format!(
+        "/api/v1/app/{}/endpoint/{}/stats?replay_id={replay_id}",
+        s.app_id, s.endpoint
+    );
+    let (_, counts) = app.get(&stats).await;
+    assert_eq!(
+        (&counts["pending"], &counts["success"]),
+        (&json!(2), &json!(0))
+    );
     let app_id = AppId::from_str(&s.app_id).unwrap();
     let mut due = Vec::new();
     for m in &msgs {
@@ -202,8 +217,15 @@ async fn replay_counts_in_a_dry_run_then_requeues_the_filtered_failures_spaced_o
             .collect();
         assert_eq!(manual, vec![0, 1]);
     }
+    let (_, counts) = app.get(&stats).await;
+    assert_eq!(
+        (&counts["pending"], &counts["success"]),
+        (&json!(0), &json!(2))
+    );
     let (_, body) = app.post(&replay, json!({})).await;
     assert_eq!(body["count"], 0, "nothing failed any more");
+    let (status, body) = app.get(&format!("{stats}x")).await;
+    assert_eq!(status, 422, "not a replay id: {body}");
 }
 
 async fn recover_requeues_what_failed_since_a_time(app: TestApp) {
