@@ -97,7 +97,7 @@ impl Display {
             return Display::Plain { last: None };
         }
         let bar = ProgressBar::with_draw_target(Some(requeued), ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template("{spinner} [{bar:30}] {msg}")
+        let style = ProgressStyle::with_template("{spinner} [{bar:24}] {wide_msg}")
             .expect("a valid template")
             .progress_chars("=> ");
         bar.set_style(style);

@@ -24,6 +24,8 @@ const ENV: &[(&str, &str)] = &[
 on_both_child_stores!(
     replay_delivers_each_matching_dead_letter_once_and_says_the_true_counts,
     replay_refuses_bad_input_with_a_clear_error,
+    no_wait_requeues_and_leaves_the_deliveries_to_vow,
+    ctrl_c_stops_following_and_the_replay_goes_on,
 );
 
 /// A child, an app `shop` with an endpoint `orders` at `receiver` (failing), and `created`
@@ -96,13 +98,18 @@ async fn stats_when(vow: &Vow, app: &str, endpoint: &str, done: impl Fn(&Value) 
 }
 
 /// `vow replay --app shop --endpoint orders --url … --token …` and `more`.
-async fn replay(vow: &Vow, more: &[&str]) -> std::process::Output {
-    let config = tempfile::tempdir().unwrap();
+fn replay_args<'a>(vow: &'a Vow, more: &[&'a str]) -> Vec<&'a str> {
     let target: [&str; 4] = ["--url", &vow.base, "--token", TOKEN];
     let mut args = vec!["replay", "--app", "shop", "--endpoint", "orders"];
     args.extend_from_slice(&target);
     args.extend_from_slice(more);
-    cli(config.path(), &args, b"").await
+    args
+}
+
+/// Runs [`replay_args`] to the end.
+async fn replay(vow: &Vow, more: &[&str]) -> std::process::Output {
+    let config = tempfile::tempdir().unwrap();
+    cli(config.path(), &replay_args(vow, more), b"").await
 }
 
 /// The one JSON line `--output json` printed.
@@ -245,4 +252,80 @@ async fn replay_refuses_bad_input_with_a_clear_error(postgres: bool) {
         "nothing replayed"
     );
     assert_eq!(receiver.received().len(), 1);
+}
+
+async fn no_wait_requeues_and_leaves_the_deliveries_to_vow(postgres: bool) {
+    let receiver = Receiver::start(&[]).await;
+    let d = dead_letters(postgres, &receiver, 2, 0).await;
+    receiver.answer_status(None);
+    let out = replay(&d.vow, &["--no-wait", "-o", "json"]).await;
+    let summary = json_out(&out);
+    assert_eq!(
+        (&summary["requeued"], &summary["finished"]),
+        (&json!(2), &json!(false))
+    );
+    assert!(
+        summary["replayId"].as_str().unwrap().starts_with("rpl_"),
+        "{summary}"
+    );
+    assert_eq!(stderr(&out), "", "no progress when not following");
+    let stats = stats_when(&d.vow, &d.app, &d.endpoint, |s| s["success"] == 2).await;
+    assert_eq!(stats["fail"], 0, "{stats}");
+    assert_eq!(
+        sorted(ids_received(&receiver, 2)),
+        sorted(d.created.clone())
+    );
+}
+
+async fn ctrl_c_stops_following_and_the_replay_goes_on(postgres: bool) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let receiver = Receiver::start(&[]).await;
+    let d = dead_letters(postgres, &receiver, 1, 0).await;
+    receiver.answer_status(None);
+    // Slow on purpose: the replayed delivery is still being sent when Ctrl-C comes.
+    receiver.answer_after(Duration::from_secs(3));
+    let config = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_vow"))
+        .args(replay_args(&d.vow, &[]))
+        .env_clear()
+        .env("XDG_CONFIG_HOME", config.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut progress = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), progress.next_line()).await;
+    let first = first
+        .expect("a first progress line")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(
+        first.starts_with("requeued 1  delivered 0  failed 0  waiting 1"),
+        "{first}"
+    );
+    let pid = child.id().unwrap().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().await.unwrap();
+    let mut rest = Vec::new();
+    while let Some(line) = progress.next_line().await.unwrap() {
+        rest.push(line);
+    }
+    assert!(out.status.success(), "{rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.starts_with("Stopped following; the replay continues in vow.")),
+        "{rest:?}"
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("): 0 delivered, 0 failed, 1 waiting in "),
+        "{text}"
+    );
+    let stats = stats_when(&d.vow, &d.app, &d.endpoint, |s| s["success"] == 1).await;
+    assert_eq!(stats["pending"], 0, "{stats}");
+    assert_eq!(ids_received(&receiver, 1), d.created);
 }
