@@ -81,13 +81,11 @@ struct StatsOut {
     fail: u64,
 }
 
-/// What `vow replay` prints with `--output json`.
+/// What `vow replay` prints with `--output json` (a dry run prints vow's `{dryRun, count}`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Summary<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    replay_id: Option<&'a str>,
-    dry_run: bool,
+    replay_id: &'a str,
     #[serde(flatten)]
     tally: Tally,
     /// Every requeued delivery settled while followed.
@@ -161,18 +159,7 @@ async fn read(client: &Client, stats: &str) -> anyhow::Result<Tally> {
 
 fn dry_run(printer: &Printer, args: &ReplayArgs, count: u64) -> anyhow::Result<()> {
     if printer.json() {
-        let tally = Tally {
-            requeued: count,
-            ..Tally::default()
-        };
-        let summary = Summary {
-            replay_id: None,
-            dry_run: true,
-            tally,
-            finished: false,
-            elapsed_ms: None,
-        };
-        return printer.print_json(&summary);
+        return printer.print_json(&serde_json::json!({"dryRun": true, "count": count}));
     }
     println!(
         "{} {count} dead letter{} of {} would be replayed; nothing was changed.",
@@ -194,8 +181,7 @@ fn summary(
     let finished = followed.is_some_and(|f| !f.interrupted);
     if printer.json() {
         let summary = Summary {
-            replay_id: Some(id),
-            dry_run: false,
+            replay_id: id,
             tally,
             finished,
             elapsed_ms: followed.map(|f| f.elapsed.as_millis()),

@@ -147,10 +147,7 @@ async fn replay_delivers_each_matching_dead_letter_once_and_says_the_true_counts
     );
     let out = replay(vow, &["--dry-run", "-o", "json"]).await;
     let counted = json_out(&out);
-    assert_eq!(
-        (&counted["dryRun"], &counted["requeued"]),
-        (&json!(true), &json!(6))
-    );
+    assert_eq!(counted, json!({"dryRun": true, "count": 6}));
     let stats = stats_when(vow, app, endpoint, |_| true).await;
     assert_eq!(
         (&stats["fail"], &stats["pending"]),
@@ -205,7 +202,7 @@ async fn replay_delivers_each_matching_dead_letter_once_and_says_the_true_counts
         "{stats}"
     );
     let out = replay(vow, &["--dry-run", "-o", "json"]).await;
-    assert_eq!(json_out(&out)["requeued"], 2);
+    assert_eq!(json_out(&out), json!({"dryRun": true, "count": 2}));
     assert_eq!(receiver.received().len(), 12);
 }
 
