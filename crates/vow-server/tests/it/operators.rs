@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use chrono::{Duration, Utc};
 use serde_json::json;
-use vow_core::{AppId, MessageId};
+use vow_core::{AppId, MessageId, ReplayId};
 use vow_store::DeliveryStatus;
 
 use crate::delivery::{delivery_status, send, setup, Setup};
@@ -221,6 +221,25 @@ async fn replay_counts_in_a_dry_run_then_requeues_the_filtered_failures_spaced_o
     assert_eq!(
         (&counts["pending"], &counts["success"]),
         (&json!(0), &json!(2))
+    );
+    // The console's (here: the portal's) progress page counts the same replay's deliveries.
+    let (_, portal) = app
+        .post(
+            &format!("/api/v1/auth/app-portal-access/{}", s.app_id),
+            json!({}),
+        )
+        .await;
+    let page = format!(
+        "/portal/{}/endpoint/{}/replay?requeued=2&replay=",
+        portal["token"].as_str().unwrap(),
+        s.endpoint
+    );
+    let html = app.get_text(&format!("{page}{replay_id}")).await;
+    assert!(html.contains(r#"id="delivered">2<"#), "{html}");
+    let html = app.get_text(&format!("{page}{}", ReplayId::new())).await;
+    assert!(
+        html.contains(r#"id="delivered">0<"#),
+        "another replay's: {html}"
     );
     let (_, body) = app.post(&replay, json!({})).await;
     assert_eq!(body["count"], 0, "nothing failed any more");
