@@ -54,6 +54,7 @@ const KINDS: &[(&str, &str)] = &[
     ("dst", "a destination"),
     ("inevt", "an inbound event"),
     ("inrej", "an inbound rejection"),
+    ("rpl", "a replay"),
 ];
 
 /// What kind of id `s` is (e.g. "an endpoint"), if it is any vow id at all.
@@ -197,6 +198,11 @@ prefixed_id!(
 prefixed_id!(
     /// One refused inbound request (bad signature, stale timestamp, too large, ...).
     RejectionId, "inrej", "an inbound rejection"
+);
+prefixed_id!(
+    /// One operator replay of an endpoint's failed deliveries: recorded on each delivery it
+    /// requeued, so their outcomes can be counted apart from the rest.
+    ReplayId, "rpl", "a replay"
 );
 
 #[cfg(test)]

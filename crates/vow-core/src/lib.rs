@@ -22,7 +22,7 @@ pub mod version;
 
 pub use id::{
     AppId, AttemptId, DeliveryId, DestinationId, EndpointId, IdError, InboundEventId, MessageId,
-    RejectionId, SourceId,
+    RejectionId, ReplayId, SourceId,
 };
 pub use name::{Channel, EndpointUrl, EventTypeName, InvalidName, Uid};
 pub use patch::Patch;

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use vow_server::cli::completions::CompletionsArgs;
 use vow_server::cli::listen::ListenArgs;
 use vow_server::cli::login::LoginArgs;
+use vow_server::cli::replay::ReplayArgs;
 use vow_server::cli::send::SendArgs;
 use vow_server::cli::sign::SignArgs;
 use vow_server::cli::verify::{Verdict, VerifyArgs};
@@ -71,6 +72,8 @@ enum Command {
     Completions(CompletionsArgs),
     /// Relay an application's deliveries to a URL on this machine (no public URL needed).
     Listen(ListenArgs),
+    /// Replay an endpoint's dead letters and follow them until delivered or failed again.
+    Replay(ReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -108,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Send(args) => return client(cli::send::run(args)),
         Command::Login(args) => return client(cli::login::run(args)),
+        Command::Replay(args) => return client(cli::replay::run(args)),
         // Many deliveries in flight: a runtime with a thread per core.
         Command::Listen(args) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

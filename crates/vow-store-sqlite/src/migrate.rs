@@ -71,6 +71,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0015_message_search",
         include_str!("../migrations/0015_message_search.sql"),
     ),
+    (
+        "0016_replay_id",
+        include_str!("../migrations/0016_replay_id.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use vow_core::{AppId, AttemptId, DeliveryId, EndpointId, MessageId};
+use vow_core::{AppId, AttemptId, DeliveryId, EndpointId, MessageId, ReplayId};
 
 use crate::idempotency::{Applied, Completion};
 use crate::model::{Delivery, DeliveryStatus, Endpoint, EndpointSecret, Message, MessageFilter};
@@ -326,6 +326,27 @@ pub struct ReplayFilter {
     pub last_status: Option<u16>,
 }
 
+/// Which of an endpoint's deliveries [`DeliveryOperators::endpoint_stats`] counts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StatsFilter {
+    /// Only deliveries created at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Only deliveries created before.
+    pub until: Option<DateTime<Utc>>,
+    /// Only the deliveries this replay requeued (and no later replay or resend took over).
+    pub replay: Option<ReplayId>,
+}
+
+impl StatsFilter {
+    /// The deliveries created at or after `since`.
+    pub fn since(since: DateTime<Utc>) -> Self {
+        Self {
+            since: Some(since),
+            ..Self::default()
+        }
+    }
+}
+
 /// Counts of an endpoint's deliveries by state (Svix's `EndpointStats`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DeliveryStats {
@@ -577,11 +598,14 @@ pub trait DeliveryOperators: Send + Sync + 'static {
 
     /// Replays an endpoint's dead-lettered and held deliveries that match `filter`: makes them
     /// pending again, due from `now` on, spaced `spacing` apart so a receiver that just came
-    /// back is not flooded. With `dry_run`, changes nothing. Returns how many match.
+    /// back is not flooded, and records `id` on each (a resend clears it). With `dry_run`,
+    /// changes nothing. Returns how many match.
+    #[allow(clippy::too_many_arguments)]
     async fn replay(
         &self,
         app: AppId,
         endpoint: EndpointId,
+        id: ReplayId,
         filter: &ReplayFilter,
         now: DateTime<Utc>,
         spacing: chrono::Duration,
@@ -590,23 +614,24 @@ pub trait DeliveryOperators: Send + Sync + 'static {
 
     /// [`DeliveryOperators::replay`] for real (never a dry run: a dry run writes nothing),
     /// completing `keyed`'s record in its transaction.
+    #[allow(clippy::too_many_arguments)]
     async fn replay_keyed(
         &self,
         app: AppId,
         endpoint: EndpointId,
+        id: ReplayId,
         filter: &ReplayFilter,
         now: DateTime<Utc>,
         spacing: chrono::Duration,
         keyed: Option<Completion<u64>>,
     ) -> StoreResult<Applied<u64>>;
 
-    /// An endpoint's delivery counts by state, for deliveries created in `[since, until)`.
+    /// An endpoint's delivery counts by state, for the deliveries `filter` picks.
     async fn endpoint_stats(
         &self,
         app: AppId,
         endpoint: EndpointId,
-        since: Option<DateTime<Utc>>,
-        until: Option<DateTime<Utc>>,
+        filter: &StatsFilter,
         now: DateTime<Utc>,
     ) -> StoreResult<DeliveryStats>;
 }

@@ -1,11 +1,12 @@
 //! Replaying an endpoint's dead-lettered (and held) deliveries, filtered by time range, event
 //! type and last status; Svix's `recover` is the same with a time range only. A dry run counts
-//! what a replay would requeue and writes nothing.
+//! what a replay would requeue and writes nothing. Each replay has an id, recorded on the
+//! deliveries it requeues, so its progress counts them apart from the endpoint's others.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use vow_core::{AppId, EndpointId, EventTypeName};
+use vow_core::{AppId, EndpointId, EventTypeName, ReplayId};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::queue::ReplayFilter;
 use vow_store::{Store, StoreResult};
@@ -26,6 +27,8 @@ pub struct Replay {
     pub app: AppId,
     /// The endpoint.
     pub endpoint: EndpointId,
+    /// The replay's id, recorded on each delivery it requeues.
+    pub id: ReplayId,
     /// Which deliveries.
     pub filter: ReplayFilter,
     /// When the replayed deliveries fall due (the first of them).
@@ -62,6 +65,7 @@ impl Replay {
             .replay(
                 self.app,
                 self.endpoint,
+                self.id,
                 &self.filter,
                 self.now,
                 SPACING,
@@ -82,9 +86,10 @@ impl Action for Replay {
         let Replay {
             app,
             endpoint,
+            id,
             filter,
             now,
         } = self;
-        (store.replay_keyed(app, endpoint, &filter, now, SPACING, keyed)).await
+        (store.replay_keyed(app, endpoint, id, &filter, now, SPACING, keyed)).await
     }
 }

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::output::{Colour, OutputArgs, Printer};
+use super::signal::stopped;
 use super::target::{Client, TargetArgs};
 use crate::relay::wire::{Answer, RelayResult, Relayed, DELIVERY_EVENT, READY_EVENT};
 
@@ -144,24 +145,6 @@ fn announce(printer: &Printer, args: &ListenArgs, session: &ListenOut) -> anyhow
         printer.paint("Ctrl-C stops and deletes the relay endpoint.", Colour::Dim)
     );
     Ok(())
-}
-
-/// Resolves on Ctrl-C, or SIGTERM on Unix.
-async fn stopped() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-        match term {
-            Ok(mut term) => tokio::select! {
-                _ = ctrl_c => {},
-                _ = term.recv() => {},
-            },
-            Err(_) => drop(ctrl_c.await),
-        }
-    }
-    #[cfg(not(unix))]
-    drop(ctrl_c.await);
 }
 
 /// Streams deliveries and relays them, reconnecting with backoff when the stream drops. Ends

@@ -6,6 +6,10 @@
 //!   `--profile`, their `VOW_*` variables, and the profiles `vow login` writes), and the HTTP
 //!   client that turns vow's problem answers into errors that name the problem.
 //! - [`listen`]: `vow listen`, deliveries relayed to a local URL.
+//! - [`replay`]: `vow replay`, an endpoint's dead letters replayed and followed to the end.
+//! - [`progress`]: following requeued deliveries until they settle (a progress bar on a
+//!   terminal, plain lines elsewhere), with rate and ETA; what `replay` shows.
+//! - [`signal`]: Ctrl-C (or SIGTERM) for the commands that run until stopped.
 //! - [`output`]: how results are printed: aligned human text, coloured only on a terminal and
 //!   never under `NO_COLOR`, or `--output json` for scripts.
 //! - [`input`]: `--data TEXT|@FILE|-` and file flags, read byte for byte.
@@ -20,7 +24,10 @@ pub mod input;
 pub mod listen;
 pub mod login;
 pub mod output;
+pub mod progress;
+pub mod replay;
 pub mod send;
 pub mod sign;
+pub mod signal;
 pub mod target;
 pub mod verify;

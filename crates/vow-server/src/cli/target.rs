@@ -165,6 +165,14 @@ impl Client {
         self.token.as_deref()
     }
 
+    /// An error naming where a token comes from, when there is none.
+    pub fn require_token(&self) -> anyhow::Result<()> {
+        if self.token.is_none() {
+            bail!("no token: pass --token, set VOW_TOKEN, or save one with `vow login`");
+        }
+        Ok(())
+    }
+
     /// A request to `path` (from `/api/...` on), with the token.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
         let request = self.http.request(method, format!("{}{path}", self.base));

@@ -1,10 +1,46 @@
 //! A real `vow serve --migrate` child process on a free loopback port, for the tests that
-//! `kill -9` it (`crash.rs`, `idempotency_faults.rs`).
+//! `kill -9` it (`crash.rs`, `idempotency_faults.rs`) and those that run the `vow` CLI against
+//! it; and [`on_both_child_stores!`] to run such a test on SQLite and on PostgreSQL.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::helpers::TOKEN;
+
+/// Instantiates each named `async fn(postgres: bool)` as `sqlite::name` and `postgres::name`;
+/// the test starts its child on [`database`]`(postgres)`.
+macro_rules! on_both_child_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(false).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(true).await
+                }
+            )*
+        }
+    };
+}
+
+/// A fresh store for one test: its URL, and what keeps it alive (a SQLite file's directory).
+pub async fn database(postgres: bool) -> (String, Option<tempfile::TempDir>) {
+    if postgres {
+        let (_store, url) = vow_store_postgres::testing::fresh_store().await;
+        (url, None)
+    } else {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/vow.db", dir.path().display());
+        (url, Some(dir))
+    }
+}
 
 /// A `vow serve` child process; killed when dropped.
 pub struct Vow {

@@ -48,7 +48,7 @@ on_both_children!(
 
 /// Runs `vow args…` with `stdin`, in an environment holding only `XDG_CONFIG_HOME` (for
 /// profiles).
-async fn cli(config: &Path, args: &[&str], stdin: &[u8]) -> Output {
+pub(crate) async fn cli(config: &Path, args: &[&str], stdin: &[u8]) -> Output {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_vow"))
         .args(args)
         .env_clear()
@@ -64,16 +64,21 @@ async fn cli(config: &Path, args: &[&str], stdin: &[u8]) -> Output {
     child.wait_with_output().await.unwrap()
 }
 
-fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// An admin API call to the child.
-async fn api(vow: &Vow, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+pub(crate) async fn api(
+    vow: &Vow,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
     let mut request = reqwest::Client::new()
         .request(method, format!("{}{path}", vow.base))
         .bearer_auth(TOKEN);
@@ -89,7 +94,7 @@ async fn api(vow: &Vow, method: reqwest::Method, path: &str, body: Option<Value>
 
 /// An application with one endpoint at `receiver`; returns the app id, the endpoint id and its
 /// secret.
-async fn app_with_endpoint(vow: &Vow, receiver: &Receiver) -> (String, String, String) {
+pub(crate) async fn app_with_endpoint(vow: &Vow, receiver: &Receiver) -> (String, String, String) {
     use reqwest::Method;
     let app = api(
         vow,

@@ -13,48 +13,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::child::Vow;
+use crate::child::{database, Vow};
 use crate::helpers::{into_parts, TOKEN};
 use crate::receiver::{standard_signature_ok, Receiver};
 
 /// Fast retries, so a local 500 is retried within the test.
 const ENV: &[(&str, &str)] = &[("VOW_RETRY_SCHEDULE", "1s,1s,1s")];
 
-/// A store for one test: its URL, and what keeps it alive.
-async fn database(postgres: bool) -> (String, Option<tempfile::TempDir>) {
-    if postgres {
-        let (_store, url) = vow_store_postgres::testing::fresh_store().await;
-        (url, None)
-    } else {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}/vow.db", dir.path().display());
-        (url, Some(dir))
-    }
-}
-
-/// Instantiates each named `async fn(postgres: bool)` as `sqlite::name` and `postgres::name`.
-macro_rules! on_both_children {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(false).await
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(true).await
-                }
-            )*
-        }
-    };
-}
-
-on_both_children!(
+on_both_child_stores!(
     listen_relays_exact_bytes_that_verify_with_the_printed_secret,
     a_local_500_then_200_is_two_attempts_in_vow,
     an_exhausted_delivery_dead_letters_and_a_replay_reaches_the_listener,

@@ -5,6 +5,7 @@
 #[macro_use]
 mod helpers;
 
+#[macro_use]
 mod child;
 
 mod console;
@@ -16,6 +17,7 @@ mod auth_and_errors;
 mod cli_client;
 mod cli_listen;
 mod cli_offline;
+mod cli_replay;
 mod crash;
 mod delivery;
 mod demo;

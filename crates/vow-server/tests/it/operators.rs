@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use chrono::{Duration, Utc};
 use serde_json::json;
-use vow_core::{AppId, MessageId};
+use vow_core::{AppId, MessageId, ReplayId};
 use vow_store::DeliveryStatus;
 
 use crate::delivery::{delivery_status, send, setup, Setup};
@@ -160,7 +160,22 @@ async fn replay_counts_in_a_dry_run_then_requeues_the_filtered_failures_spaced_o
     assert_eq!(body["detail"][0]["loc"], json!(["body", "eventTypes", "0"]));
 
     let (status, body) = app.post(&replay, json!({})).await;
-    assert_eq!((status, body), (200, json!({"count": 2, "dryRun": false})));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["count"], &body["dryRun"]),
+        (&json!(2), &json!(false))
+    );
+    let replay_id = body["id"].as_str().unwrap().to_string();
+    assert!(replay_id.starts_with("rpl_"), "{body}");
+    let stats = format!(
+        "/api/v1/app/{}/endpoint/{}/stats?replay_id={replay_id}",
+        s.app_id, s.endpoint
+    );
+    let (_, counts) = app.get(&stats).await;
+    assert_eq!(
+        (&counts["pending"], &counts["success"]),
+        (&json!(2), &json!(0))
+    );
     let app_id = AppId::from_str(&s.app_id).unwrap();
     let mut due = Vec::new();
     for m in &msgs {
@@ -202,8 +217,34 @@ async fn replay_counts_in_a_dry_run_then_requeues_the_filtered_failures_spaced_o
             .collect();
         assert_eq!(manual, vec![0, 1]);
     }
+    let (_, counts) = app.get(&stats).await;
+    assert_eq!(
+        (&counts["pending"], &counts["success"]),
+        (&json!(0), &json!(2))
+    );
+    // The console's (here: the portal's) progress page counts the same replay's deliveries.
+    let (_, portal) = app
+        .post(
+            &format!("/api/v1/auth/app-portal-access/{}", s.app_id),
+            json!({}),
+        )
+        .await;
+    let page = format!(
+        "/portal/{}/endpoint/{}/replay?requeued=2&replay=",
+        portal["token"].as_str().unwrap(),
+        s.endpoint
+    );
+    let html = app.get_text(&format!("{page}{replay_id}")).await;
+    assert!(html.contains(r#"id="delivered">2<"#), "{html}");
+    let html = app.get_text(&format!("{page}{}", ReplayId::new())).await;
+    assert!(
+        html.contains(r#"id="delivered">0<"#),
+        "another replay's: {html}"
+    );
     let (_, body) = app.post(&replay, json!({})).await;
     assert_eq!(body["count"], 0, "nothing failed any more");
+    let (status, body) = app.get(&format!("{stats}x")).await;
+    assert_eq!(status, 422, "not a replay id: {body}");
 }
 
 async fn recover_requeues_what_failed_since_a_time(app: TestApp) {

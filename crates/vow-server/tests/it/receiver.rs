@@ -43,6 +43,8 @@ struct Inner {
     header: Mutex<Option<(&'static str, String)>>,
     /// How long each answer takes.
     delay: Mutex<Duration>,
+    /// The status every answer has, whatever the script says.
+    status: Mutex<Option<u16>>,
 }
 
 /// A receiver listening on 127.0.0.1.
@@ -73,6 +75,11 @@ impl Receiver {
     /// Makes every later answer wait `delay` first (after recording the request).
     pub fn answer_after(&self, delay: Duration) {
         *self.inner.delay.lock().unwrap() = delay;
+    }
+
+    /// Makes every later answer `status` (`None`: back to the script, then 200).
+    pub fn answer_status(&self, status: Option<u16>) {
+        *self.inner.status.lock().unwrap() = status;
     }
 
     /// Every request so far.
@@ -112,7 +119,8 @@ async fn receive(
         .unwrap()
         .push(Received { headers, body });
     inner.arrived.notify_waiters();
-    let status = inner.script.lock().unwrap().pop_front().unwrap_or(200);
+    let fixed = *inner.status.lock().unwrap();
+    let status = fixed.unwrap_or_else(|| inner.script.lock().unwrap().pop_front().unwrap_or(200));
     let delay = *inner.delay.lock().unwrap();
     if !delay.is_zero() {
         // A receiver that is slow on purpose ([`Receiver::answer_after`]): the behaviour a test

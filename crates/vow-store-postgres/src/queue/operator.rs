@@ -5,10 +5,10 @@ use crate::idempotency::{keyed, step};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
-use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_core::{AppId, DeliveryId, EndpointId, MessageId, ReplayId};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::queue::DeliveryOperators;
-use vow_store::queue::{DeliveryStats, ReplayFilter};
+use vow_store::queue::{DeliveryStats, ReplayFilter, StatsFilter};
 use vow_store::{Delivery, StoreResult};
 
 use crate::convert::{not_found, read};
@@ -57,7 +57,7 @@ pub(crate) async fn resend(
          ON CONFLICT ON CONSTRAINT deliveries_msg_id_endpoint_id_key DO UPDATE SET
              status = 'pending', attempts = 0, client_errors = 0, manual = true,
              next_attempt_at = EXCLUDED.next_attempt_at, lease_token = NULL, lease_until = NULL,
-             dead_letter_reason = NULL, updated_at = EXCLUDED.updated_at
+             dead_letter_reason = NULL, replay_id = NULL, updated_at = EXCLUDED.updated_at
          RETURNING {COLUMNS}"
     ))
     .bind(DeliveryId::new().to_string())
@@ -105,12 +105,15 @@ fn push_replay_selection(
 }
 
 /// Makes the matching deliveries pending again with a fresh run of the schedule, the `i`th in
-/// creation order due at `now + i * spacing`, in one statement; returns how many matched.
-/// `NotFound("endpoint")` when `app` has no such endpoint (as the SQLite store).
+/// creation order due at `now + i * spacing`, and records `id` on each, in one statement;
+/// returns how many matched. `NotFound("endpoint")` when `app` has no such endpoint (as the
+/// SQLite store).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn replay(
     conn: &mut PgConnection,
     app: AppId,
     endpoint: EndpointId,
+    id: ReplayId,
     filter: &ReplayFilter,
     now: DateTime<Utc>,
     spacing: chrono::Duration,
@@ -149,8 +152,10 @@ pub(crate) async fn replay(
     .push(
         ")::double precision * interval '1 microsecond',
              lease_token = NULL, lease_until = NULL, dead_letter_reason = NULL,
-             updated_at = ",
+             replay_id = ",
     )
+    .push_bind(id.to_string())
+    .push(", updated_at = ")
     .push_bind(now)
     // Re-checked against the latest row version: a concurrent resend or replay wins.
     .push(
@@ -202,6 +207,7 @@ impl DeliveryOperators for PgStore {
         &self,
         app: AppId,
         endpoint: EndpointId,
+        id: ReplayId,
         filter: &ReplayFilter,
         now: DateTime<Utc>,
         spacing: chrono::Duration,
@@ -210,7 +216,7 @@ impl DeliveryOperators for PgStore {
         let filter = filter.clone();
         let write = step(move |tx| {
             let replayed =
-                async move { replay(tx, app, endpoint, &filter, now, spacing, false).await };
+                async move { replay(tx, app, endpoint, id, &filter, now, spacing, false).await };
             Box::pin(replayed)
         });
         self.waking(keyed(&self.pool, completion, write)).await
@@ -220,24 +226,30 @@ impl DeliveryOperators for PgStore {
         &self,
         app: AppId,
         endpoint: EndpointId,
+        id: ReplayId,
         filter: &ReplayFilter,
         now: DateTime<Utc>,
         spacing: chrono::Duration,
         dry_run: bool,
     ) -> StoreResult<u64> {
         let mut conn = self.conn().await?;
-        replay(&mut conn, app, endpoint, filter, now, spacing, dry_run).await
+        replay(&mut conn, app, endpoint, id, filter, now, spacing, dry_run).await
     }
 
     async fn endpoint_stats(
         &self,
         app: AppId,
         endpoint: EndpointId,
-        since: Option<DateTime<Utc>>,
-        until: Option<DateTime<Utc>>,
+        filter: &StatsFilter,
         now: DateTime<Utc>,
     ) -> StoreResult<DeliveryStats> {
-        let (exists, success, pending, sending, fail): (bool, i64, i64, i64, i64) = sqlx::query_as(
+        // Only a replay's own rows, by their index, when asked.
+        let replay = if filter.replay.is_some() {
+            " AND replay_id = $6"
+        } else {
+            ""
+        };
+        let sql = format!(
             "SELECT EXISTS (SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2),
                     count(*) FILTER (WHERE status = 'delivered'),
                     count(*) FILTER (WHERE status = 'held' OR (status = 'pending'
@@ -247,16 +259,19 @@ impl DeliveryOperators for PgStore {
              FROM deliveries
              WHERE app_id = $1 AND endpoint_id = $2
                AND ($3::timestamptz IS NULL OR created_at >= $3)
-               AND ($4::timestamptz IS NULL OR created_at < $4)",
-        )
-        .bind(app.to_string())
-        .bind(endpoint.to_string())
-        .bind(since)
-        .bind(until)
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(db_error)?;
+               AND ($4::timestamptz IS NULL OR created_at < $4){replay}"
+        );
+        let mut query = sqlx::query_as(&sql)
+            .bind(app.to_string())
+            .bind(endpoint.to_string())
+            .bind(filter.since)
+            .bind(filter.until)
+            .bind(now);
+        if let Some(id) = filter.replay {
+            query = query.bind(id.to_string());
+        }
+        let (exists, success, pending, sending, fail): (bool, i64, i64, i64, i64) =
+            query.fetch_one(&self.pool).await.map_err(db_error)?;
         if !exists {
             return Err(not_found("endpoint"));
         }

@@ -4,10 +4,10 @@ use crate::idempotency::keyed;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
-use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+use vow_core::{AppId, DeliveryId, EndpointId, MessageId, ReplayId};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::queue::DeliveryOperators;
-use vow_store::queue::{DeliveryStats, ReplayFilter};
+use vow_store::queue::{DeliveryStats, ReplayFilter, StatsFilter};
 use vow_store::StoreResult;
 use vow_store::{Delivery, StoreError};
 
@@ -40,7 +40,7 @@ pub(crate) fn resend(
     let sql = format!(
         "UPDATE deliveries SET status = 'pending', next_attempt_at = ?4, attempts = 0,
          client_errors = 0, dead_letter_reason = NULL, lease_token = NULL, lease_until = NULL,
-         manual = 1, updated_at = ?4
+         manual = 1, replay_id = NULL, updated_at = ?4
          WHERE app_id = ?1 AND msg_id = ?2 AND endpoint_id = ?3 RETURNING {DELIVERY_COLUMNS}"
     );
     let reset = conn
@@ -98,12 +98,14 @@ fn replay_where(
     Ok((conds.join(" AND "), values))
 }
 
-/// Counts (and unless `dry_run`, replays) an endpoint's dead-lettered and held deliveries that
-/// match, due from `now` on, `spacing` apart in creation order.
+/// Counts (and unless `dry_run`, replays as `id`) an endpoint's dead-lettered and held
+/// deliveries that match, due from `now` on, `spacing` apart in creation order.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn replay(
     conn: &Connection,
     app: AppId,
     ep: EndpointId,
+    id: ReplayId,
     filter: &ReplayFilter,
     now: DateTime<Utc>,
     spacing: chrono::Duration,
@@ -125,13 +127,15 @@ pub(crate) fn replay(
     let mut update = conn.prepare_cached(
         "UPDATE deliveries SET status = 'pending', next_attempt_at = ?2, attempts = 0,
          client_errors = 0, dead_letter_reason = NULL, lease_token = NULL, lease_until = NULL,
-         manual = 1, updated_at = ?3 WHERE id = ?1",
+         manual = 1, replay_id = ?4, updated_at = ?3 WHERE id = ?1",
     )?;
+    let replay_id = id.to_string();
     let step = spacing.num_microseconds().unwrap_or(i64::MAX).max(0);
     let start = micros(now);
-    for (i, id) in ids.iter().enumerate() {
+    for (i, delivery) in ids.iter().enumerate() {
         let offset = step.saturating_mul(i64::try_from(i).unwrap_or(i64::MAX));
-        update.execute(params![id, start.saturating_add(offset), start])?;
+        let due = start.saturating_add(offset);
+        update.execute(params![delivery, due, start, replay_id])?;
     }
     Ok(ids.len() as u64)
 }
@@ -154,13 +158,15 @@ impl DeliveryOperators for SqliteStore {
         &self,
         app: AppId,
         endpoint: EndpointId,
+        id: ReplayId,
         filter: &ReplayFilter,
         now: DateTime<Utc>,
         spacing: chrono::Duration,
         completion: Option<Completion<u64>>,
     ) -> StoreResult<Applied<u64>> {
         let filter = filter.clone();
-        let replayed = move |c: &Connection| replay(c, app, endpoint, &filter, now, spacing, false);
+        let replayed =
+            move |c: &Connection| replay(c, app, endpoint, id, &filter, now, spacing, false);
         self.write(move |c| keyed(c, completion, replayed)).await
     }
 
@@ -168,13 +174,15 @@ impl DeliveryOperators for SqliteStore {
         &self,
         app: AppId,
         endpoint: EndpointId,
+        id: ReplayId,
         filter: &ReplayFilter,
         now: DateTime<Utc>,
         spacing: chrono::Duration,
         dry_run: bool,
     ) -> StoreResult<u64> {
         let filter = filter.clone();
-        let replay = move |c: &Connection| replay(c, app, endpoint, &filter, now, spacing, dry_run);
+        let replay =
+            move |c: &Connection| replay(c, app, endpoint, id, &filter, now, spacing, dry_run);
         if dry_run {
             self.read(replay).await
         } else {
@@ -186,10 +194,14 @@ impl DeliveryOperators for SqliteStore {
         &self,
         app: AppId,
         ep: EndpointId,
-        since: Option<DateTime<Utc>>,
-        until: Option<DateTime<Utc>>,
+        filter: &StatsFilter,
         now: DateTime<Utc>,
     ) -> StoreResult<DeliveryStats> {
+        let StatsFilter {
+            since,
+            until,
+            replay,
+        } = *filter;
         self.read(move |conn| {
             endpoint::require(conn, &app, &ep)?;
             let mut conds = "app_id = ?1 AND endpoint_id = ?2".to_string();
@@ -199,11 +211,14 @@ impl DeliveryOperators for SqliteStore {
             if until.is_some() {
                 conds.push_str(" AND created_at < ?4");
             }
+            if replay.is_some() {
+                conds.push_str(" AND replay_id = ?5");
+            }
             let sql = format!(
                 "SELECT count(*) FILTER (WHERE status = 'delivered'),
                         count(*) FILTER (WHERE status = 'held' OR (status = 'pending'
-                                         AND (lease_until IS NULL OR lease_until <= ?5))),
-                        count(*) FILTER (WHERE status = 'pending' AND lease_until > ?5),
+                                         AND (lease_until IS NULL OR lease_until <= ?6))),
+                        count(*) FILTER (WHERE status = 'pending' AND lease_until > ?6),
                         count(*) FILTER (WHERE status = 'dead_lettered')
                  FROM deliveries WHERE {conds}"
             );
@@ -213,6 +228,7 @@ impl DeliveryOperators for SqliteStore {
                     ep.to_string(),
                     since.map(micros),
                     until.map(micros),
+                    replay.map(|r| r.to_string()),
                     micros(now)
                 ],
                 |r| {

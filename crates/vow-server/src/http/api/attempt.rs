@@ -9,9 +9,9 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use vow_core::{AttemptId, EndpointId, MessageId};
+use vow_core::{AttemptId, EndpointId, MessageId, ReplayId};
 use vow_store::page::Page;
-use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, ReplayFilter};
+use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, ReplayFilter, StatsFilter};
 use vow_store::{Delivery, Order};
 
 use super::list::{ListParams, ListResponse};
@@ -250,6 +250,8 @@ async fn resend_message(
 struct StatsQuery {
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
+    /// vow's: only the deliveries this replay requeued (its `id` in the replay's answer).
+    replay_id: Option<ReplayId>,
 }
 
 /// `EndpointStats`.
@@ -269,9 +271,13 @@ async fn get_endpoint_stats(
 ) -> ApiResult<Json<EndpointStatsOut>> {
     let app = resolve_app(&state, &app_id).await?;
     let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
-    let s = state
-        .queue
-        .endpoint_stats(app, endpoint, q.since, q.until, state.now())
+    let filter = StatsFilter {
+        since: q.since,
+        until: q.until,
+        replay: q.replay_id,
+    };
+    let s = (state.queue)
+        .endpoint_stats(app, endpoint, &filter, state.now())
         .await?;
     Ok(Json(EndpointStatsOut {
         success: s.success,
@@ -318,6 +324,7 @@ async fn recover_endpoint(
         let replay = Replay {
             app,
             endpoint,
+            id: ReplayId::new(),
             filter,
             now,
         };
@@ -351,6 +358,9 @@ struct ReplayIn {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ReplayOut {
+    /// The replay's id, to follow it with `GET …/stats?replay_id=`; none for a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<ReplayId>,
     count: u64,
     dry_run: bool,
 }
@@ -373,14 +383,17 @@ async fn replay_endpoint(
     let app = resolve_app(&state, &app_id).await?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let state = commit.state();
+        let id = ReplayId::new();
         let replay = Replay {
             app,
             endpoint: find_endpoint(state, app, &endpoint_id).await?,
+            id,
             filter,
             now: state.now(),
         };
         let render = move |count: &u64| {
             let out = ReplayOut {
+                id: (!dry_run).then_some(id),
                 count: *count,
                 dry_run,
             };

@@ -12,8 +12,8 @@ use axum::Form;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 
-use vow_core::{EndpointId, EventTypeName};
-use vow_store::queue::{DeliveryStats, ReplayFilter};
+use vow_core::{EndpointId, EventTypeName, ReplayId};
+use vow_store::queue::{DeliveryStats, ReplayFilter, StatsFilter};
 use vow_store::Endpoint;
 
 use super::endpoints::{EndpointPath, Notice};
@@ -294,6 +294,7 @@ pub async fn replay(
         Ok(filter) => Replay {
             app: scope.app.id,
             endpoint: endpoint.id,
+            id: ReplayId::new(),
             filter,
             now: state.now(),
         },
@@ -314,9 +315,10 @@ pub async fn replay(
             Err(e) => Failure::from(e).into_response(),
         };
     }
+    let id = replay.id;
     match actions::apply(&state, replay).await {
         Ok(requeued) => Redirect::to(&format!(
-            "{}/endpoint/{}/replay?requeued={requeued}&{}",
+            "{}/endpoint/{}/replay?requeued={requeued}&replay={id}&{}",
             scope.base,
             endpoint.id,
             form.fields.query()
@@ -326,11 +328,13 @@ pub async fn replay(
     }
 }
 
-/// The progress page's query: what was replayed, and how many were requeued.
+/// The progress page's query: what was replayed (the replay's id, and its filter to show), and
+/// how many were requeued.
 #[derive(Deserialize)]
 pub struct ProgressQuery {
     #[serde(default)]
     requeued: u64,
+    replay: Option<ReplayId>,
     #[serde(flatten)]
     fields: ReplayFields,
 }
@@ -352,8 +356,9 @@ impl ProgressPage {
     }
 }
 
-/// `GET …/endpoint/{id}/replay?requeued=N&…`: how the replayed range's deliveries stand; the
-/// page reloads itself every two seconds until none is waiting or in flight.
+/// `GET …/endpoint/{id}/replay?requeued=N&replay=rpl_…&…`: how the deliveries the replay
+/// requeued stand (without `replay`, all of the range's); the page reloads itself every two
+/// seconds until none is waiting or in flight.
 pub async fn progress(
     State(state): State<AppState>,
     scope: AppScope,
@@ -363,8 +368,13 @@ pub async fn progress(
     let app = scope.app.id;
     let endpoint = find_endpoint_in(&state, app, &endpoint_key(&path.endpoint_id)?).await?;
     let filter = query.fields.filter()?;
+    let filter = StatsFilter {
+        since: filter.since,
+        until: filter.until,
+        replay: query.replay,
+    };
     let stats = (state.queue)
-        .endpoint_stats(app, endpoint.id, filter.since, filter.until, state.now())
+        .endpoint_stats(app, endpoint.id, &filter, state.now())
         .await?;
     let page = ProgressPage {
         scope,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use vow_core::{AppId, AttemptId, EndpointId};
 use vow_store::queue::{
     Attempt, AttemptFilter, AttemptedMessage, DeliveryStats, MessageStatus, RecentAttempt,
+    StatsFilter,
 };
 use vow_store::{Endpoint, EndpointSecret, EventType, MessageFilter, Order, Seek, StoreError};
 
@@ -214,7 +215,7 @@ pub async fn endpoint(
     let now = state.now();
     let since = now - COUNT_WINDOW;
     let stats = (state.queue)
-        .endpoint_stats(app, endpoint.id, Some(since), None, now)
+        .endpoint_stats(app, endpoint.id, &StatsFilter::since(since), now)
         .await?;
     let endpoint_id = endpoint.id;
     let health = health_of(&state, app, vec![endpoint])

@@ -109,7 +109,7 @@ pub async fn dead_letters_in_one_batch_are_counted_in_its_order(store: &dyn Stor
         DeliveryStatus::Held
     );
     let stats = store
-        .endpoint_stats(app.id, ep.id, None, None, t(53))
+        .endpoint_stats(app.id, ep.id, &Default::default(), t(53))
         .await
         .unwrap();
     let expected = DeliveryStats {

@@ -5,7 +5,7 @@ use crate::Store;
 use chrono::Duration;
 
 use super::*;
-use crate::queue::{ClaimRequest, DeliveryStats};
+use crate::queue::{ClaimRequest, DeliveryStats, StatsFilter};
 use crate::DeliveryStatus;
 
 /// Resending a dead-lettered delivery makes it pending, due now, with a fresh run (attempts and
@@ -143,7 +143,12 @@ pub async fn endpoint_stats_count_deliveries_by_state_within_the_window(store: &
     assert_eq!(store.claim_deliveries(&lease(10)).await.unwrap().len(), 1);
 
     let stats = |since: Option<i64>, until: Option<i64>, ep: EndpointId| {
-        store.endpoint_stats(app.id, ep, since.map(t), until.map(t), t(200))
+        let filter = StatsFilter {
+            since: since.map(t),
+            until: until.map(t),
+            replay: None,
+        };
+        async move { store.endpoint_stats(app.id, ep, &filter, t(200)).await }
     };
     let all = DeliveryStats {
         success: 2,
@@ -171,7 +176,7 @@ pub async fn endpoint_stats_count_deliveries_by_state_within_the_window(store: &
     assert_not_found(stats(None, None, EndpointId::new()).await, "endpoint");
     let stranger = create_app(store, "Stranger").await;
     let r = store
-        .endpoint_stats(stranger.id, ep, None, None, t(200))
+        .endpoint_stats(stranger.id, ep, &StatsFilter::default(), t(200))
         .await;
     assert_not_found(r, "endpoint");
 }

@@ -1,11 +1,13 @@
-//! Cases about replaying an endpoint's failed deliveries: spacing, filters, dry runs.
+//! Cases about replaying an endpoint's failed deliveries: spacing, filters, dry runs, and the
+//! stats of what one replay requeued.
 
 use crate::Store;
 use chrono::Duration;
 
 use super::*;
-use crate::queue::ReplayFilter;
+use crate::queue::{DeliveryStats, ReplayFilter, StatsFilter};
 use crate::DeliveryStatus;
+use vow_core::ReplayId;
 
 /// Replay makes an endpoint's dead-lettered and held deliveries pending with a fresh run, due
 /// from `now` on, `spacing` apart in creation order; other states and other endpoints are left
@@ -62,6 +64,7 @@ pub async fn replay_makes_failed_deliveries_pending_again_spaced_in_creation_ord
         .replay(
             app.id,
             ep,
+            ReplayId::new(),
             &ReplayFilter::default(),
             t(1000),
             spacing,
@@ -95,6 +98,7 @@ pub async fn replay_makes_failed_deliveries_pending_again_spaced_in_creation_ord
         .replay(
             app.id,
             ep,
+            ReplayId::new(),
             &ReplayFilter::default(),
             t(2000),
             spacing,
@@ -111,6 +115,7 @@ pub async fn replay_makes_failed_deliveries_pending_again_spaced_in_creation_ord
         .replay(
             app.id,
             missing,
+            ReplayId::new(),
             &ReplayFilter::default(),
             t(1),
             spacing,
@@ -123,6 +128,7 @@ pub async fn replay_makes_failed_deliveries_pending_again_spaced_in_creation_ord
         .replay(
             stranger.id,
             ep,
+            ReplayId::new(),
             &ReplayFilter::default(),
             t(1),
             spacing,
@@ -238,7 +244,7 @@ pub async fn replay_filters_by_time_event_type_and_last_status_and_a_dry_run_cha
     let spacing = Duration::seconds(1);
     for (i, (filter, expected)) in cases.iter().enumerate() {
         let n = store
-            .replay(app.id, ep, filter, t(1000), spacing, true)
+            .replay(app.id, ep, ReplayId::new(), filter, t(1000), spacing, true)
             .await
             .unwrap();
         assert_eq!(n, *expected, "dry run {i}");
@@ -250,7 +256,7 @@ pub async fn replay_filters_by_time_event_type_and_last_status_and_a_dry_run_cha
         ..f()
     };
     let n = store
-        .replay(app.id, ep, &paid, t(1000), spacing, false)
+        .replay(app.id, ep, ReplayId::new(), &paid, t(1000), spacing, false)
         .await
         .unwrap();
     assert_eq!(n, 2);
@@ -265,7 +271,7 @@ pub async fn replay_filters_by_time_event_type_and_last_status_and_a_dry_run_cha
         "filtered out"
     );
     let rest = store
-        .replay(app.id, ep, &f(), t(1000), spacing, true)
+        .replay(app.id, ep, ReplayId::new(), &f(), t(1000), spacing, true)
         .await
         .unwrap();
     assert_eq!(rest, 2, "b and d are still dead-lettered");
@@ -285,12 +291,122 @@ pub async fn replay_through_another_application_is_not_found_even_as_a_dry_run(s
     for dry_run in [true, false] {
         let all = ReplayFilter::default();
         let r = store
-            .replay(stranger.id, ep, &all, t(100), spacing, dry_run)
+            .replay(
+                stranger.id,
+                ep,
+                ReplayId::new(),
+                &all,
+                t(100),
+                spacing,
+                dry_run,
+            )
             .await;
         assert_not_found(r, "endpoint");
     }
     let d = delivery(store, app.id, m, ep).await;
     assert_eq!(d.status, DeliveryStatus::DeadLettered, "nothing replayed");
+}
+
+/// Stats of a replay count exactly the deliveries it requeued, by state, however many other
+/// deliveries of the endpoint match its filter (a delivered one of the same type, another
+/// endpoint's); a later replay or a resend takes a delivery over; another application's replay
+/// id or endpoint counts nothing.
+pub async fn replay_stats_count_only_the_deliveries_the_replay_requeued(store: &dyn Store) {
+    let app = create_app(store, "App").await;
+    let ep = create_endpoint(store, app.id).await.id;
+    let other = create_endpoint(store, app.id).await.id;
+    let a = message_of_type(store, app.id, 10, "invoice.paid").await;
+    let b = message_of_type(store, app.id, 20, "user.created").await;
+    let c = message_of_type(store, app.id, 30, "invoice.paid").await;
+    let d = message_of_type(store, app.id, 40, "invoice.paid").await;
+    let claimed = claim_skipping(store, 100, &[other]).await;
+    assert_eq!(claimed_messages(&claimed), vec![a, b, c, d]);
+    record_all(
+        store,
+        vec![
+            outcome(&claimed[0], Some(500), dead_letter("exhausted"), 101),
+            outcome(&claimed[1], Some(500), dead_letter("exhausted"), 101),
+            outcome(&claimed[2], Some(200), NextState::Delivered, 101),
+            outcome(&claimed[3], Some(500), dead_letter("exhausted"), 101),
+        ],
+    )
+    .await;
+    let theirs = claim_skipping(store, 100, &[ep]).await;
+    let dead = |c| outcome(c, Some(500), dead_letter("exhausted"), 101);
+    record_all(store, theirs.iter().map(dead).collect()).await;
+
+    let paid = ReplayFilter {
+        event_types: strings(&["invoice.paid"]),
+        ..ReplayFilter::default()
+    };
+    let first = ReplayId::new();
+    let spacing = Duration::seconds(1);
+    let n = store
+        .replay(app.id, ep, first, &paid, t(1000), spacing, false)
+        .await
+        .unwrap();
+    assert_eq!(n, 2, "a and d");
+    let stats = |id: ReplayId, at: i64| {
+        let filter = StatsFilter {
+            replay: Some(id),
+            ..StatsFilter::default()
+        };
+        async move { store.endpoint_stats(app.id, ep, &filter, t(at)).await }
+    };
+    let counts = |success, pending, sending, fail| DeliveryStats {
+        success,
+        pending,
+        sending,
+        fail,
+    };
+    assert_eq!(stats(first, 1000).await.unwrap(), counts(0, 2, 0, 0));
+    let everything = store
+        .endpoint_stats(app.id, ep, &StatsFilter::default(), t(1000))
+        .await
+        .unwrap();
+    assert_eq!(everything, counts(1, 2, 0, 1), "c delivered, b dead");
+
+    let due = claim_skipping(store, 1001, &[other]).await;
+    assert_eq!(claimed_messages(&due), vec![a, d]);
+    assert_eq!(stats(first, 1001).await.unwrap(), counts(0, 0, 2, 0));
+    record_all(
+        store,
+        vec![
+            outcome(&due[0], Some(200), NextState::Delivered, 1002),
+            outcome(&due[1], Some(500), dead_letter("exhausted"), 1002),
+        ],
+    )
+    .await;
+    assert_eq!(stats(first, 1002).await.unwrap(), counts(1, 0, 0, 1));
+
+    let (second, all) = (ReplayId::new(), ReplayFilter::default());
+    let n = store
+        .replay(app.id, ep, second, &all, t(2000), spacing, false)
+        .await
+        .unwrap();
+    assert_eq!(n, 2, "b and d");
+    assert_eq!(stats(first, 2000).await.unwrap(), counts(1, 0, 0, 0));
+    assert_eq!(stats(second, 2000).await.unwrap(), counts(0, 2, 0, 0));
+    store.resend(app.id, a, ep, t(2000)).await.unwrap();
+    assert_eq!(stats(first, 2000).await.unwrap(), counts(0, 0, 0, 0));
+
+    let on_other = StatsFilter {
+        replay: Some(second),
+        ..StatsFilter::default()
+    };
+    let r = store
+        .endpoint_stats(app.id, other, &on_other, t(2000))
+        .await;
+    assert_eq!(
+        r.unwrap(),
+        DeliveryStats::default(),
+        "not the other endpoint's"
+    );
+    let stranger = create_app(store, "Stranger").await;
+    let r = store
+        .endpoint_stats(stranger.id, ep, &on_other, t(2000))
+        .await;
+    assert_not_found(r, "endpoint");
 }
 
 /// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
@@ -303,6 +419,7 @@ macro_rules! __conformance_cases_queue_replay {
             replay_makes_failed_deliveries_pending_again_spaced_in_creation_order,
             replay_filters_by_time_event_type_and_last_status_and_a_dry_run_changes_nothing,
             replay_through_another_application_is_not_found_even_as_a_dry_run,
+            replay_stats_count_only_the_deliveries_the_replay_requeued,
         );
     };
 }

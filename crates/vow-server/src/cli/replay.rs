@@ -1,0 +1,300 @@
+//! `vow replay`: replays an endpoint's dead letters through vow's API
+//! (`POST /api/v1/app/{app}/endpoint/{ep}/replay`, the same action as the console's Replay
+//! button), then follows the replayed deliveries to the end by the replay's id
+//! (`GET …/endpoint/{ep}/stats?replay_id=`) with a [`progress`](super::progress) display, and
+//! prints a summary with the true counts. `--dry-run` only counts.
+
+use anyhow::{bail, Context};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use super::output::{Colour, OutputArgs, Printer};
+use super::progress::{self, Followed, Tally};
+use super::target::{Client, TargetArgs};
+
+/// `vow replay`'s flags.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "\
+Times are RFC 3339 (2026-12-01T09:00:00Z) or a span ago: 90s, 30m, 2h, 7d, 1w.
+
+Examples:
+  vow replay --app my-shop --endpoint ep_2x0... --dry-run
+  vow replay --app my-shop --endpoint ep_2x0... --since 2h --event-type order.created,order.paid
+  vow replay --app app_2x0... --endpoint billing --since 2026-12-01T09:00:00Z --until 1h -o json")]
+pub struct ReplayArgs {
+    /// The application: its id (`app_…`) or its uid.
+    #[arg(long, value_name = "APP")]
+    pub app: String,
+    /// The endpoint: its id (`ep_…`) or its uid.
+    #[arg(long, value_name = "EP")]
+    pub endpoint: String,
+    /// Only dead letters of messages created at or after this time.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only dead letters of messages created before this time.
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only these event types (comma-separated, or repeat the flag).
+    #[arg(long, value_name = "TYPE,…", value_delimiter = ',')]
+    pub event_type: Vec<String>,
+    /// Count what would be replayed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Requeue, print the replay's id and return without following the deliveries.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Which vow, and as whom (`--url`, `--token`, `--profile`).
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// How to print (`--output`).
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// vow's `ReplayIn`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReplayIn<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    event_types: &'a [String],
+    dry_run: bool,
+}
+
+/// vow's `ReplayOut`.
+#[derive(Debug, Deserialize)]
+struct ReplayOut {
+    id: Option<String>,
+    count: u64,
+}
+
+/// vow's `EndpointStats`, for one replay's deliveries.
+#[derive(Debug, Deserialize)]
+struct StatsOut {
+    success: u64,
+    pending: u64,
+    sending: u64,
+    fail: u64,
+}
+
+/// What `vow replay` prints with `--output json` (a dry run prints vow's `{dryRun, count}`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Summary<'a> {
+    replay_id: &'a str,
+    #[serde(flatten)]
+    tally: Tally,
+    /// Every requeued delivery settled while followed.
+    finished: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elapsed_ms: Option<u128>,
+}
+
+/// Replays the dead letters `args` pick and follows them (unless `--dry-run`/`--no-wait`).
+pub async fn run(args: &ReplayArgs) -> anyhow::Result<()> {
+    let now = Utc::now();
+    let since = args
+        .since
+        .as_deref()
+        .map(|t| time("--since", t, now))
+        .transpose()?;
+    let until = args
+        .until
+        .as_deref()
+        .map(|t| time("--until", t, now))
+        .transpose()?;
+    if let (Some(since), Some(until)) = (since, until) {
+        if since >= until {
+            bail!("--since ({since}) must be before --until ({until})");
+        }
+    }
+    let client = args.target.client()?;
+    client.require_token()?;
+    let endpoint = format!("/api/v1/app/{}/endpoint/{}", args.app, args.endpoint);
+    let body = ReplayIn {
+        since,
+        until,
+        event_types: &args.event_type,
+        dry_run: args.dry_run,
+    };
+    let replayed: ReplayOut = client
+        .post(&format!("{endpoint}/replay"), &body, None)
+        .await?;
+    let printer = Printer::new(&args.output);
+    if args.dry_run {
+        return dry_run(&printer, args, replayed.count);
+    }
+    let id = replayed
+        .id
+        .context("vow answered a replay without its id: is it older than this vow CLI?")?;
+    let requeued = replayed.count;
+    if args.no_wait {
+        let tally = Tally {
+            requeued,
+            pending: requeued,
+            ..Tally::default()
+        };
+        return summary(&printer, args, &id, None, tally);
+    }
+    let stats = format!("{endpoint}/stats?replay_id={id}");
+    let followed = progress::follow(requeued, || read(&client, &stats)).await?;
+    summary(&printer, args, &id, Some(&followed), followed.tally)
+}
+
+/// How the replay's deliveries stand now.
+async fn read(client: &Client, stats: &str) -> anyhow::Result<Tally> {
+    let s: StatsOut = client.get(stats).await?;
+    Ok(Tally {
+        delivered: s.success,
+        failed: s.fail,
+        pending: s.pending,
+        sending: s.sending,
+        ..Tally::default()
+    })
+}
+
+fn dry_run(printer: &Printer, args: &ReplayArgs, count: u64) -> anyhow::Result<()> {
+    if printer.json() {
+        return printer.print_json(&serde_json::json!({"dryRun": true, "count": count}));
+    }
+    println!(
+        "{} {count} dead letter{} of {} would be replayed; nothing was changed.",
+        printer.paint("dry run:", Colour::Yellow),
+        plural(count),
+        args.endpoint
+    );
+    Ok(())
+}
+
+/// Prints the final counts: after following (`followed`), or right after requeueing.
+fn summary(
+    printer: &Printer,
+    args: &ReplayArgs,
+    id: &str,
+    followed: Option<&Followed>,
+    tally: Tally,
+) -> anyhow::Result<()> {
+    let finished = followed.is_some_and(|f| !f.interrupted);
+    if printer.json() {
+        let summary = Summary {
+            replay_id: id,
+            tally,
+            finished,
+            elapsed_ms: followed.map(|f| f.elapsed.as_millis()),
+        };
+        printer.print_json(&summary)?;
+    } else {
+        let Tally {
+            requeued,
+            delivered,
+            failed,
+            ..
+        } = tally;
+        let failed_text = format!("{failed} failed");
+        let failed_text = match failed {
+            0 => failed_text,
+            _ => printer.paint(&failed_text, Colour::Red),
+        };
+        let head = format!(
+            "replayed {requeued} dead letter{} to {} ({id}):",
+            plural(requeued),
+            args.endpoint
+        );
+        match followed {
+            None => println!("{head} requeued; vow delivers them in the background."),
+            Some(f) => println!(
+                "{head} {} delivered, {failed_text}, {} waiting in {:.1}s.",
+                printer.paint(&delivered.to_string(), Colour::Green),
+                tally.outstanding(),
+                f.elapsed.as_secs_f64()
+            ),
+        }
+        if tally.taken_over() > 0 {
+            println!(
+                "{} of them were taken over by a later replay or resend.",
+                tally.taken_over()
+            );
+        }
+    }
+    if followed.is_some_and(|f| f.interrupted) {
+        eprintln!(
+            "Stopped following; the replay continues in vow. See it again with \
+             GET /api/v1/app/{}/endpoint/{}/stats?replay_id={id}",
+            args.app, args.endpoint
+        );
+    }
+    Ok(())
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// `text` as a time: RFC 3339, or a span before `now` (`90s`, `30m`, `2h`, `7d`, `1w`).
+/// `flag` names it in an error.
+pub(crate) fn time(flag: &str, text: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
+    let text = text.trim();
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let unit_at = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(unit_at);
+    let seconds: Option<i64> = match unit {
+        "s" => Some(1),
+        "m" => Some(60),
+        "h" => Some(3600),
+        "d" => Some(86_400),
+        "w" => Some(604_800),
+        _ => None,
+    };
+    let ago = number
+        .parse::<i64>()
+        .ok()
+        .zip(seconds)
+        .and_then(|(n, unit)| n.checked_mul(unit))
+        .and_then(chrono::TimeDelta::try_seconds)
+        .and_then(|span| now.checked_sub_signed(span));
+    ago.with_context(|| {
+        format!(
+            "{flag} {text:?} is not a time: give RFC 3339 (2026-12-01T09:00:00Z) or a span ago \
+             (90s, 30m, 2h, 7d, 1w)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time;
+    use chrono::{DateTime, TimeZone, Utc};
+
+    #[test]
+    fn times_are_rfc_3339_or_a_span_ago() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 0).unwrap();
+        let at = |t: &str| time("--since", t, now).map_err(|e| e.to_string());
+        let cases = [
+            ("2026-12-01T09:00:00Z", "2026-12-01T09:00:00Z"),
+            ("2026-12-01T10:00:00+01:00", "2026-12-01T09:00:00Z"),
+            ("90s", "2026-12-02T11:58:30Z"),
+            ("2h", "2026-12-02T10:00:00Z"),
+            ("1w", "2026-11-25T12:00:00Z"),
+        ];
+        for (text, expected) in cases {
+            let expected: DateTime<Utc> = expected.parse().unwrap();
+            assert_eq!(at(text), Ok(expected), "{text}");
+        }
+        for bad in ["yesterday", "2h30m", "h", "-1h", "", "99999999999999999w"] {
+            let e = at(bad).unwrap_err();
+            assert!(e.starts_with("--since"), "{bad}: {e}");
+        }
+    }
+}
