@@ -11,6 +11,7 @@ use vow_server::cli::listen::ListenArgs;
 use vow_server::cli::login::LoginArgs;
 use vow_server::cli::send::SendArgs;
 use vow_server::cli::sign::SignArgs;
+use vow_server::cli::tail::TailArgs;
 use vow_server::cli::verify::{Verdict, VerifyArgs};
 use vow_server::startup::{self, Migrate, Server};
 use vow_server::{cli, telemetry, Config};
@@ -71,6 +72,8 @@ enum Command {
     Completions(CompletionsArgs),
     /// Relay an application's deliveries to a URL on this machine (no public URL needed).
     Listen(ListenArgs),
+    /// Stream delivery attempts live, as they happen (filter by application, endpoint, outcome).
+    Tail(TailArgs),
 }
 
 fn main() -> ExitCode {
@@ -108,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Send(args) => return client(cli::send::run(args)),
         Command::Login(args) => return client(cli::login::run(args)),
+        Command::Tail(args) => return client(cli::tail::run(args)),
         // Many deliveries in flight: a runtime with a thread per core.
         Command::Listen(args) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

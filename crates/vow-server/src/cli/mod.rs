@@ -5,7 +5,10 @@
 //! - [`target`]: which vow a command talks to and with what token (`--url`, `--token`,
 //!   `--profile`, their `VOW_*` variables, and the profiles `vow login` writes), and the HTTP
 //!   client that turns vow's problem answers into errors that name the problem.
+//! - [`follow`]: following a server-sent event stream of vow, reconnecting when it drops
+//!   (`listen` and `tail`), and Ctrl-C.
 //! - [`listen`]: `vow listen`, deliveries relayed to a local URL.
+//! - [`tail`]: `vow tail`, a live stream of delivery attempts.
 //! - [`output`]: how results are printed: aligned human text, coloured only on a terminal and
 //!   never under `NO_COLOR`, or `--output json` for scripts.
 //! - [`input`]: `--data TEXT|@FILE|-` and file flags, read byte for byte.
@@ -16,11 +19,13 @@
 
 pub mod capture;
 pub mod completions;
+pub mod follow;
 pub mod input;
 pub mod listen;
 pub mod login;
 pub mod output;
 pub mod send;
 pub mod sign;
+pub mod tail;
 pub mod target;
 pub mod verify;

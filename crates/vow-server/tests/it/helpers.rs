@@ -263,3 +263,38 @@ macro_rules! on_both_stores {
         }
     };
 }
+
+/// A store for one test: its URL, and what keeps it alive.
+pub async fn database(postgres: bool) -> (String, Option<tempfile::TempDir>) {
+    if postgres {
+        let (_store, url) = vow_store_postgres::testing::fresh_store().await;
+        (url, None)
+    } else {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/vow.db", dir.path().display());
+        (url, Some(dir))
+    }
+}
+
+/// Instantiates each named `async fn(postgres: bool)` as `sqlite::name` and `postgres::name`
+/// (for tests that start `vow` children on a [`database`] of their own).
+macro_rules! on_both_databases {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(false).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(true).await
+                }
+            )*
+        }
+    };
+}
