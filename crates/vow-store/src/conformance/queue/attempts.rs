@@ -355,7 +355,7 @@ pub async fn a_tail_reads_the_attempts_after_its_cursor_in_order_and_filtered(st
         app: Some(app.id),
         ..TailFilter::default()
     };
-    let cases: Vec<(TailFilter, Keep)> = vec![
+    let cases: Vec<(TailFilter, Keep<'_>)> = vec![
         (mine.clone(), Box::new(|x| x.app_id == app.id)),
         (
             TailFilter {
