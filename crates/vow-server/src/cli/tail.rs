@@ -190,17 +190,26 @@ fn print_line(printer: &Printer, attempt: &TailEvent) -> anyhow::Result<()> {
             attempt,
         });
     }
+    println!("{}", human_line(printer, attempt));
+    Ok(())
+}
+
+/// The human line of `attempt`.
+fn human_line(printer: &Printer, attempt: &TailEvent) -> String {
     let colour = if attempt.outcome.success() {
         Colour::Green
     } else {
         Colour::Red
     };
+    // A status code, or `error` with the reason at the end, so the columns stay aligned.
+    let mut after = Vec::new();
     let status = match (attempt.status, &attempt.error) {
         (Some(status), _) => status.to_string(),
-        (None, Some(error)) => error.clone(),
-        (None, None) => "no response".to_string(),
+        (None, error) => {
+            after.push(error.clone().unwrap_or_else(|| "no response".into()));
+            "error".to_string()
+        }
     };
-    let mut after = Vec::new();
     if attempt.attempt > 1 {
         after.push(format!("attempt {}", attempt.attempt));
     }
@@ -212,16 +221,15 @@ fn print_line(printer: &Printer, attempt: &TailEvent) -> anyhow::Result<()> {
     } else {
         printer.paint(&format!("  ({})", after.join(", ")), Colour::Dim)
     };
-    println!(
+    format!(
         "{}  {:<24}  {} → {}  {}  {:>5} ms{after}",
         attempt.time.format("%H:%M:%S%.3f"),
         attempt.event_type,
         attempt.msg_id,
         attempt.endpoint_id,
-        printer.paint(&format!("{status:<3}"), colour),
+        printer.paint(&format!("{status:<5}"), colour),
         attempt.ms,
-    );
-    Ok(())
+    )
 }
 
 #[cfg(test)]
@@ -236,6 +244,45 @@ mod tests {
         assert!(seen.first_time(a), "an older one that came late");
         assert!(!seen.first_time(a) && !seen.first_time(b));
         assert_eq!(seen.last, Some(b));
+    }
+
+    #[test]
+    fn a_line_says_status_or_error_then_attempt_and_next_try_in_aligned_columns() {
+        use crate::cli::output::Format;
+        use chrono::TimeZone;
+        let at = |s| chrono::Utc.with_ymd_and_hms(2026, 1, 2, 10, 42, s).unwrap();
+        let attempt = TailEvent {
+            id: "atmpt_1".into(),
+            time: at(7),
+            app_id: "app_1".into(),
+            endpoint_id: "ep_1".into(),
+            url: "https://example.com/hook".into(),
+            msg_id: "msg_1".into(),
+            event_type: "order.paid".into(),
+            status: Some(500),
+            error: None,
+            outcome: Outcome::Fail,
+            ms: 12,
+            attempt: 2,
+            next_attempt: Some(at(39)),
+        };
+        let printer = Printer::with(Format::Human, false);
+        let pad = " ".repeat(14);
+        assert_eq!(
+            human_line(&printer, &attempt),
+            format!("10:42:07.000  order.paid{pad}  msg_1 → ep_1  500       12 ms  (attempt 2, next 10:42:39)")
+        );
+        let refused = TailEvent {
+            status: None,
+            error: Some("connection refused".into()),
+            attempt: 1,
+            next_attempt: None,
+            ..attempt
+        };
+        assert_eq!(
+            human_line(&printer, &refused),
+            format!("10:42:07.000  order.paid{pad}  msg_1 → ep_1  error     12 ms  (connection refused)")
+        );
     }
 
     #[test]
