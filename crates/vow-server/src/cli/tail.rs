@@ -2,7 +2,7 @@
 //!
 //! It follows vow's attempt stream ([`crate::tail`]): every application's attempts with the
 //! admin token, one application's with `--app` (the only choice of its portal token), narrowed
-//! by `--endpoint` and `--status`. One aligned line per attempt (time, event type, message →
+//! by `--endpoint` and `--status`, from now or from `--since`. One aligned line per attempt (time, event type, message →
 //! endpoint, status or error, milliseconds), or with `--output json` one JSON object per line:
 //! `{"type": "connected"}` when a stream opens, then `{"type": "attempt", …}` per attempt.
 //! A dropped stream is reconnected from the last attempt printed (vow sends again the few
@@ -13,9 +13,11 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use anyhow::Context;
+use chrono::{DateTime, Utc};
 use clap::Args;
 use reqwest::Method;
 use serde::Serialize;
+use vow_core::retry::parse_delay;
 use vow_core::AttemptId;
 
 use super::follow::{self, stopped, Ended};
@@ -33,6 +35,7 @@ const HORIZON: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 Examples:
   vow tail
   vow tail --app my-shop --status fail
+  vow tail --app my-shop --since 10m
   vow tail --app app_2x0... --endpoint ep_2x1... --output json")]
 pub struct TailArgs {
     /// Only this application's attempts: its id (`app_…`) or its uid (a portal token needs it).
@@ -44,6 +47,9 @@ pub struct TailArgs {
     /// Only failed (`fail`) or only successful (`success`) attempts.
     #[arg(long, value_name = "STATUS", value_parser = outcome)]
     pub status: Option<Outcome>,
+    /// Start this far back (`10m`, `1h30m`) or at this time (RFC 3339) instead of now.
+    #[arg(long, value_name = "WHEN", value_parser = since)]
+    pub since: Option<DateTime<Utc>>,
     /// Which vow, and the token (admin, or an application's portal token with `--app`).
     #[command(flatten)]
     pub target: TargetArgs,
@@ -55,6 +61,18 @@ pub struct TailArgs {
 /// `--status`'s value.
 fn outcome(s: &str) -> Result<Outcome, String> {
     Outcome::parse(s).ok_or_else(|| "expected `fail` or `success`".to_string())
+}
+
+/// `--since`'s value: a time, or a duration back from now.
+fn since(s: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(time) = DateTime::parse_from_rfc3339(s) {
+        return Ok(time.with_timezone(&Utc));
+    }
+    let back = parse_delay(s).map_err(|problem| {
+        format!("expected a duration such as `10m` or an RFC 3339 time; `{s}` {problem}")
+    })?;
+    let back = chrono::Duration::from_std(back).map_err(|e| e.to_string())?;
+    Ok(Utc::now() - back)
 }
 
 /// Where a tail stands across its connections.
@@ -128,8 +146,10 @@ async fn stream(
     let mut request = client.request(Method::GET, &path);
     {
         let seen = lock(seen);
-        if let Some(start) = &seen.start {
-            query.push(("after", start.clone()));
+        let start = seen.start.clone();
+        let since = args.since.map(|t| AttemptId::first_at(t).to_string());
+        if let Some(after) = start.or(since) {
+            query.push(("after", after));
         }
         if let Some(last) = seen.last {
             request = request.header("last-event-id", last.to_string());
@@ -250,7 +270,7 @@ mod tests {
     fn a_line_says_status_or_error_then_attempt_and_next_try_in_aligned_columns() {
         use crate::cli::output::Format;
         use chrono::TimeZone;
-        let at = |s| chrono::Utc.with_ymd_and_hms(2026, 1, 2, 10, 42, s).unwrap();
+        let at = |s| Utc.with_ymd_and_hms(2026, 1, 2, 10, 42, s).unwrap();
         let attempt = TailEvent {
             id: "atmpt_1".into(),
             time: at(7),
@@ -288,7 +308,7 @@ mod tests {
     #[test]
     fn what_was_printed_long_before_the_newest_is_forgotten() {
         let mut seen = Seen::default();
-        let old = AttemptId::first_at(chrono::Utc::now() - HORIZON * 2);
+        let old = AttemptId::first_at(Utc::now() - HORIZON * 2);
         assert!(seen.first_time(old));
         assert!(seen.first_time(AttemptId::new()));
         assert!(!seen.printed.contains(&old));

@@ -157,6 +157,13 @@ async fn tail_prints_each_attempt_the_receivers_got_once(postgres: bool) {
     assert_eq!(of_other[0]["msgId"], theirs_msg.as_str());
     assert_eq!(of_other[0]["eventType"], "invoice.paid");
 
+    // `--since` catches up on what was made before the tail started.
+    let mut late = tail(&vow.base, &["--app", &app, "--since", "10m"]).await;
+    let history = attempts(&mut late, 3 * N).await;
+    assert!(late.interrupt());
+    assert_eq!(ids_of(&history, &good), good_ids);
+    assert_eq!(ids_of(&history, &bad), bad_ids);
+
     // Each delivery's attempts in order, each saying what happened.
     let mut deliveries: BTreeMap<(String, String), Vec<&Value>> = BTreeMap::new();
     for line in &all {
@@ -251,6 +258,11 @@ async fn a_bad_flag_or_a_refused_token_exits_non_zero_saying_why(postgres: bool)
     let (ok, said) = tail(&["--status", "maybe"]);
     assert!(
         !ok && said.contains("--status") && said.contains("expected `fail` or `success`"),
+        "{said}"
+    );
+    let (ok, said) = tail(&["--since", "yesterday"]);
+    assert!(
+        !ok && said.contains("--since") && said.contains("RFC 3339"),
         "{said}"
     );
     let (ok, said) = tail(&["--endpoint", "ep_2x0"]);
