@@ -104,6 +104,12 @@ macro_rules! prefixed_id {
                 Self(next_ulid())
             }
 
+            /// When this id was made (to the millisecond).
+            pub fn made_at(&self) -> chrono::DateTime<chrono::Utc> {
+                let ms = i64::try_from(self.0.timestamp_ms()).unwrap_or(i64::MAX);
+                chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default()
+            }
+
             /// Parses `<prefix>_<ULID>`.
             pub fn parse(s: &str) -> Result<Self, IdError> {
                 parse_ulid(s, $prefix, $what).map(Self)
@@ -208,6 +214,13 @@ prefixed_id!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_says_the_millisecond_it_was_made() {
+        let now = chrono::Utc::now();
+        let made = AttemptId::first_at(now).made_at();
+        assert_eq!(made, chrono::SubsecRound::trunc_subsecs(now, 3));
+    }
 
     #[test]
     fn an_id_round_trips_through_its_text_form() {

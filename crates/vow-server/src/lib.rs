@@ -24,6 +24,7 @@
 //! - [`metrics`]: the Prometheus metrics vow records and `GET /metrics`.
 //! - [`retention`]: the cleaner that deletes expired payloads, response bodies and raw inbound
 //!   payloads.
+//! - [`tail`]: `vow tail`'s live stream of attempts, polled from the store.
 //! - [`telemetry`]: logging set-up.
 //! - [`worker`]: the generic worker loop (claim, run, heartbeat, idle wait, shutdown drain) the
 //!   delivery and inbound workers instantiate.
@@ -45,6 +46,7 @@ pub mod secret;
 pub mod startup;
 pub mod state;
 pub mod stores;
+pub mod tail;
 pub mod telemetry;
 pub mod worker;
 

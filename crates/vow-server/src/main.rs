@@ -12,6 +12,7 @@ use vow_server::cli::login::LoginArgs;
 use vow_server::cli::replay::ReplayArgs;
 use vow_server::cli::send::SendArgs;
 use vow_server::cli::sign::SignArgs;
+use vow_server::cli::tail::TailArgs;
 use vow_server::cli::verify::{Verdict, VerifyArgs};
 use vow_server::startup::{self, Migrate, Server};
 use vow_server::{cli, telemetry, Config};
@@ -74,6 +75,8 @@ enum Command {
     Listen(ListenArgs),
     /// Replay an endpoint's dead letters and follow them until delivered or failed again.
     Replay(ReplayArgs),
+    /// Stream delivery attempts live, as they happen (filter by application, endpoint, outcome).
+    Tail(TailArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Send(args) => return client(cli::send::run(args)),
         Command::Login(args) => return client(cli::login::run(args)),
         Command::Replay(args) => return client(cli::replay::run(args)),
+        Command::Tail(args) => return client(cli::tail::run(args)),
         // Many deliveries in flight: a runtime with a thread per core.
         Command::Listen(args) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

@@ -296,6 +296,50 @@ pub struct RecentAttempt {
     pub excerpt: String,
 }
 
+/// An attempt as `vow tail` streams it: the attempt without its response body, with its
+/// message's event type, its number among its delivery's attempts, and its delivery's next try.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailedAttempt {
+    /// Id.
+    pub id: AttemptId,
+    /// Owner.
+    pub app_id: AppId,
+    /// Message.
+    pub msg_id: MessageId,
+    /// Endpoint.
+    pub endpoint_id: EndpointId,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// The URL attempted.
+    pub url: String,
+    /// The response's status, if one came.
+    pub response_status: Option<u16>,
+    /// How long it took.
+    pub duration_ms: u64,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Why no response came, if none did.
+    pub error: Option<String>,
+    /// The message's event type.
+    pub event_type: String,
+    /// 1 for the delivery's first attempt, 2 for the next, ...
+    pub attempt: u32,
+    /// When the delivery is tried again, if it is still pending when read and due after this
+    /// attempt started.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+}
+
+/// Which attempts a tail reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TailFilter {
+    /// Only this application's (all applications' when `None`).
+    pub app: Option<AppId>,
+    /// Only to this endpoint (of `app`: an endpoint is only looked for within its application).
+    pub endpoint: Option<EndpointId>,
+    /// Only successful (`Some(true)`) or failed (`Some(false)`) ones.
+    pub success: Option<bool>,
+}
+
 /// Filters for listing attempts.
 #[derive(Debug, Clone, Default)]
 pub struct AttemptFilter {
@@ -553,6 +597,16 @@ pub trait Attempts: Send + Sync + 'static {
         endpoints: &[EndpointId],
         each: usize,
     ) -> StoreResult<Vec<RecentAttempt>>;
+
+    /// The attempts with ids after `after` that `filter` selects, oldest id first, at most
+    /// `limit`: what a tail polls for, one index range whatever the table holds. With
+    /// `filter.endpoint` but no `filter.app`, nothing.
+    async fn tail_attempts(
+        &self,
+        filter: &TailFilter,
+        after: AttemptId,
+        limit: usize,
+    ) -> StoreResult<Vec<TailedAttempt>>;
 
     /// One attempt of a message.
     async fn get_attempt(

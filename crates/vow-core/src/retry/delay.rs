@@ -44,7 +44,7 @@ pub fn equal_jitter<R: Rng + ?Sized>(d: Duration, rng: &mut R) -> Duration {
 }
 
 /// Parses one delay: one or more `<digits><unit>` groups, summed.
-pub(super) fn parse_delay(item: &str) -> Result<Duration, ItemProblem> {
+pub fn parse_delay(item: &str) -> Result<Duration, ItemProblem> {
     let mut rest = item;
     let mut total_ms: u64 = 0;
     while !rest.is_empty() {

@@ -30,7 +30,7 @@ pub mod schedule;
 pub use decide::{
     decide, should_disable, DEFAULT_DISABLE_THRESHOLD, MAX_CLIENT_ERROR_RESPONSES, MIN_RETRY_AFTER,
 };
-pub use delay::{equal_jitter, ItemProblem, MAX_DELAY};
+pub use delay::{equal_jitter, parse_delay, ItemProblem, MAX_DELAY};
 pub use inbound::{next_try, NextTry};
 pub use outcome::{AttemptContext, AttemptResult, DeadLetterReason, Decision, Failure};
 pub use retry_after::parse_retry_after;

@@ -10,22 +10,20 @@
 //! meanwhile and sends it on reconnect); Ctrl-C (or SIGTERM) deletes the relay endpoint.
 //!
 //! # Layout
-//! - [`sse`]: reading server-sent events from a byte stream.
 //! - [`local`]: one delivery posted to the local URL, and its answer as a result.
 
 pub mod local;
-pub mod sse;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use chrono::Utc;
 use clap::Args;
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use super::follow::{self, Ended};
 use super::output::{Colour, OutputArgs, Printer};
 use super::signal::stopped;
 use super::target::{Client, TargetArgs};
@@ -33,13 +31,6 @@ use crate::relay::wire::{Answer, RelayResult, Relayed, DELIVERY_EVENT, READY_EVE
 
 /// Results posted to vow per request at most.
 const RESULT_BATCH: usize = 512;
-
-/// The longest a stream may stay silent (vow sends a keep-alive every 10 s) before it is taken
-/// for dead and reconnected.
-const SILENCE: Duration = Duration::from_secs(30);
-
-/// The longest pause between reconnection attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// `vow listen`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -157,36 +148,10 @@ async fn relay(
 ) -> anyhow::Result<()> {
     let (results, rx) = mpsc::unbounded_channel();
     tokio::spawn(report(client.clone(), session.clone(), rx));
-    let mut backoff = Duration::from_millis(250);
-    loop {
-        match stream(&client, &session, &local, &printer, &results).await {
-            Ok(Stream::Ended) => backoff = Duration::from_millis(250),
-            Ok(Stream::Refused(status, why)) => {
-                bail!("vow refused the stream ({status}): {why}")
-            }
-            Err(e) => {
-                if !printer.json() {
-                    eprintln!(
-                        "{}",
-                        printer.paint(&format!("Disconnected: {e:#}"), Colour::Yellow)
-                    );
-                }
-            }
-        }
-        if !printer.json() {
-            eprintln!("Reconnecting in {} ms…", backoff.as_millis());
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-}
-
-/// How one stream ended.
-enum Stream {
-    /// It was connected and then ended: reconnect.
-    Ended,
-    /// vow refused it for good (the endpoint was deleted, the token is refused).
-    Refused(StatusCode, String),
+    follow::reconnecting(&printer, || {
+        stream(&client, &session, &local, &printer, &results)
+    })
+    .await
 }
 
 /// One connection of the stream: relays each delivery as it arrives until the stream ends.
@@ -196,53 +161,29 @@ async fn stream(
     local: &local::Target,
     printer: &Printer,
     results: &mpsc::UnboundedSender<RelayResult>,
-) -> anyhow::Result<Stream> {
-    let request = client
-        .request(Method::GET, &session.stream)
-        .header("accept", "text/event-stream");
-    let mut response = request
-        .send()
-        .await
-        .with_context(|| format!("cannot reach vow at {}", client.base()))?;
-    let status = response.status();
-    if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
-        return Ok(Stream::Refused(
-            status,
-            response.text().await.unwrap_or_default(),
-        ));
-    }
-    if !status.is_success() {
-        bail!("vow answered {status}");
-    }
-    let mut events = sse::Reader::default();
-    loop {
-        let chunk = tokio::time::timeout(SILENCE, response.chunk())
-            .await
-            .context("the stream went silent")?
-            .context("the stream broke")?;
-        let Some(chunk) = chunk else {
-            return Ok(Stream::Ended);
-        };
-        for event in events.push(&chunk) {
-            match event.name.as_str() {
-                READY_EVENT if printer.json() => {
-                    printer.print_json(&serde_json::json!({ "type": "connected" }))?;
-                }
-                READY_EVENT => eprintln!("{}", printer.paint("Connected.", Colour::Green)),
-                DELIVERY_EVENT => {
-                    let relayed: Relayed = serde_json::from_str(&event.data)
-                        .context("vow sent a delivery this vow cannot read")?;
-                    let (local, printer, results) = (local.clone(), *printer, results.clone());
-                    tokio::spawn(async move {
-                        let result = local.post(&relayed).await;
-                        print_line(&printer, &relayed, &result);
-                        let _ = results.send(result);
-                    });
-                }
-                _ => {}
+) -> anyhow::Result<Ended> {
+    let request = client.request(Method::GET, &session.stream);
+    follow::connect(client, request, |event| {
+        match event.name.as_str() {
+            READY_EVENT if printer.json() => {
+                printer.print_json(&serde_json::json!({ "type": "connected" }))?;
             }
+            READY_EVENT => eprintln!("{}", printer.paint("Connected.", Colour::Green)),
+            DELIVERY_EVENT => {
+                let relayed: Relayed = serde_json::from_str(&event.data)
+                    .context("vow sent a delivery this vow cannot read")?;
+                let (local, printer, results) = (local.clone(), *printer, results.clone());
+                tokio::spawn(async move {
+                    let result = local.post(&relayed).await;
+                    print_line(&printer, &relayed, &result);
+                    let _ = results.send(result);
+                });
+            }
+            _ => {}
         }
-    }
+        Ok(())
+    })
+    .await
 }
 
 /// Posts results to vow in batches while deliveries keep coming. A batch that cannot be

@@ -109,6 +109,7 @@ mod tests {
             "/api/v1/app/{app_id}/endpoint",
             "/api/v1/app/{app_id}/msg/{msg_id}",
             "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}",
+            "/api/v1/app/{app_id}/attempt/stream",
         ] {
             assert_eq!(reach(t), Reach::App { itself: false }, "{t}");
         }
@@ -120,6 +121,7 @@ mod tests {
         assert_eq!(reach(LOGOUT), Reach::Logout);
         for t in [
             "/api/v1/app",
+            "/api/v1/attempt/stream",
             "/api/v1/source",
             "/api/v1/source/{source_id}/event",
             "/api/v1/idempotency-key/{key}",

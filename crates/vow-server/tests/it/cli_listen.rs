@@ -3,18 +3,17 @@
 //! a TCP proxy between the two that can cut the connection. Counts what the receiver got and
 //! reads the attempts back through the API.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::child::{database, Vow};
 use crate::helpers::{into_parts, TOKEN};
+use crate::json_child::JsonChild;
 use crate::receiver::{standard_signature_ok, Receiver};
 
 /// Fast retries, so a local 500 is retried within the test.
@@ -27,79 +26,15 @@ on_both_child_stores!(
     a_disconnected_listen_gets_what_was_sent_meanwhile_on_reconnect,
 );
 
-/// A `vow listen` child with `--output json`: its lines, as they come.
-struct Listen {
-    child: Child,
-    lines: mpsc::UnboundedReceiver<Value>,
-    _config: tempfile::TempDir,
+/// A `vow listen` child relaying `app`'s deliveries to `local`, with `--output json`.
+fn start_listen(base: &str, app: &str, local: &str, extra: &[&str]) -> JsonChild {
+    let args = [
+        "listen", local, "--app", app, "--url", base, "--token", TOKEN,
+    ];
+    JsonChild::start(&[&args[..], extra].concat())
 }
 
-impl Listen {
-    fn start(base: &str, app: &str, local: &str, extra: &[&str]) -> Listen {
-        let config = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vow"))
-            .args([
-                "listen", local, "--app", app, "--url", base, "--token", TOKEN,
-            ])
-            .args(["--output", "json"])
-            .args(extra)
-            .env_clear()
-            .env("XDG_CONFIG_HOME", config.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("vow listen starts");
-        let (tx, lines) = mpsc::unbounded_channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("vow listen printed {line:?}, not JSON: {e}"));
-                let _ = tx.send(value);
-            }
-        });
-        Listen {
-            child,
-            lines,
-            _config: config,
-        }
-    }
-
-    /// The next line whose `type` is `kind` (at most 20 s away).
-    async fn next(&mut self, kind: &str) -> Value {
-        let found = tokio::time::timeout(Duration::from_secs(20), async {
-            loop {
-                let line = self.lines.recv().await.expect("vow listen exited");
-                if line["type"] == kind {
-                    return line;
-                }
-            }
-        })
-        .await;
-        found.unwrap_or_else(|_| panic!("vow listen printed no {kind:?} line"))
-    }
-
-    /// SIGINT (Ctrl-C), then waits for it to exit; returns whether it exited successfully.
-    fn interrupt(&mut self) -> bool {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
-        assert!(sent.success());
-        self.child.wait().unwrap().success()
-    }
-}
-
-impl Drop for Listen {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn call(
+pub(crate) async fn call(
     base: &str,
     method: reqwest::Method,
     path: &str,
@@ -114,7 +49,7 @@ async fn call(
     into_parts(request.send().await.unwrap()).await
 }
 
-async fn create_app(base: &str) -> String {
+pub(crate) async fn create_app(base: &str) -> String {
     let (status, app) = call(
         base,
         reqwest::Method::POST,
@@ -127,7 +62,7 @@ async fn create_app(base: &str) -> String {
 }
 
 /// Sends `payload` (raw JSON text, sent byte for byte) as a message of `event_type`; its id.
-async fn send_raw(base: &str, app: &str, event_type: &str, payload: &str) -> String {
+pub(crate) async fn send_raw(base: &str, app: &str, event_type: &str, payload: &str) -> String {
     let body = format!(r#"{{"eventType":"{event_type}","payload":{payload}}}"#);
     let resp = reqwest::Client::new()
         .post(format!("{base}/api/v1/app/{app}/msg"))
@@ -171,7 +106,7 @@ async fn listen_relays_exact_bytes_that_verify_with_the_printed_secret(postgres:
     let vow = Vow::start(&db, ENV).await;
     let receiver = Receiver::start(&[]).await;
     let app = create_app(&vow.base).await;
-    let mut listen = Listen::start(
+    let mut listen = start_listen(
         &vow.base,
         &app,
         &receiver.url,
@@ -226,7 +161,7 @@ async fn a_local_500_then_200_is_two_attempts_in_vow(postgres: bool) {
     let vow = Vow::start(&db, ENV).await;
     let receiver = Receiver::start(&[500]).await;
     let app = create_app(&vow.base).await;
-    let mut listen = Listen::start(&vow.base, &app, &receiver.url, &[]);
+    let mut listen = start_listen(&vow.base, &app, &receiver.url, &[]);
     listen.next("connected").await;
     let msg = send_raw(&vow.base, &app, "order.created", r#"{"n":1}"#).await;
     let got = receiver.wait_for(2).await;
@@ -278,7 +213,7 @@ async fn an_exhausted_delivery_dead_letters_and_a_replay_reaches_the_listener(po
     // As many failures as the schedule has attempts; then 200.
     let receiver = Receiver::start(&[500; 4]).await;
     let app = create_app(&vow.base).await;
-    let mut listen = Listen::start(&vow.base, &app, &receiver.url, &[]);
+    let mut listen = start_listen(&vow.base, &app, &receiver.url, &[]);
     let endpoint = listen.next("listening").await["endpointId"]
         .as_str()
         .unwrap()
@@ -310,15 +245,15 @@ async fn an_exhausted_delivery_dead_letters_and_a_replay_reaches_the_listener(po
 }
 
 /// A TCP proxy to `upstream` whose connections can be cut (and new ones refused) and restored.
-struct Proxy {
-    url: String,
+pub(crate) struct Proxy {
+    pub(crate) url: String,
     cut: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<JoinHandle<()>>>>,
     _accept: JoinHandle<()>,
 }
 
 impl Proxy {
-    async fn start(upstream: &str) -> Proxy {
+    pub(crate) async fn start(upstream: &str) -> Proxy {
         let upstream = upstream.trim_start_matches("http://").to_string();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -347,14 +282,14 @@ impl Proxy {
     }
 
     /// Closes every connection and refuses new ones.
-    fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.cut.store(true, Ordering::SeqCst);
         for task in self.open.lock().unwrap().drain(..) {
             task.abort();
         }
     }
 
-    fn restore(&self) {
+    pub(crate) fn restore(&self) {
         self.cut.store(false, Ordering::SeqCst);
     }
 }
@@ -365,7 +300,7 @@ async fn a_disconnected_listen_gets_what_was_sent_meanwhile_on_reconnect(postgre
     let proxy = Proxy::start(&vow.base).await;
     let receiver = Receiver::start(&[]).await;
     let app = create_app(&vow.base).await;
-    let mut listen = Listen::start(&proxy.url, &app, &receiver.url, &[]);
+    let mut listen = start_listen(&proxy.url, &app, &receiver.url, &[]);
     listen.next("connected").await;
     let before = send_raw(&vow.base, &app, "order.created", r#"{"n":0}"#).await;
     receiver.wait_for(1).await;

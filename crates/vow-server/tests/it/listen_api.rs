@@ -107,7 +107,7 @@ async fn only_a_relay_endpoint_can_be_listened_on(app: TestApp) {
     assert_eq!(status, 404);
 }
 
-async fn portal_token(app: &TestApp, app_id: &str, read_only: bool) -> String {
+pub(crate) async fn portal_token(app: &TestApp, app_id: &str, read_only: bool) -> String {
     let (status, out) = app
         .post(
             &format!("/api/v1/auth/app-portal-access/{app_id}"),

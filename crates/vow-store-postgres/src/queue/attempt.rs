@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use sqlx::{Postgres, QueryBuilder};
 use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 use vow_store::queue::Attempts;
-use vow_store::queue::{Attempt, AttemptFilter, RecentAttempt};
+use vow_store::queue::{Attempt, AttemptFilter, RecentAttempt, TailFilter, TailedAttempt};
 use vow_store::rows::FromColumns;
 use vow_store::{Seek, StoreResult};
 
@@ -82,6 +82,22 @@ impl Attempts for PgStore {
         .map_err(db_error)
     }
 
+    async fn tail_attempts(
+        &self,
+        filter: &TailFilter,
+        after: AttemptId,
+        limit: usize,
+    ) -> StoreResult<Vec<TailedAttempt>> {
+        let mut qb = tail_query(filter, after);
+        qb.push(" ORDER BY a.id LIMIT ")
+            .push_bind(bigint_param(limit));
+        qb.build()
+            .try_map(read::<TailedAttempt>)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
     async fn get_attempt(
         &self,
         app: AppId,
@@ -120,4 +136,35 @@ impl Attempts for PgStore {
         }
         Ok(())
     }
+}
+
+/// The tail read of `filter` after `after`, up to its order: one index range from the cursor
+/// on, the endpoint's `(app_id, endpoint_id, id)`, the application's `(app_id, id)` or the
+/// primary key's. With an endpoint but no application, a condition that selects nothing.
+fn tail_query(filter: &TailFilter, after: AttemptId) -> QueryBuilder<'static, Postgres> {
+    let mut qb = QueryBuilder::<Postgres>::new(format!(
+        "SELECT {} FROM attempts a
+           JOIN messages m ON m.app_id = a.app_id AND m.id = a.msg_id
+           JOIN deliveries d ON d.id = a.delivery_id
+          WHERE a.id > ",
+        TailedAttempt::COLUMNS
+    ));
+    qb.push_bind(after.to_string());
+    match (filter.app, filter.endpoint) {
+        (Some(app), endpoint) => {
+            qb.push(" AND a.app_id = ").push_bind(app.to_string());
+            if let Some(endpoint) = endpoint {
+                qb.push(" AND a.endpoint_id = ")
+                    .push_bind(endpoint.to_string());
+            }
+        }
+        (None, Some(_)) => {
+            qb.push(" AND false");
+        }
+        (None, None) => {}
+    }
+    if let Some(success) = filter.success {
+        qb.push(" AND a.success = ").push_bind(success);
+    }
+    qb
 }

@@ -8,7 +8,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 use vow_store::queue::Attempts;
 use vow_store::queue::Retention;
-use vow_store::queue::{Attempt, AttemptFilter, NewAttempt, RecentAttempt};
+use vow_store::queue::{
+    Attempt, AttemptFilter, NewAttempt, RecentAttempt, TailFilter, TailedAttempt,
+};
 use vow_store::rows::FromColumns;
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
@@ -143,6 +145,34 @@ impl Attempts for SqliteStore {
         .await
     }
 
+    async fn tail_attempts(
+        &self,
+        filter: &TailFilter,
+        after: AttemptId,
+        limit: usize,
+    ) -> StoreResult<Vec<TailedAttempt>> {
+        if filter.endpoint.is_some() && filter.app.is_none() {
+            return Ok(Vec::new());
+        }
+        let filter = filter.clone();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&tail_sql(&filter))?;
+            let rows = stmt.query_map(
+                params![
+                    after.to_string(),
+                    filter.app.map(|a| a.to_string()),
+                    filter.endpoint.map(|e| e.to_string()),
+                    filter.success,
+                    limit,
+                ],
+                read,
+            )?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
     async fn get_attempt(
         &self,
         app: AppId,
@@ -183,6 +213,34 @@ impl Attempts for SqliteStore {
         })
         .await
     }
+}
+
+/// The tail read of `filter`'s shape: `?1` the cursor, `?2` the application, `?3` the endpoint,
+/// `?4` success, `?5` the limit (every parameter is always bound; only the conditions in use
+/// appear). Each shape is one index range from the cursor on: the endpoint's
+/// (`attempts_by_endpoint`), else the id's. There is no `(app_id, id)` index, so the unary `+`
+/// keeps the planner off the by-message index (all of an application's attempts, sorted) and on
+/// the id range (the attempts made since the cursor, of every application). The attempts are
+/// the outer loop (`CROSS JOIN`); the message and delivery are one lookup each.
+fn tail_sql(filter: &TailFilter) -> String {
+    let mut conditions = vec!["a.id > ?1"];
+    match (filter.app, filter.endpoint) {
+        (Some(_), Some(_)) => conditions.push("a.app_id = ?2 AND a.endpoint_id = ?3"),
+        (Some(_), None) => conditions.push("+a.app_id = ?2"),
+        (None, _) => {}
+    }
+    if filter.success.is_some() {
+        conditions.push("a.success = ?4");
+    }
+    format!(
+        "SELECT {} FROM attempts a
+           CROSS JOIN messages m ON m.app_id = a.app_id AND m.id = a.msg_id
+           CROSS JOIN deliveries d ON d.id = a.delivery_id
+          WHERE {}
+          ORDER BY a.id LIMIT ?5",
+        TailedAttempt::COLUMNS,
+        conditions.join(" AND ")
+    )
 }
 
 #[async_trait]
@@ -233,5 +291,47 @@ impl Retention for SqliteStore {
             Ok((payloads + responses + minutes) as u64)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{full_scan, migrated, plan};
+
+    #[test]
+    fn a_tail_reads_one_index_range_from_its_cursor_whatever_its_filter() {
+        let conn = migrated();
+        let (app, endpoint) = (Some(AppId::new()), Some(EndpointId::new()));
+        for (filter, index) in [
+            (TailFilter::default(), "sqlite_autoindex_attempts_1 (id>?)"),
+            (
+                TailFilter {
+                    app,
+                    ..TailFilter::default()
+                },
+                "sqlite_autoindex_attempts_1 (id>?)",
+            ),
+            (
+                TailFilter {
+                    app,
+                    endpoint,
+                    success: Some(false),
+                },
+                "attempts_by_endpoint (app_id=? AND endpoint_id=? AND id>?)",
+            ),
+        ] {
+            let sql = tail_sql(&filter);
+            let plan = plan(&conn, &sql);
+            assert!(plan.contains(index), "{filter:?}: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{filter:?}: {plan}");
+            assert!(
+                plan.contains("SEARCH p USING INDEX attempts_by_message"),
+                "an attempt's number is counted within its message: {plan}"
+            );
+            for table in ["attempts", "messages", "deliveries"] {
+                assert!(!full_scan(&plan, table), "{filter:?}: {plan}");
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::read::{Columns, FromColumns, Reader};
 use crate::queue::{
-    Attempt, DeliveryState, DeliveryTarget, MessageStatus, NewAttempt, RecentAttempt,
+    Attempt, DeliveryState, DeliveryTarget, MessageStatus, NewAttempt, RecentAttempt, TailedAttempt,
 };
 use crate::rules::fan_out::FanOutEndpoint;
 use crate::{
@@ -236,6 +236,37 @@ impl FromColumns for RecentAttempt {
             success: r.bool()?,
             error: r.opt_text()?,
             excerpt: r.text()?,
+        })
+    }
+}
+
+impl FromColumns for TailedAttempt {
+    /// Over `attempts a` joined to its message `m` and its delivery `d`. The attempt's number
+    /// counts its delivery's attempts up to it in one short range of the by-message index
+    /// (matched by `delivery_id`, which no index leads with: by `endpoint_id`, a planner
+    /// without statistics walks the endpoint's whole history instead).
+    const COLUMNS: &'static str = "a.id, a.app_id, a.msg_id, a.endpoint_id, a.started_at, a.url, \
+         a.response_status, a.duration_ms, a.success, a.error, m.event_type, \
+         (SELECT count(*) FROM attempts p WHERE p.app_id = a.app_id AND p.msg_id = a.msg_id \
+             AND p.delivery_id = a.delivery_id AND p.id <= a.id), \
+         CASE WHEN d.status = 'pending' AND d.next_attempt_at > a.started_at \
+             THEN d.next_attempt_at END";
+
+    fn read_from<C: Columns + ?Sized>(r: &mut Reader<'_, C>) -> Result<Self, C::Error> {
+        Ok(TailedAttempt {
+            id: r.parse()?,
+            app_id: r.parse()?,
+            msg_id: r.parse()?,
+            endpoint_id: r.parse()?,
+            started_at: r.time()?,
+            url: r.text()?,
+            response_status: r.opt_int()?,
+            duration_ms: r.int()?,
+            success: r.bool()?,
+            error: r.opt_text()?,
+            event_type: r.text()?,
+            attempt: r.int()?,
+            next_attempt_at: r.opt_time()?,
         })
     }
 }

@@ -23,6 +23,7 @@ pub mod source;
 pub mod source_event;
 pub mod source_rejection;
 pub mod source_work;
+pub mod tail;
 pub mod validate;
 
 use axum::Router;
@@ -44,4 +45,5 @@ pub fn routes() -> Router<AppState> {
         .merge(source_event::routes())
         .merge(source_rejection::routes())
         .merge(source_work::routes())
+        .merge(tail::routes())
 }

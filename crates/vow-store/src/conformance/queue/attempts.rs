@@ -4,7 +4,9 @@ use crate::Store;
 use vow_core::AttemptId;
 
 use super::*;
-use crate::queue::{AttemptFilter, NextState, RecentAttempt, EXCERPT_CHARS};
+use crate::queue::{
+    AttemptFilter, NextState, RecentAttempt, TailFilter, TailedAttempt, EXCERPT_CHARS,
+};
 
 /// Attempts list by message and by endpoint, page through without gaps in both directions,
 /// and filter by success, status code and start time (strictly before / after).
@@ -271,6 +273,143 @@ pub async fn recent_attempts_are_each_endpoints_newest_in_the_order_asked(store:
         .is_empty());
 }
 
+/// A tail: the attempts after a cursor, oldest id first, at most the limit asked, so paging by
+/// the last id read sees each once; filtered by application, endpoint (within its application)
+/// and outcome, never showing another application's attempts when an application is given. Each
+/// carries its message's event type, its number within its delivery and, while the delivery
+/// waits for a retry, the retry's time.
+pub async fn a_tail_reads_the_attempts_after_its_cursor_in_order_and_filtered(store: &dyn Store) {
+    let app = create_app(store, "App").await;
+    let a = create_endpoint(store, app.id).await.id;
+    let b = create_endpoint(store, app.id).await.id;
+    let other = create_app(store, "Other").await;
+    let theirs = create_endpoint(store, other.id).await.id;
+    let start = AttemptId::new();
+    message_of_type(store, app.id, 10, "user.created").await;
+    message_of_type(store, other.id, 11, "invoice.paid").await;
+    let tail = |filter: TailFilter, after: AttemptId, limit: usize| async move {
+        store.tail_attempts(&filter, after, limit).await.unwrap()
+    };
+    let ids = |rows: &[TailedAttempt]| rows.iter().map(|x| x.id.to_string()).collect::<Vec<_>>();
+
+    let first = round(store, 100, 100, 500, retry_at(200)).await;
+    assert_eq!(first.len(), 3, "one message to a and b, one to theirs");
+    let waiting = tail(TailFilter::default(), start, 100).await;
+    assert_eq!(ids(&waiting), ids_where(&first, |_| true));
+    let of_a = waiting.iter().find(|x| x.endpoint_id == a).unwrap();
+    let made = first.iter().find(|x| x.endpoint_id == a).unwrap();
+    assert_eq!(
+        of_a,
+        &TailedAttempt {
+            id: made.id,
+            app_id: app.id,
+            msg_id: made.msg_id,
+            endpoint_id: a,
+            started_at: made.attempt.started_at,
+            url: made.attempt.url.clone(),
+            response_status: Some(500),
+            duration_ms: made.attempt.duration_ms,
+            success: false,
+            error: None,
+            event_type: "user.created".into(),
+            attempt: 1,
+            next_attempt_at: Some(t(200)),
+        }
+    );
+    let of_theirs = waiting.iter().find(|x| x.endpoint_id == theirs).unwrap();
+    assert_eq!(
+        (of_theirs.app_id, of_theirs.event_type.as_str()),
+        (other.id, "invoice.paid")
+    );
+
+    let second = round(store, 200, 200, 200, || NextState::Delivered).await;
+    let all: Vec<Attempt> = first.into_iter().chain(second).collect();
+    let everything = tail(TailFilter::default(), start, 100).await;
+    assert_eq!(ids(&everything), ids_where(&all, |_| true));
+    let again = everything.iter().find(|x| x.endpoint_id == a && x.success);
+    let again = again.expect("a's second attempt");
+    assert_eq!((again.attempt, again.next_attempt_at), (2, None));
+    assert!(
+        everything.iter().all(|x| x.next_attempt_at.is_none()),
+        "nothing waits for a retry once delivered"
+    );
+
+    let mut paged = Vec::new();
+    let mut cursor = start;
+    loop {
+        let page = tail(TailFilter::default(), cursor, 4).await;
+        assert!(page.len() <= 4);
+        let Some(last) = page.last() else { break };
+        cursor = last.id;
+        paged.extend(ids(&page));
+    }
+    assert_eq!(paged, ids_where(&all, |_| true), "each once, in order");
+    let third = everything[2].id;
+    assert_eq!(
+        ids(&tail(TailFilter::default(), third, 100).await),
+        ids_where(&all, |x| x.id > third),
+        "strictly after the cursor"
+    );
+
+    let mine = TailFilter {
+        app: Some(app.id),
+        ..TailFilter::default()
+    };
+    let cases: Vec<(TailFilter, Keep<'_>)> = vec![
+        (mine.clone(), Box::new(|x| x.app_id == app.id)),
+        (
+            TailFilter {
+                app: Some(other.id),
+                ..TailFilter::default()
+            },
+            Box::new(|x| x.app_id == other.id),
+        ),
+        (
+            TailFilter {
+                endpoint: Some(b),
+                ..mine.clone()
+            },
+            Box::new(|x| x.endpoint_id == b),
+        ),
+        (
+            TailFilter {
+                success: Some(false),
+                ..mine.clone()
+            },
+            Box::new(|x| x.app_id == app.id && !x.attempt.success),
+        ),
+        (
+            TailFilter {
+                success: Some(true),
+                ..TailFilter::default()
+            },
+            Box::new(|x| x.attempt.success),
+        ),
+        (
+            TailFilter {
+                endpoint: Some(theirs),
+                ..mine.clone()
+            },
+            Box::new(|_| false),
+        ),
+        (
+            TailFilter {
+                endpoint: Some(a),
+                ..TailFilter::default()
+            },
+            Box::new(|_| false),
+        ),
+    ];
+    for (filter, keep) in cases {
+        let expected = ids_where(&all, keep);
+        assert_eq!(
+            ids(&tail(filter.clone(), start, 100).await),
+            expected,
+            "{filter:?}"
+        );
+    }
+}
+
 /// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
 /// added to this module is listed here, and nowhere else.
 #[doc(hidden)]
@@ -281,6 +420,7 @@ macro_rules! __conformance_cases_queue_attempts {
             attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filters,
             attempts_are_invisible_through_another_application,
             recent_attempts_are_each_endpoints_newest_in_the_order_asked,
+            a_tail_reads_the_attempts_after_its_cursor_in_order_and_filtered,
         );
     };
 }
