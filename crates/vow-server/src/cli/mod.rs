@@ -6,7 +6,7 @@
 //!   `--profile`, their `VOW_*` variables, and the profiles `vow login` writes), and the HTTP
 //!   client that turns vow's problem answers into errors that name the problem.
 //! - [`follow`]: following a server-sent event stream of vow, reconnecting when it drops
-//!   (`listen` and `tail`), and Ctrl-C.
+//!   (`listen` and `tail`).
 //! - [`listen`]: `vow listen`, deliveries relayed to a local URL.
 //! - [`replay`]: `vow replay`, an endpoint's dead letters replayed and followed to the end.
 //! - [`progress`]: following requeued deliveries until they settle (a progress bar on a
