@@ -1,7 +1,7 @@
 //! The console's Overview ([`vow_store::Overviews`]) on PostgreSQL: four statements of indexed
-//! reads on one connection (see `vow_store::overview` for what each figure is and why it is
-//! cheap). Each statement answers for both windows at once, so the round trips stay few; each
-//! reads its own snapshot, milliseconds after the one before.
+//! reads (see `vow_store::overview` for what each figure is and why it is cheap), in three
+//! groups that run at once on connections of their own. Each statement answers for both windows
+//! at once, so the round trips stay few; each reads its own snapshot, milliseconds apart.
 //!
 //! - delivery activity: a day of minute rows, shards summed (`queue::activity`);
 //! - inbound events: ranges of `inbound_events`' primary key, and `inbound_events_by_state`
@@ -185,16 +185,21 @@ async fn inbound(conn: &mut PgConnection, windows: &Windows) -> StoreResult<Inbo
 impl Overviews for PgStore {
     async fn overview(&self, now: DateTime<Utc>) -> StoreResult<Overview> {
         let windows = Windows::at(now);
-        let mut conn = self.pool.acquire().await.map_err(db_error)?;
-        let minutes = activity::between(&mut *conn, windows.day_since, now).await?;
-        let inbound = inbound(&mut conn, &windows).await?;
-        let (oldest_due, due, disabled): (Option<DateTime<Utc>>, i64, i64) =
-            sqlx::query_as(&current_sql())
-                .bind(now)
-                .bind(Count::LIMIT)
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(db_error)?;
+        // Three independent reads, at once, each on a connection of its own.
+        let current_sql = current_sql();
+        let current = sqlx::query_as::<_, (Option<DateTime<Utc>>, i64, i64)>(&current_sql)
+            .bind(now)
+            .bind(Count::LIMIT)
+            .fetch_one(&self.pool);
+        let inbound = async {
+            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            inbound(&mut conn, &windows).await
+        };
+        let (minutes, inbound, (oldest_due, due, disabled)) = tokio::try_join!(
+            activity::between(&self.pool, windows.day_since, now),
+            inbound,
+            async { current.await.map_err(db_error) },
+        )?;
         let current = Current {
             backlog: Backlog {
                 due: count(due),

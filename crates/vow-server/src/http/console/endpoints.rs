@@ -214,44 +214,45 @@ pub async fn endpoint(
     let endpoint = find_endpoint_in(&state, app, &endpoint_key(&path.endpoint_id)?).await?;
     let now = state.now();
     let since = now - COUNT_WINDOW;
-    let stats = (state.queue)
-        .endpoint_stats(app, endpoint.id, &StatsFilter::since(since), now)
-        .await?;
+    let day = StatsFilter::since(since);
+    let no_filter = MessageFilter::default();
     let endpoint_id = endpoint.id;
-    let health = health_of(&state, app, vec![endpoint])
-        .await?
-        .pop()
-        .expect("one endpoint in, one out");
-
-    let seek = newest_first(query.attempts_after.as_deref(), |s| {
+    let attempts_seek = newest_first(query.attempts_after.as_deref(), |s| {
         AttemptId::parse(s).is_ok()
     });
-    let filter = AttemptFilter {
+    let attempt_filter = AttemptFilter {
         endpoint_id: Some(endpoint_id),
         ..Default::default()
     };
-    let rows = state.queue.list_attempts(app, &filter, &seek).await?;
-    let (attempts, attempts_next) =
-        keyset_page(rows, &seek, Order::Descending, |a| a.id.to_string());
-
-    let seek = newest_first(query.dead_after.as_deref(), |s| {
+    let dead_seek = newest_first(query.dead_after.as_deref(), |s| {
         vow_core::MessageId::parse(s).is_ok()
     });
-    let rows = (state.queue)
-        .list_attempted_messages(
+    let offered = Seek::for_iterator(None, Order::Ascending, EVENT_TYPES_OFFERED);
+    // The page's five reads are independent: they run at once, each on its own connection.
+    let (stats, health, attempt_rows, dead_rows, event_types) = tokio::try_join!(
+        (state.queue).endpoint_stats(app, endpoint_id, &day, now),
+        health_of(&state, app, vec![endpoint]),
+        state
+            .queue
+            .list_attempts(app, &attempt_filter, &attempts_seek),
+        (state.queue).list_attempted_messages(
             app,
             endpoint_id,
-            &MessageFilter::default(),
+            &no_filter,
             Some(MessageStatus::Fail),
             now,
-            &seek,
-        )
-        .await?;
-    let (dead, dead_next) =
-        keyset_page(rows, &seek, Order::Descending, |r| r.message.id.to_string());
-
-    let offered = Seek::for_iterator(None, Order::Ascending, EVENT_TYPES_OFFERED);
-    let event_types = state.store.list_event_types(&offered, false).await?;
+            &dead_seek,
+        ),
+        state.store.list_event_types(&offered, false),
+    )?;
+    let health = health.into_iter().next().expect("one endpoint in, one out");
+    let (attempts, attempts_next) =
+        keyset_page(attempt_rows, &attempts_seek, Order::Descending, |a| {
+            a.id.to_string()
+        });
+    let (dead, dead_next) = keyset_page(dead_rows, &dead_seek, Order::Descending, |r| {
+        r.message.id.to_string()
+    });
     let page = EndpointPage {
         scope,
         health,
