@@ -24,9 +24,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::follow::{self, Ended};
-use super::output::{Colour, OutputArgs, Printer};
+use super::output::{Colour, Printer};
 use super::signal::stopped;
-use super::target::{Client, TargetArgs};
+use super::target::{Client, ClientArgs};
 use crate::relay::wire::{Answer, RelayResult, Relayed, DELIVERY_EVENT, READY_EVENT};
 
 /// Results posted to vow per request at most.
@@ -52,12 +52,9 @@ pub struct ListenArgs {
     /// Only messages on these channels (comma-separated, or repeat the flag).
     #[arg(long, value_name = "CHANNELS", value_delimiter = ',')]
     pub channel: Vec<String>,
-    /// Which vow, and the token (admin, or the application's portal token).
+    /// Which vow, as whom, and how to print (`--url`, `--token`, `--profile`, `--output`).
     #[command(flatten)]
-    pub target: TargetArgs,
-    /// Human lines, or JSON lines.
-    #[command(flatten)]
-    pub output: OutputArgs,
+    pub client: ClientArgs,
 }
 
 /// `ListenIn`, as sent.
@@ -84,8 +81,8 @@ struct ListenOut {
 /// Runs `vow listen` until Ctrl-C or SIGTERM, then deletes the relay endpoint.
 pub async fn run(args: &ListenArgs) -> anyhow::Result<()> {
     let local = local::Target::new(&args.local_url)?;
-    let client = args.target.client()?;
-    let printer = Printer::new(&args.output);
+    let client = args.client.connect()?;
+    let printer = args.client.printer();
     let body = ListenIn {
         event_types: nonempty(&args.events),
         channels: nonempty(&args.channel),

@@ -9,8 +9,8 @@ use clap::Args;
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 
-use super::output::{Colour, OutputArgs, Printer};
-use super::target::{problem, Client, Profile, Profiles, TargetArgs};
+use super::output::Colour;
+use super::target::{problem, Client, ClientArgs, Profile, Profiles};
 
 /// `vow login`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -20,13 +20,9 @@ Examples:
   echo \"$ADMIN_TOKEN\" | vow login --url http://127.0.0.1:8071 --profile local
   vow send --profile local --app my-shop --type ping --data '{}'")]
 pub struct LoginArgs {
-    /// Where vow is, the token (default: asked for, unechoed, on a terminal, else read from
-    /// standard input) and the profile to save it as (default: `default`).
+    /// Which vow, as whom, and how to print (`--url`, `--token`, `--profile`, `--output`).
     #[command(flatten)]
-    pub target: TargetArgs,
-    /// How to print (`--output`).
-    #[command(flatten)]
-    pub output: OutputArgs,
+    pub client: ClientArgs,
 }
 
 /// What the token may do, as vow answered.
@@ -50,10 +46,10 @@ struct LoggedIn<'a> {
 
 /// Checks the token and saves the profile.
 pub async fn run(args: &LoginArgs) -> anyhow::Result<()> {
-    let name = args.target.profile_name();
+    let name = args.client.target.profile_name();
     let mut profiles = Profiles::load()?;
-    let url = args.target.url(profiles.get(name));
-    let token = match &args.target.token {
+    let url = args.client.target.url(profiles.get(name));
+    let token = match &args.client.target.token {
         Some(token) => token.clone(),
         None => read_token()?,
     };
@@ -70,7 +66,7 @@ pub async fn run(args: &LoginArgs) -> anyhow::Result<()> {
         },
     )?;
     let path = path.display().to_string();
-    let printer = Printer::new(&args.output);
+    let printer = args.client.printer();
     if printer.json() {
         return printer.print_json(&LoggedIn {
             profile: name,

@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::output::{Colour, OutputArgs, Printer};
+use super::output::{Colour, Printer};
 use super::progress::{self, Followed, Tally};
-use super::target::{Client, TargetArgs};
+use super::target::{Client, ClientArgs};
 
 /// `vow replay`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -44,12 +44,9 @@ pub struct ReplayArgs {
     /// Requeue, print the replay's id and return without following the deliveries.
     #[arg(long)]
     pub no_wait: bool,
-    /// Which vow, and as whom (`--url`, `--token`, `--profile`).
+    /// Which vow, as whom, and how to print (`--url`, `--token`, `--profile`, `--output`).
     #[command(flatten)]
-    pub target: TargetArgs,
-    /// How to print (`--output`).
-    #[command(flatten)]
-    pub output: OutputArgs,
+    pub client: ClientArgs,
 }
 
 /// vow's `ReplayIn`.
@@ -112,7 +109,7 @@ pub async fn run(args: &ReplayArgs) -> anyhow::Result<()> {
             bail!("--since ({since}) must be before --until ({until})");
         }
     }
-    let client = args.target.client()?;
+    let client = args.client.connect()?;
     client.require_token()?;
     let endpoint = format!("/api/v1/app/{}/endpoint/{}", args.app, args.endpoint);
     let body = ReplayIn {
@@ -124,7 +121,7 @@ pub async fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     let replayed: ReplayOut = client
         .post(&format!("{endpoint}/replay"), &body, None)
         .await?;
-    let printer = Printer::new(&args.output);
+    let printer = args.client.printer();
     if args.dry_run {
         return dry_run(&printer, args, replayed.count);
     }

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::input;
-use super::output::{aligned, Colour, OutputArgs, Printer};
-use super::target::TargetArgs;
+use super::output::{aligned, Colour};
+use super::target::ClientArgs;
 
 /// `vow send`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -38,12 +38,9 @@ pub struct SendArgs {
     /// Your own id of the event (`eventId`).
     #[arg(long, value_name = "ID")]
     pub event_id: Option<String>,
-    /// Which vow, and as whom (`--url`, `--token`, `--profile`).
+    /// Which vow, as whom, and how to print (`--url`, `--token`, `--profile`, `--output`).
     #[command(flatten)]
-    pub target: TargetArgs,
-    /// How to print (`--output`).
-    #[command(flatten)]
-    pub output: OutputArgs,
+    pub client: ClientArgs,
 }
 
 /// Svix's `MessageIn`, as sent.
@@ -98,7 +95,7 @@ pub async fn run(args: &SendArgs) -> anyhow::Result<()> {
     let data = input::data("--data", &args.data)?;
     let text = String::from_utf8(data).context("--data is not UTF-8 text")?;
     let payload: Box<RawValue> = serde_json::from_str(&text).context("--data is not JSON")?;
-    let client = args.target.client()?;
+    let client = args.client.connect()?;
     let app = &args.app;
     let body = MessageIn {
         event_type: &args.event_type,
@@ -125,7 +122,7 @@ pub async fn run(args: &SendArgs) -> anyhow::Result<()> {
         endpoints: destinations.data,
         complete: destinations.done,
     };
-    let printer = Printer::new(&args.output);
+    let printer = args.client.printer();
     if printer.json() {
         return printer.print_json(&sent);
     }

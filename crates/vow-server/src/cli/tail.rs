@@ -21,9 +21,9 @@ use vow_core::retry::parse_delay;
 use vow_core::AttemptId;
 
 use super::follow::{self, Ended};
-use super::output::{Colour, OutputArgs, Printer};
+use super::output::{Colour, Printer};
 use super::signal::stopped;
-use super::target::{Client, TargetArgs};
+use super::target::{Client, ClientArgs};
 use crate::tail::wire::{Outcome, Ready, TailEvent, ATTEMPT_EVENT, READY_EVENT};
 
 /// How long before the newest attempt printed the ids printed are remembered: far longer than
@@ -51,12 +51,9 @@ pub struct TailArgs {
     /// Start this far back (`10m`, `1h30m`) or at this time (RFC 3339) instead of now.
     #[arg(long, value_name = "WHEN", value_parser = since)]
     pub since: Option<DateTime<Utc>>,
-    /// Which vow, and the token (admin, or an application's portal token with `--app`).
+    /// Which vow, as whom, and how to print (`--url`, `--token`, `--profile`, `--output`).
     #[command(flatten)]
-    pub target: TargetArgs,
-    /// Human lines, or JSON lines.
-    #[command(flatten)]
-    pub output: OutputArgs,
+    pub client: ClientArgs,
 }
 
 /// `--status`'s value.
@@ -103,8 +100,8 @@ impl Seen {
 
 /// Runs `vow tail` until Ctrl-C or SIGTERM.
 pub async fn run(args: &TailArgs) -> anyhow::Result<()> {
-    let client = args.target.client()?;
-    let printer = Printer::new(&args.output);
+    let client = args.client.connect()?;
+    let printer = args.client.printer();
     let seen = Mutex::new(Seen::default());
     let connection = || stream(&client, args, &printer, &seen);
     let tailing = async {

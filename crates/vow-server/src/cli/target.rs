@@ -14,6 +14,8 @@ use reqwest::{Method, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::output::{OutputArgs, Printer};
+
 /// Where vow listens when nothing says otherwise (`vow serve`'s default).
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8071";
 
@@ -64,6 +66,30 @@ impl TargetArgs {
             .clone()
             .or_else(|| profile.map(|p| p.url.clone()))
             .unwrap_or_else(|| DEFAULT_URL.to_string())
+    }
+}
+
+/// The flags of every command that talks to a running vow: which vow and as whom, and how to
+/// print what it answered.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// Which vow, and as whom.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// How to print (`--output`).
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl ClientArgs {
+    /// A client for the vow [`TargetArgs`] chooses.
+    pub fn connect(&self) -> anyhow::Result<Client> {
+        self.target.client()
+    }
+
+    /// The printer `--output` asks for.
+    pub fn printer(&self) -> Printer {
+        Printer::new(&self.output)
     }
 }
 
