@@ -332,12 +332,40 @@ pub struct TailedAttempt {
 /// Which attempts a tail reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TailFilter {
-    /// Only this application's (all applications' when `None`).
-    pub app: Option<AppId>,
-    /// Only to this endpoint (of `app`: an endpoint is only looked for within its application).
-    pub endpoint: Option<EndpointId>,
+    /// Whose.
+    pub scope: TailScope,
     /// Only successful (`Some(true)`) or failed (`Some(false)`) ones.
     pub success: Option<bool>,
+}
+
+/// Whose attempts a tail reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TailScope {
+    /// Every application's.
+    #[default]
+    All,
+    /// One application's.
+    App(AppId),
+    /// One endpoint's, looked for within its application only.
+    Endpoint(AppId, EndpointId),
+}
+
+impl TailScope {
+    /// The application, unless every one's.
+    pub fn app(self) -> Option<AppId> {
+        match self {
+            TailScope::All => None,
+            TailScope::App(app) | TailScope::Endpoint(app, _) => Some(app),
+        }
+    }
+
+    /// The endpoint, if one.
+    pub fn endpoint(self) -> Option<EndpointId> {
+        match self {
+            TailScope::Endpoint(_, endpoint) => Some(endpoint),
+            TailScope::All | TailScope::App(_) => None,
+        }
+    }
 }
 
 /// Filters for listing attempts.
@@ -599,8 +627,7 @@ pub trait Attempts: Send + Sync + 'static {
     ) -> StoreResult<Vec<RecentAttempt>>;
 
     /// The attempts with ids after `after` that `filter` selects, oldest id first, at most
-    /// `limit`: what a tail polls for, one index range whatever the table holds. With
-    /// `filter.endpoint` but no `filter.app`, nothing.
+    /// `limit`: what a tail polls for, one index range whatever the table holds.
     async fn tail_attempts(
         &self,
         filter: &TailFilter,

@@ -150,18 +150,12 @@ fn tail_query(filter: &TailFilter, after: AttemptId) -> QueryBuilder<'static, Po
         TailedAttempt::COLUMNS
     ));
     qb.push_bind(after.to_string());
-    match (filter.app, filter.endpoint) {
-        (Some(app), endpoint) => {
-            qb.push(" AND a.app_id = ").push_bind(app.to_string());
-            if let Some(endpoint) = endpoint {
-                qb.push(" AND a.endpoint_id = ")
-                    .push_bind(endpoint.to_string());
-            }
-        }
-        (None, Some(_)) => {
-            qb.push(" AND false");
-        }
-        (None, None) => {}
+    if let Some(app) = filter.scope.app() {
+        qb.push(" AND a.app_id = ").push_bind(app.to_string());
+    }
+    if let Some(endpoint) = filter.scope.endpoint() {
+        qb.push(" AND a.endpoint_id = ")
+            .push_bind(endpoint.to_string());
     }
     if let Some(success) = filter.success {
         qb.push(" AND a.success = ").push_bind(success);

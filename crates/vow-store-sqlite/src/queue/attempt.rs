@@ -9,7 +9,7 @@ use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 use vow_store::queue::Attempts;
 use vow_store::queue::Retention;
 use vow_store::queue::{
-    Attempt, AttemptFilter, NewAttempt, RecentAttempt, TailFilter, TailedAttempt,
+    Attempt, AttemptFilter, NewAttempt, RecentAttempt, TailFilter, TailScope, TailedAttempt,
 };
 use vow_store::rows::FromColumns;
 use vow_store::StoreResult;
@@ -151,9 +151,6 @@ impl Attempts for SqliteStore {
         after: AttemptId,
         limit: usize,
     ) -> StoreResult<Vec<TailedAttempt>> {
-        if filter.endpoint.is_some() && filter.app.is_none() {
-            return Ok(Vec::new());
-        }
         let filter = filter.clone();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |conn| {
@@ -161,8 +158,8 @@ impl Attempts for SqliteStore {
             let rows = stmt.query_map(
                 params![
                     after.to_string(),
-                    filter.app.map(|a| a.to_string()),
-                    filter.endpoint.map(|e| e.to_string()),
+                    filter.scope.app().map(|a| a.to_string()),
+                    filter.scope.endpoint().map(|e| e.to_string()),
                     filter.success,
                     limit,
                 ],
@@ -224,10 +221,10 @@ impl Attempts for SqliteStore {
 /// the outer loop (`CROSS JOIN`); the message and delivery are one lookup each.
 fn tail_sql(filter: &TailFilter) -> String {
     let mut conditions = vec!["a.id > ?1"];
-    match (filter.app, filter.endpoint) {
-        (Some(_), Some(_)) => conditions.push("a.app_id = ?2 AND a.endpoint_id = ?3"),
-        (Some(_), None) => conditions.push("+a.app_id = ?2"),
-        (None, _) => {}
+    match filter.scope {
+        TailScope::Endpoint(..) => conditions.push("a.app_id = ?2 AND a.endpoint_id = ?3"),
+        TailScope::App(_) => conditions.push("+a.app_id = ?2"),
+        TailScope::All => {}
     }
     if filter.success.is_some() {
         conditions.push("a.success = ?4");
@@ -302,20 +299,19 @@ mod tests {
     #[test]
     fn a_tail_reads_one_index_range_from_its_cursor_whatever_its_filter() {
         let conn = migrated();
-        let (app, endpoint) = (Some(AppId::new()), Some(EndpointId::new()));
+        let (app, endpoint) = (AppId::new(), EndpointId::new());
         for (filter, index) in [
             (TailFilter::default(), "sqlite_autoindex_attempts_1 (id>?)"),
             (
                 TailFilter {
-                    app,
+                    scope: TailScope::App(app),
                     ..TailFilter::default()
                 },
                 "sqlite_autoindex_attempts_1 (id>?)",
             ),
             (
                 TailFilter {
-                    app,
-                    endpoint,
+                    scope: TailScope::Endpoint(app, endpoint),
                     success: Some(false),
                 },
                 "attempts_by_endpoint (app_id=? AND endpoint_id=? AND id>?)",

@@ -21,7 +21,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use tokio_stream::{Stream, StreamExt};
 use vow_core::AttemptId;
-use vow_store::queue::TailFilter;
+use vow_store::queue::{TailFilter, TailScope};
 
 use super::lookup::{find_endpoint, resolve_app};
 use crate::error::{ApiError, ApiResult};
@@ -75,13 +75,12 @@ async fn stream_app(
     ValidQuery(query): ValidQuery<TailQuery>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let app = resolve_app(&state, &app_id).await?;
-    let endpoint = match &query.endpoint {
-        Some(raw) => Some(find_endpoint(&state, app, raw).await?),
-        None => None,
+    let scope = match &query.endpoint {
+        Some(raw) => TailScope::Endpoint(app, find_endpoint(&state, app, raw).await?),
+        None => TailScope::App(app),
     };
     let filter = TailFilter {
-        app: Some(app),
-        endpoint,
+        scope,
         success: query.status.map(Outcome::success),
     };
     open(&state, &headers, filter, query.after)

@@ -5,7 +5,7 @@ use vow_core::AttemptId;
 
 use super::*;
 use crate::queue::{
-    AttemptFilter, NextState, RecentAttempt, TailFilter, TailedAttempt, EXCERPT_CHARS,
+    AttemptFilter, NextState, RecentAttempt, TailFilter, TailScope, TailedAttempt, EXCERPT_CHARS,
 };
 
 /// Attempts list by message and by endpoint, page through without gaps in both directions,
@@ -352,22 +352,22 @@ pub async fn a_tail_reads_the_attempts_after_its_cursor_in_order_and_filtered(st
     );
 
     let mine = TailFilter {
-        app: Some(app.id),
+        scope: TailScope::App(app.id),
         ..TailFilter::default()
     };
     let cases: Vec<(TailFilter, Keep<'_>)> = vec![
         (mine.clone(), Box::new(|x| x.app_id == app.id)),
         (
             TailFilter {
-                app: Some(other.id),
+                scope: TailScope::App(other.id),
                 ..TailFilter::default()
             },
             Box::new(|x| x.app_id == other.id),
         ),
         (
             TailFilter {
-                endpoint: Some(b),
-                ..mine.clone()
+                scope: TailScope::Endpoint(app.id, b),
+                ..TailFilter::default()
             },
             Box::new(|x| x.endpoint_id == b),
         ),
@@ -387,14 +387,7 @@ pub async fn a_tail_reads_the_attempts_after_its_cursor_in_order_and_filtered(st
         ),
         (
             TailFilter {
-                endpoint: Some(theirs),
-                ..mine.clone()
-            },
-            Box::new(|_| false),
-        ),
-        (
-            TailFilter {
-                endpoint: Some(a),
+                scope: TailScope::Endpoint(app.id, theirs),
                 ..TailFilter::default()
             },
             Box::new(|_| false),
