@@ -16,6 +16,7 @@
 //! - [`output`]: how results are printed: aligned human text, coloured only on a terminal and
 //!   never under `NO_COLOR`, or `--output json` for scripts.
 //! - [`input`]: `--data TEXT|@FILE|-` and file flags, read byte for byte.
+//! - [`when`]: `--since` and `--until`: RFC 3339, or a span ago.
 //! - [`capture`]: a captured request (header lines, or a raw HTTP request) read back.
 //! - One module per command: [`sign`] and [`verify`] (offline, with the signing and the
 //!   verification vow itself uses), [`send`] and [`login`] (against a running vow),
@@ -36,3 +37,4 @@ pub mod signal;
 pub mod tail;
 pub mod target;
 pub mod verify;
+pub mod when;

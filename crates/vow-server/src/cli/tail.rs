@@ -17,13 +17,13 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use reqwest::Method;
 use serde::Serialize;
-use vow_core::retry::parse_delay;
 use vow_core::AttemptId;
 
 use super::follow::{self, Ended};
 use super::output::{Colour, Printer};
 use super::signal::stopped;
 use super::target::{Client, ClientArgs};
+use super::when;
 use crate::tail::wire::{Outcome, Ready, TailEvent, ATTEMPT_EVENT, READY_EVENT};
 
 /// How long before the newest attempt printed the ids printed are remembered: far longer than
@@ -48,7 +48,7 @@ pub struct TailArgs {
     /// Only failed (`fail`) or only successful (`success`) attempts.
     #[arg(long, value_name = "STATUS", value_parser = outcome)]
     pub status: Option<Outcome>,
-    /// Start this far back (`10m`, `1h30m`) or at this time (RFC 3339) instead of now.
+    /// Start this far back (`90s`, `10m`, `2h`, `7d`) or at this time (RFC 3339) instead of now.
     #[arg(long, value_name = "WHEN", value_parser = since)]
     pub since: Option<DateTime<Utc>>,
     /// Which vow, as whom, and how to print (`--url`, `--token`, `--profile`, `--output`).
@@ -61,16 +61,9 @@ fn outcome(s: &str) -> Result<Outcome, String> {
     Outcome::parse(s).ok_or_else(|| "expected `fail` or `success`".to_string())
 }
 
-/// `--since`'s value: a time, or a duration back from now.
+/// `--since`'s value: a time, or a span back from now.
 fn since(s: &str) -> Result<DateTime<Utc>, String> {
-    if let Ok(time) = DateTime::parse_from_rfc3339(s) {
-        return Ok(time.with_timezone(&Utc));
-    }
-    let back = parse_delay(s).map_err(|problem| {
-        format!("expected a duration such as `10m` or an RFC 3339 time; `{s}` {problem}")
-    })?;
-    let back = chrono::Duration::from_std(back).map_err(|e| e.to_string())?;
-    Ok(Utc::now() - back)
+    when::time("--since", s, Utc::now()).map_err(|e| e.to_string())
 }
 
 /// Where a tail stands across its connections.
