@@ -12,9 +12,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::child::{database, Vow};
-use crate::helpers::{into_parts, TOKEN};
+use crate::helpers::{eventually, into_parts, TOKEN};
 use crate::json_child::JsonChild;
 use crate::receiver::{standard_signature_ok, Receiver};
+
+/// How often a test polls vow's API for what it records asynchronously, and for how long.
+pub(crate) const OPERATOR: Duration = Duration::from_millis(100);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// Fast retries, so a local 500 is retried within the test.
 const ENV: &[(&str, &str)] = &[("VOW_RETRY_SCHEDULE", "1s,1s,1s")];
@@ -80,18 +84,22 @@ pub(crate) async fn send_raw(base: &str, app: &str, event_type: &str, payload: &
 /// The attempts of message `msg`, oldest first, once at least `n` are recorded (at most 20 s).
 async fn attempts(base: &str, app: &str, msg: &str, n: usize) -> Vec<Value> {
     let path = format!("/api/v1/app/{app}/attempt/msg/{msg}");
-    for _ in 0..200 {
-        let (status, page) = call(base, reqwest::Method::GET, &path, None).await;
-        assert_eq!(status, 200, "{page}");
-        let mut data = page["data"].as_array().unwrap().clone();
-        if data.len() >= n {
-            data.reverse();
-            return data;
-        }
-        // Polls the API the way an operator would; the attempts are recorded asynchronously.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("fewer than {n} attempts of {msg} were recorded");
+    // Polls the API the way an operator would; the attempts are recorded asynchronously.
+    eventually(
+        &format!("{n} attempts of {msg}"),
+        OPERATOR,
+        WAIT,
+        || async {
+            let (status, page) = call(base, reqwest::Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{page}");
+            let mut data = page["data"].as_array().unwrap().clone();
+            (data.len() >= n).then(|| {
+                data.reverse();
+                data
+            })
+        },
+    )
+    .await
 }
 
 /// Payloads whose bytes a re-serialisation would change: spacing, key order, escapes, numbers.
@@ -196,15 +204,13 @@ async fn a_local_500_then_200_is_two_attempts_in_vow(postgres: bool) {
 /// The status text of message `msg`'s delivery, once it is `want` (at most 20 s).
 async fn wait_status(base: &str, app: &str, msg: &str, want: &str) {
     let path = format!("/api/v1/app/{app}/msg/{msg}/endpoint");
-    for _ in 0..200 {
+    // Polls the API the way an operator would; outcomes are recorded asynchronously.
+    let what = format!("the delivery of {msg} becomes {want:?}");
+    eventually(&what, OPERATOR, WAIT, || async {
         let (_, out) = call(base, reqwest::Method::GET, &path, None).await;
-        if out["data"][0]["statusText"] == want {
-            return;
-        }
-        // Polls the API the way an operator would; outcomes are recorded asynchronously.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the delivery of {msg} never became {want:?}");
+        (out["data"][0]["statusText"] == want).then_some(())
+    })
+    .await
 }
 
 async fn an_exhausted_delivery_dead_letters_and_a_replay_reaches_the_listener(postgres: bool) {

@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 
 use crate::child::{database, Vow};
 use crate::cli_client::{api, app_with_endpoint, cli, stderr, stdout};
+use crate::cli_listen::{OPERATOR, WAIT};
+use crate::helpers::eventually;
 use crate::helpers::TOKEN;
 use crate::receiver::Receiver;
 
@@ -86,15 +88,12 @@ async fn dead_letters(
 /// The endpoint's stats once `done` holds of them (at most 20 s).
 async fn stats_when(vow: &Vow, app: &str, endpoint: &str, done: impl Fn(&Value) -> bool) -> Value {
     let path = format!("/api/v1/app/{app}/endpoint/{endpoint}/stats");
-    for _ in 0..200 {
+    // Outcomes are recorded asynchronously, after the receiver answered.
+    eventually("the endpoint's stats get there", OPERATOR, WAIT, || async {
         let stats = api(vow, Method::GET, &path, None).await;
-        if done(&stats) {
-            return stats;
-        }
-        // Outcomes are recorded asynchronously, after the receiver answered.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the endpoint's stats never got there");
+        done(&stats).then_some(stats)
+    })
+    .await
 }
 
 /// `vow replay --app shop --endpoint orders --url … --token …` and `more`.

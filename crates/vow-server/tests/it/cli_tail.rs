@@ -10,7 +10,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::child::{database, Vow};
-use crate::cli_listen::{call, create_app, send_raw, Proxy};
+use crate::cli_listen::{call, create_app, send_raw, Proxy, OPERATOR, WAIT};
+use crate::helpers::eventually;
 use crate::helpers::TOKEN;
 use crate::json_child::JsonChild;
 use crate::receiver::Receiver;
@@ -67,19 +68,23 @@ async fn endpoint(base: &str, app: &str, url: &str) -> String {
 /// The ids of the attempts vow lists for `endpoint`, once there are `n` (at most 20 s).
 async fn listed(base: &str, app: &str, endpoint: &str, n: usize) -> Vec<String> {
     let path = format!("/api/v1/app/{app}/attempt/endpoint/{endpoint}?limit=250");
-    for _ in 0..200 {
-        let (status, page) = call(base, Method::GET, &path, None).await;
-        assert_eq!(status, 200, "{page}");
-        let data = page["data"].as_array().unwrap();
-        if data.len() >= n {
-            let mut ids: Vec<String> = data.iter().map(|a| text(&a["id"])).collect();
-            ids.sort();
-            return ids;
-        }
-        // The attempts are recorded asynchronously; this polls as an operator would.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("fewer than {n} attempts to {endpoint} were recorded");
+    // The attempts are recorded asynchronously; this polls as an operator would.
+    eventually(
+        &format!("{n} attempts to {endpoint}"),
+        OPERATOR,
+        WAIT,
+        || async {
+            let (status, page) = call(base, Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{page}");
+            let data = page["data"].as_array().unwrap();
+            (data.len() >= n).then(|| {
+                let mut ids: Vec<String> = data.iter().map(|a| text(&a["id"])).collect();
+                ids.sort();
+                ids
+            })
+        },
+    )
+    .await
 }
 
 fn text(v: &Value) -> String {

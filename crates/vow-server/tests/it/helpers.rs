@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
 
 use figment::providers::{Format, Serialized, Toml};
 use figment::Figment;
@@ -262,4 +263,25 @@ macro_rules! on_both_stores {
             )*
         }
     };
+}
+
+/// Polls `probe` every `every` until it yields a value, for at most `limit`; panics naming
+/// `what` when it never does. For what a test is not told of: what a process records
+/// asynchronously (outcomes after the receiver answered, a write in another connection).
+pub async fn eventually<T, F, Fut>(what: &str, every: Duration, limit: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let found = tokio::time::timeout(limit, async {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            if let Some(value) = probe().await {
+                return value;
+            }
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("{what} within {limit:?}"))
 }

@@ -30,7 +30,7 @@ use vow_store::{
 };
 
 use crate::child::Vow;
-use crate::helpers::{into_parts, test_config, Backend, TestApp, TOKEN};
+use crate::helpers::{eventually, into_parts, test_config, Backend, TestApp, TOKEN};
 
 /// The route template records of message creation are scoped to (and, having no other
 /// parameter, what its fingerprint covers besides the body).
@@ -139,26 +139,6 @@ async fn key_status(store: &dyn Store, app_id: &str, key: &str) -> Option<KeySta
         .unwrap()
 }
 
-/// Polls `probe` every [`POLL`] until it yields a value, for at most `limit`; panics naming
-/// `what` when it never does.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let found = tokio::time::timeout(limit, async {
-        let mut tick = tokio::time::interval(POLL);
-        loop {
-            tick.tick().await;
-            if let Some(value) = probe().await {
-                return value;
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("{what} within {limit:?}"))
-}
-
 // ---- 1. kill -9 between the commit and the response -------------------------------------------
 
 /// A `vow serve` child (`child.rs`) with fast retries, and the fault hook that holds a response
@@ -223,6 +203,7 @@ async fn a_kill_9_after_the_commit_is_replayed_on_restart(store: Arc<dyn Store>,
     // The write commits (message, deliveries, record and response in one transaction)...
     let committed = eventually(
         "the message row is committed",
+        POLL,
         Duration::from_secs(30),
         || {
             let (store, app_id) = (store.clone(), app_id.clone());
@@ -380,6 +361,7 @@ async fn a_client_that_hangs_up_once_its_request_began_gets_the_outcome_on_retry
     let stream = open_request(&app, &app_id, "gone-2", &raw, raw.len()).await;
     eventually(
         "the request begins its record",
+        POLL,
         Duration::from_secs(10),
         || key_status(app.store.as_ref(), &app_id, "gone-2"),
     )
@@ -418,6 +400,7 @@ async fn postgres_a_client_that_hangs_up_mid_write_gets_the_outcome_on_retry() {
     let watcher = sqlx::PgPool::connect(&url).await.unwrap();
     eventually(
         "the request waits for the lock in its write",
+        POLL,
         Duration::from_secs(10),
         || {
             let watcher = watcher.clone();
