@@ -22,6 +22,8 @@
 //! - [`error`]: [`ApiError`](error::ApiError), the one error type of the API, and its wire shape.
 //! - [`http`]: router, middleware, extractors, the API handlers and the inbound ingest routes.
 //! - [`metrics`]: the Prometheus metrics vow records and `GET /metrics`.
+//! - [`readiness`]: whether this process's workers run and whether it is stopping, for
+//!   `/health/ready`.
 //! - [`retention`]: the cleaner that deletes expired payloads, response bodies and raw inbound
 //!   payloads.
 //! - [`tail`]: `vow tail`'s live stream of attempts, polled from the store.
@@ -40,6 +42,7 @@ pub mod forwarding;
 pub mod http;
 pub mod metrics;
 pub mod portal;
+pub mod readiness;
 pub mod relay;
 pub mod retention;
 pub mod secret;

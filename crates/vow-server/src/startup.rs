@@ -16,6 +16,7 @@ use crate::delivery::operational::Operational;
 use crate::delivery::{DeliverySettings, Dispatcher};
 use crate::forwarding::Forwarder;
 use crate::http;
+use crate::readiness::{Readiness, Running, WorkerKind};
 use crate::retention::Cleaner;
 use crate::state::{ApiSettings, AppState, Clock};
 
@@ -176,6 +177,10 @@ impl Server {
             clock: Clock::default(),
             in_flight: Arc::default(),
             relay,
+            readiness: Arc::new(match config.delivery_workers {
+                true => Readiness::with_workers(&[WorkerKind::Delivery, WorkerKind::Inbound]),
+                false => Readiness::default(),
+            }),
         };
         let cleaner = Cleaner::new(
             stores,
@@ -213,12 +218,20 @@ impl Server {
     /// Serves (and delivers) until `shutdown` is cancelled; then finishes in-flight requests
     /// and attempts.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let workers = self
-            .dispatcher
-            .map(|d| tokio::spawn(d.run(shutdown.clone())));
-        let forwarders = self
-            .forwarder
-            .map(|f| tokio::spawn(f.run(shutdown.clone())));
+        let readiness = self.state.readiness.clone();
+        let workers = self.dispatcher.map(|d| {
+            let running = readiness.running(WorkerKind::Delivery);
+            spawn_worker(running, d.run(shutdown.clone()))
+        });
+        let forwarders = self.forwarder.map(|f| {
+            let running = readiness.running(WorkerKind::Inbound);
+            spawn_worker(running, f.run(shutdown.clone()))
+        });
+        let stopping = shutdown.clone();
+        tokio::spawn(async move {
+            stopping.cancelled().await;
+            readiness.stop();
+        });
         tokio::spawn(self.cleaner.run(Duration::from_secs(60), shutdown.clone()));
         let router = http::router(self.state, self.admin.hash());
         let served = http::serve(self.listener, router, shutdown).await;
@@ -230,4 +243,15 @@ impl Server {
         }
         served.context("serving HTTP")
     }
+}
+
+/// Spawns a worker loop that holds `running` until it returns or panics.
+fn spawn_worker(
+    running: Running,
+    work: impl std::future::Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let _running = running;
+        work.await;
+    })
 }

@@ -36,6 +36,8 @@ pub struct AppState {
     pub in_flight: Arc<InFlight>,
     /// The `vow listen` connections of this process ([`crate::relay`]).
     pub relay: Arc<crate::relay::Hub>,
+    /// Whether this process's workers run and whether it is stopping (`/health/ready`).
+    pub readiness: Arc<crate::readiness::Readiness>,
 }
 
 /// The time the API works in: the wall clock at the store's (microsecond) precision, moved by an

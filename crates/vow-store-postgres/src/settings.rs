@@ -40,6 +40,10 @@ impl Admin for PgStore {
             .map_err(db_error)
     }
 
+    async fn schema_current(&self) -> StoreResult<bool> {
+        Ok(!self.pending_migrations().await?)
+    }
+
     async fn init_admin_token_hash(&self, hash: &str) -> StoreResult<String> {
         sqlx::query(
             "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",

@@ -32,6 +32,13 @@ impl Admin for SqliteStore {
             .await
     }
 
+    async fn schema_current(&self) -> StoreResult<bool> {
+        let version: i64 = self
+            .read(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+            .await?;
+        Ok(version >= crate::migrate::MIGRATIONS.len() as i64)
+    }
+
     async fn init_admin_token_hash(&self, hash: &str) -> StoreResult<String> {
         let hash = hash.to_owned();
         self.write(move |conn| {

@@ -26,6 +26,10 @@ pub trait Admin: Send + Sync + 'static {
     /// Cheap round trip to the database. Fails with [`crate::StoreError::Unavailable`] when it is down.
     async fn ping(&self) -> StoreResult<()>;
 
+    /// Whether the schema has every migration this binary knows (a database a newer binary
+    /// migrated further is current too): `/health/ready` fails while it is behind.
+    async fn schema_current(&self) -> StoreResult<bool>;
+
     /// Stores the admin token's hash unless one is stored already; returns the hash in force
     /// (the existing one when there was one), so two processes starting at once agree.
     async fn init_admin_token_hash(&self, hash: &str) -> StoreResult<String>;

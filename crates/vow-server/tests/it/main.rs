@@ -36,6 +36,7 @@ mod listen_api;
 mod messages;
 mod operators;
 mod portal_api;
+mod probes;
 mod receiver;
 mod request_identity;
 mod tail_api;
