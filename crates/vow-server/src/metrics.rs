@@ -5,14 +5,16 @@
 //! recorder once per process, so several servers in one process (tests) share it.
 
 use std::sync::OnceLock;
+use std::time::Instant;
 
-use axum::extract::State;
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
-use axum::response::IntoResponse;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use metrics::{describe_counter, describe_gauge};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::state::AppState;
 
@@ -58,13 +60,46 @@ pub const INBOUND_SUPERSEDED: &str = "vow_inbound_superseded_total";
 /// Counter: inbound events whose lease ran out before their outcome was recorded.
 pub const INBOUND_EXPIRED_LEASES: &str = "vow_inbound_expired_leases_total";
 
+/// Histogram: seconds each delivery attempt's request took, by `outcome` (as [`ATTEMPTS`]).
+pub const ATTEMPT_SECONDS: &str = "vow_delivery_attempt_seconds";
+/// Histogram: seconds from a delivery's creation (its message's acceptance) to the end of the
+/// attempt that delivered it; operators' resends and replays are left out.
+pub const END_TO_END_SECONDS: &str = "vow_delivery_end_to_end_seconds";
+/// Histogram: seconds each API, console and ingest request took, by `method`, `route` (its
+/// template, e.g. `/api/v1/app/{app_id}/msg`: the ack latency of a message is this route's
+/// `POST`) and `status`.
+pub const REQUEST_SECONDS: &str = "vow_http_request_seconds";
+/// Gauge: pending deliveries due now, read at each scrape (capped at 10,000).
+pub const DUE: &str = "vow_deliveries_due";
+/// Gauge: seconds the oldest due delivery has waited, read at each scrape (0 when none).
+pub const OLDEST_DUE: &str = "vow_deliveries_oldest_due_seconds";
+
+/// Buckets (seconds) of the request and attempt histograms.
+const FAST_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Buckets (seconds) of the end-to-end histogram: retries reach hours.
+const DELAY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+    3600.0, 21600.0, 86400.0,
+];
+
 /// The Prometheus recorder, installed as the global `metrics` recorder on first use. When
 /// another recorder was installed first (by an embedding program), vow's metrics go there and
 /// `/metrics` renders only what reaches this one.
 pub fn recorder() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
-        let recorder = PrometheusBuilder::new().build_recorder();
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(ATTEMPT_SECONDS.into()), FAST_BUCKETS)
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Full(REQUEST_SECONDS.into()), FAST_BUCKETS)
+            })
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Full(END_TO_END_SECONDS.into()), DELAY_BUCKETS)
+            })
+            .expect("the bucket lists are not empty")
+            .build_recorder();
         let handle = recorder.handle();
         if metrics::set_global_recorder(recorder).is_err() {
             tracing::warn!("a metrics recorder was already installed; /metrics will be empty");
@@ -75,6 +110,27 @@ pub fn recorder() -> &'static PrometheusHandle {
 }
 
 fn describe() {
+    describe_histogram!(
+        ATTEMPT_SECONDS,
+        Unit::Seconds,
+        "Delivery attempt request time, by outcome."
+    );
+    describe_histogram!(
+        END_TO_END_SECONDS,
+        Unit::Seconds,
+        "Delivery creation to delivered, operators' resends and replays left out."
+    );
+    describe_histogram!(
+        REQUEST_SECONDS,
+        Unit::Seconds,
+        "HTTP request time, by method, route template and status."
+    );
+    describe_gauge!(DUE, "Pending deliveries due now (capped at 10,000).");
+    describe_gauge!(
+        OLDEST_DUE,
+        Unit::Seconds,
+        "How long the oldest due delivery has waited."
+    );
     describe_counter!(ATTEMPTS, "Delivery attempts recorded, by outcome.");
     describe_counter!(DEAD_LETTERED, "Deliveries dead-lettered.");
     describe_counter!(
@@ -143,12 +199,19 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn render(State(state): State<AppState>) -> impl IntoResponse {
+    let now = state.now();
+    match state.store.backlog(now).await {
+        Ok(backlog) => {
+            metrics::gauge!(DUE).set(backlog.due.value as f64);
+            let waited = backlog.oldest_due.map_or(0.0, |due| seconds(now - due));
+            metrics::gauge!(OLDEST_DUE).set(waited);
+        }
+        Err(e) => tracing::warn!(error = %e, "could not read the delivery backlog"),
+    }
     let settings = &state.settings.idempotency;
     match state.store.oldest_idempotent_claim(settings).await {
         Ok(oldest) => {
-            let age = oldest.map_or(0.0, |began| {
-                (state.now() - began).num_milliseconds().max(0) as f64 / 1000.0
-            });
+            let age = oldest.map_or(0.0, |began| seconds(now - began));
             metrics::gauge!(IDEMPOTENCY_OLDEST_IN_PROGRESS).set(age);
         }
         Err(e) => tracing::warn!(error = %e, "could not read the oldest idempotency claim"),
@@ -157,4 +220,24 @@ async fn render(State(state): State<AppState>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         recorder().render(),
     )
+}
+
+/// `span` in seconds, never negative.
+pub fn seconds(span: chrono::TimeDelta) -> f64 {
+    span.num_microseconds().unwrap_or(i64::MAX).max(0) as f64 / 1e6
+}
+
+/// Times each routed request into [`REQUEST_SECONDS`], labelled by its route's template.
+pub async fn time_request(route: MatchedPath, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let started = Instant::now();
+    let response = next.run(req).await;
+    metrics::histogram!(
+        REQUEST_SECONDS,
+        "method" => method.to_string(),
+        "route" => route.as_str().to_owned(),
+        "status" => response.status().as_u16().to_string(),
+    )
+    .record(started.elapsed().as_secs_f64());
+    response
 }

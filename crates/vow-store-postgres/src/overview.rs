@@ -186,11 +186,7 @@ impl Overviews for PgStore {
     async fn overview(&self, now: DateTime<Utc>) -> StoreResult<Overview> {
         let windows = Windows::at(now);
         // Three independent reads, at once, each on a connection of its own.
-        let current_sql = current_sql();
-        let current = sqlx::query_as::<_, (Option<DateTime<Utc>>, i64, i64)>(&current_sql)
-            .bind(now)
-            .bind(Count::LIMIT)
-            .fetch_one(&self.pool);
+        let current = self.current(now);
         let inbound = async {
             let mut conn = self.pool.acquire().await.map_err(db_error)?;
             inbound(&mut conn, &windows).await
@@ -198,7 +194,7 @@ impl Overviews for PgStore {
         let (minutes, inbound, (oldest_due, due, disabled)) = tokio::try_join!(
             activity::between(&self.pool, windows.day_since, now),
             inbound,
-            async { current.await.map_err(db_error) },
+            current,
         )?;
         let current = Current {
             backlog: Backlog {
@@ -209,5 +205,26 @@ impl Overviews for PgStore {
             held: inbound.held,
         };
         Ok(windows.assemble(&minutes, inbound.hour, inbound.day, current))
+    }
+
+    async fn backlog(&self, now: DateTime<Utc>) -> StoreResult<Backlog> {
+        let (oldest_due, due, _disabled) = self.current(now).await?;
+        Ok(Backlog {
+            due: count(due),
+            oldest_due,
+        })
+    }
+}
+
+impl PgStore {
+    /// The current figures: the oldest due time, the due count and the disabled endpoints
+    /// (both capped).
+    async fn current(&self, now: DateTime<Utc>) -> StoreResult<(Option<DateTime<Utc>>, i64, i64)> {
+        sqlx::query_as(&current_sql())
+            .bind(now)
+            .bind(Count::LIMIT)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)
     }
 }

@@ -155,6 +155,10 @@ impl Overviews for SqliteStore {
     async fn overview(&self, now: DateTime<Utc>) -> StoreResult<Overview> {
         self.read(move |conn| read(conn, now)).await
     }
+
+    async fn backlog(&self, now: DateTime<Utc>) -> StoreResult<Backlog> {
+        self.read(move |conn| backlog(conn, micros(now))).await
+    }
 }
 
 #[cfg(test)]

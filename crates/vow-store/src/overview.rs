@@ -331,6 +331,9 @@ impl Windows {
 pub trait Overviews: Send + Sync + 'static {
     /// The overview at `now` (see the module docs for what each figure reads).
     async fn overview(&self, now: DateTime<Utc>) -> StoreResult<Overview>;
+
+    /// Only the overview's backlog at `now` (for the metrics gauges at each scrape).
+    async fn backlog(&self, now: DateTime<Utc>) -> StoreResult<Backlog>;
 }
 
 #[cfg(test)]

@@ -213,10 +213,7 @@ impl Dispatcher {
                 .queue
                 .record_attempts(outcomes, self.settings.disable_after)
                 .await?;
-            for ((outcome, _), result) in finished.iter().zip(&results) {
-                account(outcome, result);
-            }
-            observe(self.operational.as_ref(), &finished, &results).await;
+            settled(self.operational.as_ref(), &finished, &results).await;
         }
     }
 }
@@ -340,24 +337,24 @@ async fn record(
                 }
             }
         };
-        for ((outcome, _), result) in batch.iter().zip(&results) {
-            account(outcome, result);
-        }
-        observe(operational.as_ref(), &batch, &results).await;
+        settled(operational.as_ref(), &batch, &results).await;
         shared.finish(batch.drain(..).map(|(o, _)| o.delivery_id));
     }
 }
 
-/// Emits the operational events recorded outcomes call for.
-async fn observe(operational: Option<&Operational>, finished: &[Finished], results: &[Recorded]) {
-    let Some(op) = operational else { return };
+/// After outcomes are recorded: accounts each in logs and metrics, and emits the operational
+/// events they call for.
+async fn settled(operational: Option<&Operational>, finished: &[Finished], results: &[Recorded]) {
     for ((outcome, delivery), result) in finished.iter().zip(results) {
-        op.observe(outcome, delivery, result).await;
+        account(outcome, delivery, result);
+        if let Some(op) = operational {
+            op.observe(outcome, delivery, result).await;
+        }
     }
 }
 
-/// Logs a recorded outcome and counts it in the metrics.
-fn account(outcome: &AttemptOutcome, result: &Recorded) {
+/// Logs a recorded outcome and counts and times it in the metrics.
+fn account(outcome: &AttemptOutcome, delivery: &Delivery, result: &Recorded) {
     use vow_store::queue::NextState;
     let kind = match &outcome.next {
         NextState::Delivered => "delivered",
@@ -379,8 +376,16 @@ fn account(outcome: &AttemptOutcome, result: &Recorded) {
             tracing::debug!(delivery = %outcome.delivery_id, ?next, "attempt recorded")
         }
     }
-    if outcome.attempt.is_some() {
+    if let Some(attempt) = &outcome.attempt {
         metrics::counter!(m::ATTEMPTS, "outcome" => kind).increment(1);
+        let took = attempt.duration_ms as f64 / 1000.0;
+        metrics::histogram!(m::ATTEMPT_SECONDS, "outcome" => kind).record(took);
+        if kind == "delivered" && !delivery.manual {
+            let done =
+                attempt.started_at + chrono::TimeDelta::milliseconds(attempt.duration_ms as i64);
+            metrics::histogram!(m::END_TO_END_SECONDS)
+                .record(m::seconds(done - delivery.created_at));
+        }
     }
     if let Recorded::Stored {
         endpoint_disabled: true,

@@ -56,6 +56,7 @@ pub fn router(state: AppState, admin: TokenHash) -> Router {
         .merge(inbound::routes())
         .merge(console)
         .merge(authenticated)
+        .route_layer(middleware::from_fn(crate::metrics::time_request))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(state)
         .layer(DefaultBodyLimit::max(limit))

@@ -377,7 +377,83 @@ async fn metrics_count_dead_letters_and_disabled_endpoints_behind_the_admin_toke
     assert!(counter(&app, "vow_messages_created_total").await >= messages_before + 1.0);
 }
 
+/// The sum of the samples of `name` whose labels include every pair of `labels`, 0 when there
+/// is none.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let (labelled, value) = rest.rsplit_once(' ')?;
+            let all = labels
+                .iter()
+                .all(|(k, v)| labelled.contains(&format!("{k}=\"{v}\"")));
+            (labelled.is_empty() || labelled.starts_with('{')).then_some(())?;
+            all.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+async fn scrape(app: &TestApp) -> String {
+    let resp = app
+        .request(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.text().await.unwrap()
+}
+
+async fn metrics_time_requests_attempts_and_deliveries_and_gauge_the_backlog(app: TestApp) {
+    const ROUTE: &[(&str, &str)] = &[
+        ("method", "POST"),
+        ("route", "/api/v1/app/{app_id}/msg"),
+        ("status", "202"),
+    ];
+    const DELIVERED: &[(&str, &str)] = &[("outcome", "delivered")];
+    // Histograms are per process and tests run in parallel: compare with a reading before.
+    let before = scrape(&app).await;
+    let receiver = Receiver::start(&[]).await;
+    let s = setup(&app, &receiver.url, json!({})).await;
+    send(&app, &s.app_id, EVENT).await;
+    // The message waits: the backlog gauge (read from this store at the scrape) sees it.
+    crate::helpers::eventually(
+        "the due backlog gauge",
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_secs(5),
+        || async {
+            let text = scrape(&app).await;
+            (sample(&text, "vow_deliveries_due", &[]) >= 1.0
+                && text.contains("\nvow_deliveries_oldest_due_seconds "))
+            .then_some(())
+        },
+    )
+    .await;
+    app.drain_at(&delivery_config("1m", &[]), Utc::now()).await;
+    assert_eq!(receiver.received().len(), 1);
+    let after = scrape(&app).await;
+    let grew = |name: &str, labels: &[(&str, &str)]| {
+        sample(&after, name, labels) - sample(&before, name, labels)
+    };
+    assert!(
+        grew("vow_http_request_seconds_count", ROUTE) >= 1.0,
+        "{after}"
+    );
+    assert!(grew("vow_delivery_attempt_seconds_count", DELIVERED) >= 1.0);
+    assert!(grew("vow_delivery_end_to_end_seconds_count", &[]) >= 1.0);
+    // Histograms with buckets, not summaries.
+    let bucket = [ROUTE, &[("le", "+Inf")]].concat();
+    assert!(grew("vow_http_request_seconds_bucket", &bucket) >= 1.0);
+    assert!(
+        after.contains("vow_delivery_end_to_end_seconds_bucket{le=\"86400\"}"),
+        "{after}"
+    );
+    assert!(
+        after.contains("vow_delivery_attempt_seconds_bucket{outcome=\"delivered\",le=\"0.001\"}")
+    );
+}
+
 on_both_stores!(
+    metrics_time_requests_attempts_and_deliveries_and_gauge_the_backlog,
     metrics_count_dead_letters_and_disabled_endpoints_behind_the_admin_token,
     resend_delivers_again_signed_and_records_a_manual_attempt,
     resend_through_another_application_is_not_found_and_changes_nothing,

@@ -68,8 +68,12 @@ fn rejection(source: SourceId, reason: &str, at: DateTime<Utc>) -> NewRejection 
     }
 }
 
+/// The overview at `now`; its backlog is also what the backlog read alone answers.
 async fn overview(store: &dyn Store, now: DateTime<Utc>) -> Overview {
-    store.overview(now).await.expect("read the overview")
+    let overview = store.overview(now).await.expect("read the overview");
+    let backlog = store.backlog(now).await.expect("read the backlog");
+    assert_eq!(backlog, overview.current.backlog, "the backlog read alone");
+    overview
 }
 
 /// Reasons and counts.
