@@ -67,7 +67,8 @@ struct Cli {
     concurrency: usize,
 
     /// Open-loop offered deliveries per second (e2e, slow-neighbour); with N endpoints,
-    /// rate/N messages per second are posted.
+    /// rate/N messages per second are posted. For listen: messages (relayed deliveries) per
+    /// second.
     #[arg(long, default_value_t = 10_000.0)]
     rate: f64,
 
@@ -126,6 +127,7 @@ enum Scenario {
     BacklogDrain,
     Inbound,
     Console,
+    Listen,
     All,
 }
 
@@ -157,6 +159,7 @@ impl Scenario {
             Scenario::BacklogDrain => scenarios::backlog_drain::run(opts).await,
             Scenario::Inbound => scenarios::inbound::run(opts).await,
             Scenario::Console => scenarios::console::run(opts).await,
+            Scenario::Listen => scenarios::listen::run(opts).await,
             Scenario::All => unreachable!("expanded before running"),
         }
     }

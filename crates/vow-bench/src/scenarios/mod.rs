@@ -13,6 +13,8 @@
 //! - [`backlog_drain`]: queue with workers off, restart with workers on, time the drain.
 //! - [`inbound`]: signed deliveries to `/in/{source_id}` with duplicates mixed in: the most it
 //!   takes, then ack latency at half of that.
+//! - [`listen`]: open-loop messages to an HTTP endpoint and to a `vow listen` relay of the
+//!   same receiver: what the relay adds.
 
 pub mod backlog_drain;
 pub mod commit_baseline;
@@ -22,6 +24,7 @@ pub mod idempotency;
 pub mod idle_latency;
 pub mod inbound;
 pub mod ingest;
+pub mod listen;
 pub mod slow_neighbour;
 
 use std::collections::HashMap;
@@ -115,7 +118,7 @@ pub struct Rig {
     pub receiver: Receiver,
     /// Where load goes.
     pub target: Target,
-    /// Endpoints created.
+    /// Receiver endpoints, each owed every acknowledged message.
     pub endpoints: usize,
     window: Option<Window>,
     peak_rss: f64,
@@ -130,6 +133,19 @@ impl Rig {
         endpoints: usize,
         delays: &[Duration],
     ) -> anyhow::Result<Self> {
+        Self::start_with(opts, workers, endpoints, endpoints, delays).await
+    }
+
+    /// [`Rig::start`] with `receivers` receiver endpoints of which only the first `endpoints`
+    /// get a vow endpoint: the others are reached another way (`vow listen`), and count in
+    /// the books like the rest.
+    pub async fn start_with(
+        opts: &Options,
+        workers: bool,
+        receivers: usize,
+        endpoints: usize,
+        delays: &[Duration],
+    ) -> anyhow::Result<Self> {
         let db = match &opts.pg {
             Some(url) => Database::postgres(url).await?,
             None => Database::sqlite()?,
@@ -140,7 +156,7 @@ impl Rig {
         };
         let vow = VowProcess::start(&settings, &db).await?;
         let clock = Clock::start();
-        let receiver = Receiver::start(clock, endpoints, delays).await?;
+        let receiver = Receiver::start(clock, receivers, delays).await?;
         let api = Api::new(vow.base_url(), opts.max_in_flight.max(opts.concurrency))?;
         let app = api.create_app().await?;
         for i in 0..endpoints {
@@ -159,7 +175,7 @@ impl Rig {
             settings,
             receiver,
             target,
-            endpoints,
+            endpoints: receivers,
             window: None,
             peak_rss: 0.0,
         })
