@@ -2,7 +2,7 @@
 //! that `ring` verifies with the public key alone; a rotation overlap signs with both keys,
 //! each in its own version; the `timestamped` seed style repeats `v1=` for each secret; a
 //! malformed key, or a seed style with an ed25519 key, is a 422 naming the field and changes
-//! nothing.
+//! nothing. An inbound source's destination with a `whsk_` secret is signed by the same code.
 
 use chrono::Utc;
 use serde_json::{json, Value};
@@ -10,6 +10,7 @@ use vow_store::DeliveryStatus;
 
 use crate::delivery::{delivery_status, send, setup, Setup};
 use crate::helpers::{delivery_config, TestApp};
+use crate::inbound::support::{github_delivery, GITHUB_SECRET};
 use crate::receiver::{
     ed25519_signature_ok, seed_timestamped_ok, signature_versions, standard_signature_ok, Receiver,
 };
@@ -65,6 +66,23 @@ async fn an_ed25519_endpoint_delivers_v1a_that_its_public_key_verifies(app: Test
     let r = &receiver.received()[0];
     assert!(ed25519_signature_ok(r, KEY));
     assert!(!ed25519_signature_ok(r, OTHER_KEY));
+
+    // The customer's signing-secret page (the portal's, the console's too) shows the public key.
+    let (status, access) = app
+        .post(
+            &format!("/api/v1/auth/app-portal-access/{}", s.app_id),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{access}");
+    let token = access["token"].as_str().unwrap();
+    let page = app
+        .get_text(&format!("/portal/{token}/endpoint/{}/secret", s.endpoint))
+        .await;
+    assert!(
+        page.contains("whpk_1SiA4o9hyqTCpIqC5V9HUakiiaeACeqfZTInDBbOir4="),
+        "{page}"
+    );
 }
 
 async fn a_rotation_overlap_signs_with_the_old_and_the_new_key_each_in_its_version(app: TestApp) {
@@ -122,6 +140,35 @@ async fn the_timestamped_style_repeats_v1_for_each_secret_of_a_rotation(app: Tes
         r,
         "whsec_not_a_secret_of_this_endpoint"
     ));
+}
+
+async fn a_destination_with_an_ed25519_key_gets_forwarded_events_signed_v1a(app: TestApp) {
+    let destination = Receiver::start(&[]).await;
+    let (status, out) = app
+        .post(
+            "/api/v1/source",
+            json!({"scheme": "github", "secrets": [GITHUB_SECRET],
+                   "destinations": [{"url": destination.url, "secret": KEY_SEED_ONLY}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{out}");
+    let source = vow_core::SourceId::parse(out["id"].as_str().unwrap()).unwrap();
+    let (status, secrets) = app.get(&format!("/api/v1/source/{source}/secret")).await;
+    assert_eq!(status, 200, "{secrets}");
+    assert!(secrets.to_string().contains(KEY), "stored whole: {secrets}");
+    let body = br#"{"ref":"refs/heads/main"}"#;
+    let (status, event) = github_delivery(&app, source, Some("d-ed"), body).await;
+    assert_eq!(status, 200, "{event}");
+    let forwarded = app
+        .forward_at(&delivery_config("1s", &[]), Utc::now())
+        .await;
+    assert_eq!(forwarded, 1);
+    let got = destination.wait_for(1).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0].body[..], &body[..]);
+    assert_eq!(got[0].header("webhook-id"), event["id"].as_str().unwrap());
+    assert_eq!(signature_versions(&got[0]), ["v1a"]);
+    assert!(ed25519_signature_ok(&got[0], KEY));
 }
 
 /// The 422's `loc` paths.
@@ -230,5 +277,6 @@ on_both_stores!(
     an_ed25519_endpoint_delivers_v1a_that_its_public_key_verifies,
     a_rotation_overlap_signs_with_the_old_and_the_new_key_each_in_its_version,
     the_timestamped_style_repeats_v1_for_each_secret_of_a_rotation,
+    a_destination_with_an_ed25519_key_gets_forwarded_events_signed_v1a,
     malformed_keys_and_a_seed_style_with_ed25519_are_422s_that_change_nothing,
 );
