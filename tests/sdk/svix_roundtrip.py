@@ -2,8 +2,10 @@
 
 Run by scripts/sdk-compat.sh with VOW_URL and VOW_TOKEN set. Prints one line per step and exits
 non-zero on the first failure (an assert, or an SDK exception when vow's answer does not parse).
+ed25519 (`v1a`) signatures are checked with `cryptography`, independent of vow's ed25519 code.
 """
 
+import base64
 import http.server
 import json
 import os
@@ -11,6 +13,10 @@ import sys
 import threading
 import time
 import uuid
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from svix.api import (
     AppPortalAccessIn,
@@ -29,7 +35,7 @@ from svix.api import (
     Svix,
     SvixOptions,
 )
-from svix.exceptions import HttpError
+from svix.exceptions import HttpError, HTTPValidationError
 from svix.webhooks import Webhook
 
 
@@ -43,13 +49,16 @@ HOOK = "http://127.0.0.1:9/sdk-hook"
 
 
 class Receiver(http.server.BaseHTTPRequestHandler):
-    """Records every POST (lower-cased headers, raw body) and answers 204."""
+    """Records every POST (lower-cased headers, raw body) and answers 204; those to
+    `/ed25519` apart."""
 
     received: list = []
+    ed25519: list = []
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         body = self.rfile.read(int(self.headers["content-length"]))
-        Receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+        into = Receiver.ed25519 if self.path == "/ed25519" else Receiver.received
+        into.append(({k.lower(): v for k, v in self.headers.items()}, body))
         self.send_response(204)
         self.end_headers()
 
@@ -61,6 +70,32 @@ def start_receiver() -> str:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/hook"
+
+
+def new_whsk() -> tuple[str, Ed25519PublicKey]:
+    """A fresh ed25519 key in Svix's `whsk_` layout (base64 of seed and public key), and its
+    public key."""
+    private = Ed25519PrivateKey.generate()
+    seed = private.private_bytes_raw()
+    public = private.public_key()
+    raw_public = public.public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return "whsk_" + base64.b64encode(seed + raw_public).decode(), public
+
+
+def v1a_verifying(headers: dict, body: bytes, public: Ed25519PublicKey) -> int:
+    """How many `v1a` entries of webhook-signature verify with `public` over id.timestamp.body."""
+    content = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    good = 0
+    for entry in headers["webhook-signature"].split(" "):
+        version, _, sig = entry.partition(",")
+        if version != "v1a":
+            continue
+        try:
+            public.verify(base64.b64decode(sig), content)
+            good += 1
+        except InvalidSignature:
+            pass
+    return good
 
 
 def wait_for(what: str, ready, timeout: float = 15.0) -> None:
@@ -277,6 +312,38 @@ def main() -> None:
     assert all(a.response_status_code == 204 and int(a.status) == 0 for a in attempts), attempts
     assert len(Receiver.received) == 2, "exactly two requests"
     step("message_attempt.resend: delivered again, signed, recorded as a manual attempt")
+
+    # -- an ed25519 endpoint: `v1a`, checked with `cryptography` ------------------------------
+    whsk, public = new_whsk()
+    ed = svix.endpoint.create(
+        app.id, EndpointIn(url=hook.replace("/hook", "/ed25519"), uid=f"sdk-ed-{run}", secret=whsk)
+    )
+    assert svix.endpoint.get_secret(app.id, ed.id).key == whsk, "the whsk_ key is answered back"
+    ed_msg = svix.message.create(app.id, MessageIn(event_type=et_name, payload={"signed": "v1a"}))
+    wait_for("the ed25519 delivery", lambda: len(Receiver.ed25519) >= 1)
+    headers, body = Receiver.ed25519[0]
+    assert headers["webhook-id"] == ed_msg.id, headers
+    assert [e.split(",")[0] for e in headers["webhook-signature"].split(" ")] == ["v1a"], headers
+    assert v1a_verifying(headers, body, public) == 1, "v1a does not verify"
+    assert v1a_verifying(headers, body, new_whsk()[1]) == 0, "another key verifies"
+    step("endpoint.create with a whsk_ secret: the delivery's v1a verifies with its public key")
+
+    next_whsk, next_public = new_whsk()
+    svix.endpoint.rotate_secret(app.id, ed.id, EndpointSecretRotateIn(key=next_whsk))
+    svix.message.create(app.id, MessageIn(event_type=et_name, payload={"signed": "twice"}))
+    wait_for("the delivery in the overlap", lambda: len(Receiver.ed25519) >= 2)
+    headers, body = Receiver.ed25519[1]
+    assert v1a_verifying(headers, body, next_public) == 1, "the new key does not sign"
+    assert v1a_verifying(headers, body, public) == 1, "the old key does not sign"
+    step("endpoint.rotate_secret to another whsk_: both keys sign during the overlap")
+
+    try:
+        svix.endpoint.create(app.id, EndpointIn(url=HOOK, secret="whsk_AAAA"))
+        raise AssertionError("a malformed whsk_ key was accepted")
+    except HTTPValidationError as e:
+        assert e.status_code == 422, e.status_code
+        assert [d.loc for d in e.detail] == [["body", "secret"]], e.to_dict()
+    step("endpoint.create with a malformed whsk_ key raises HTTPValidationError 422 at secret")
 
     # -- the app portal: a token for one application ----------------------------------------
     access = svix.authentication.app_portal_access(app.id, AppPortalAccessIn())

@@ -1,10 +1,12 @@
 //! Actions on endpoints: create one, rotate its signing secret (the old one still signs for a
-//! grace period), send it an event type's example as a test, and enable or disable it.
+//! grace period), send it an event type's example as a test, and enable or disable it; and the
+//! rule that an endpoint's signature style can sign with its secrets (no ed25519 key under a
+//! seed style).
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use vow_core::{AppId, EndpointId, EventTypeName, MessageId};
+use vow_core::{AppId, EndpointId, EventTypeName, MessageId, SignatureStyle};
 use vow_store::idempotency::{Applied, Completion};
 use vow_store::{
     CreatedMessage, Endpoint, EndpointFields, EventType, MessageCreate, NewEndpoint, NewMessage,
@@ -12,7 +14,7 @@ use vow_store::{
 };
 
 use super::Action;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ValidationItem};
 use crate::state::AppState;
 
 /// A new endpoint with its fields checked ([`EndpointIn::validate`](crate::http::api::endpoint::EndpointIn::validate)).
@@ -68,24 +70,67 @@ pub struct Rotation {
 }
 
 impl Rotation {
-    /// A rotation to `key` (a fresh secret when `None`), the old one kept for `grace` (the
-    /// configured default when `None`).
-    pub fn new(
+    /// A rotation of `endpoint` to `key` (when `None`, a fresh secret of the current one's
+    /// kind: `whsec_`, or `whsk_` for an ed25519 endpoint), the old one kept for `grace` (the
+    /// configured default when `None`). A `whsk_` key for a seed-style endpoint is a 422 at
+    /// `body.key`.
+    pub async fn new(
         state: &AppState,
-        app: AppId,
-        endpoint: EndpointId,
+        endpoint: &Endpoint,
         key: Option<String>,
         grace: Option<std::time::Duration>,
     ) -> ApiResult<Self> {
         let grace = grace.unwrap_or(state.settings.secret_rotation_grace);
         let grace = Duration::from_std(grace).map_err(|e| ApiError::Internal(Box::new(e)))?;
+        let key = match key {
+            Some(key) => {
+                let style = endpoint.fields.delivery.signature_style;
+                require_style_fits(style, &[&key], &["body", "key"])?;
+                key
+            }
+            None => {
+                let current = signing_keys(state, endpoint).await?;
+                current
+                    .first()
+                    .map_or_else(crate::secret::generate, |k| crate::secret::generate_like(k))
+            }
+        };
         Ok(Self {
-            app,
-            endpoint,
-            key: key.unwrap_or_else(crate::secret::generate),
+            app: endpoint.app_id,
+            endpoint: endpoint.id,
+            key,
             old_valid_until: state.now() + grace,
         })
     }
+}
+
+/// The keys `endpoint` signs with now, as the store orders them: the current one first, then
+/// any still in a rotation's overlap.
+pub async fn signing_keys(state: &AppState, endpoint: &Endpoint) -> ApiResult<Vec<String>> {
+    let secrets = (state.store)
+        .endpoint_secrets(endpoint.app_id, endpoint.id, state.now())
+        .await?;
+    Ok(secrets.into_iter().map(|s| s.key).collect())
+}
+
+/// 422 naming `loc` unless every one of `keys` can sign deliveries of `style`
+/// ([`crate::secret::signs_in`]: a seed style cannot sign with an ed25519 key).
+pub fn require_style_fits<S: AsRef<str>>(
+    style: SignatureStyle,
+    keys: &[S],
+    loc: &[&str],
+) -> ApiResult<()> {
+    if keys
+        .iter()
+        .all(|k| crate::secret::signs_in(k.as_ref(), style))
+    {
+        return Ok(());
+    }
+    Err(ApiError::Validation(vec![ValidationItem::new(
+        loc,
+        crate::secret::style_mismatch(style),
+        "value_error.signature_style",
+    )]))
 }
 
 impl Action for Rotation {

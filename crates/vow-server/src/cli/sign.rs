@@ -10,7 +10,7 @@ use vow_core::{MessageId, SignatureStyle};
 
 use super::input;
 use super::output::{OutputArgs, Printer};
-use crate::delivery::request::{signature_headers, StandardKeys};
+use crate::delivery::request::signature_headers;
 
 /// `vow sign`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -24,7 +24,8 @@ Human output is one `name: value` line per header, ready for `curl -H`.")]
 pub struct SignArgs {
     /// The signing secret; repeat it to sign with several (rotation: the current one first).
     /// Standard Webhooks takes `whsec_` secrets (`v1`) and `whsk_` ed25519 keys (`v1a`); the
-    /// seed styles key their HMAC with the first secret's text as written.
+    /// seed styles key their HMAC with the secret's text as written (`timestamped` adds a `v1=`
+    /// per secret, `sha256` uses the first) and refuse `whsk_` keys.
     #[arg(long, required = true, value_name = "SECRET")]
     pub secret: Vec<String>,
     /// The body: the text itself, `@FILE` for a file's bytes, or `-` for standard input.
@@ -58,15 +59,8 @@ pub fn run(args: &SignArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| MessageId::new().to_string());
     let timestamp = args.timestamp.unwrap_or_else(unix_now);
-    let headers = signature_headers(
-        style,
-        StandardKeys::SymmetricOrEd25519,
-        &args.secret,
-        &id,
-        timestamp,
-        &body,
-    )
-    .map_err(|e| anyhow::anyhow!("--secret: {e}"))?;
+    let headers = signature_headers(style, &args.secret, &id, timestamp, &body)
+        .map_err(|e| anyhow::anyhow!("--secret: {e}"))?;
     let printer = Printer::new(&args.output);
     if printer.json() {
         let object: BTreeMap<&str, &str> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();

@@ -22,6 +22,7 @@ mod cli_tail;
 mod crash;
 mod delivery;
 mod demo;
+mod ed25519;
 mod endpoints;
 mod event_types;
 mod faults;

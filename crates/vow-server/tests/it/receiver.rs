@@ -1,6 +1,6 @@
 //! A real webhook receiver for tests: records every request (headers and exact body), answers
-//! with a scripted sequence of status codes, and verifies signatures with its own HMAC code,
-//! independent of `vow-signature`.
+//! with a scripted sequence of status codes, and verifies signatures with its own HMAC code and
+//! `ring`'s ed25519, independent of `vow-signature`.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -162,6 +162,58 @@ pub fn standard_signature_ok(r: &Received, secret: &str) -> bool {
     r.header("webhook-signature")
         .split(' ')
         .any(|entry| entry == expected)
+}
+
+/// Whether a Standard Webhooks request verifies with the ed25519 public key of `secret_key`
+/// (`whsk_`, Svix's layout: base64 of seed ‖ public key, so the public key is the last 32
+/// bytes): some `v1a,` entry of `webhook-signature` is `ring`'s valid signature over
+/// "id.timestamp.body".
+pub fn ed25519_signature_ok(r: &Received, secret_key: &str) -> bool {
+    use ring::signature::{UnparsedPublicKey, ED25519};
+    let pair = STANDARD
+        .decode(secret_key.trim_start_matches("whsk_"))
+        .unwrap();
+    let public = UnparsedPublicKey::new(&ED25519, &pair[32..]);
+    let content = [
+        r.header("webhook-id").as_bytes(),
+        b".",
+        r.header("webhook-timestamp").as_bytes(),
+        b".",
+        &r.body,
+    ]
+    .concat();
+    r.header("webhook-signature")
+        .split(' ')
+        .filter_map(|entry| entry.strip_prefix("v1a,"))
+        .filter_map(|sig| STANDARD.decode(sig).ok())
+        .any(|sig| public.verify(&content, &sig).is_ok())
+}
+
+/// The versions of `webhook-signature`'s entries, in order (`["v1a", "v1"]`).
+pub fn signature_versions(r: &Received) -> Vec<String> {
+    r.header("webhook-signature")
+        .split(' ')
+        .filter_map(|entry| entry.split_once(',').map(|(v, _)| v.to_string()))
+        .collect()
+}
+
+/// Seed 003's check: `x-signature` is `t=<webhook time>` then `v1=` entries, one of which is
+/// the hex HMAC of "t.body" keyed by the secret text.
+pub fn seed_timestamped_ok(r: &Received, secret_text: &str) -> bool {
+    let header = r.header("x-signature");
+    let Some((t, entries)) = header
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split_once(','))
+    else {
+        return false;
+    };
+    let expected = hex::encode(hmac_sha256(
+        secret_text.as_bytes(),
+        &[t.as_bytes(), b".", &r.body],
+    ));
+    entries
+        .split(',')
+        .any(|entry| entry.strip_prefix("v1=") == Some(expected.as_str()))
 }
 
 /// Seed 000's check: `x-signature` is `sha256=` + hex HMAC keyed by the secret text.

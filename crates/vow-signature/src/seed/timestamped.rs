@@ -16,9 +16,21 @@ use crate::symmetric::hmac_sha256;
 /// Returns the `x-signature` value `t=<timestamp>,v1=<lowercase hex>`,
 /// keyed with the bytes of `secret` exactly as configured.
 pub fn sign(secret: &str, timestamp: u64, body: &[u8]) -> String {
+    sign_with_each(&[secret], timestamp, body)
+}
+
+/// Returns `t=<timestamp>,v1=<hex>,v1=<hex>…`: one `v1` entry per secret, in
+/// the order given, as Stripe signs during a secret rotation (a receiver
+/// accepts when any entry matches one of its secrets).
+pub fn sign_with_each<S: AsRef<str>>(secrets: &[S], timestamp: u64, body: &[u8]) -> String {
     let t = timestamp.to_string();
-    let mac = hmac_sha256(secret.as_bytes(), &[t.as_bytes(), b".", body]);
-    format!("t={t},v1={}", hex::encode(mac))
+    let mut header = format!("t={t}");
+    for secret in secrets {
+        let mac = hmac_sha256(secret.as_ref().as_bytes(), &[t.as_bytes(), b".", body]);
+        header.push_str(",v1=");
+        header.push_str(&hex::encode(mac));
+    }
+    header
 }
 
 /// A parsed `x-signature` value: the timestamp and every `v1` hex entry
@@ -126,6 +138,22 @@ mod tests {
         let wrong = format!("t={T},v1={}", "0".repeat(64));
         assert_eq!(
             verify_at(SECRET, Some(wrong.as_bytes()), BODY, T),
+            Err(Error::NoMatchingSignature)
+        );
+    }
+
+    #[test]
+    fn signing_with_each_secret_repeats_v1_and_each_secret_verifies_alone() {
+        let other = "whsec_other_secret";
+        let header = sign_with_each(&[SECRET, other], T, BODY);
+        let parsed = parse(header.as_bytes()).unwrap();
+        assert_eq!((parsed.timestamp, parsed.signatures.len()), (T, 2));
+        assert!(header.starts_with(&sign(SECRET, T, BODY)), "{header}");
+        for secret in [SECRET, other] {
+            assert_eq!(verify_at(secret, Some(header.as_bytes()), BODY, T), Ok(()));
+        }
+        assert_eq!(
+            verify_at("whsec_third", Some(header.as_bytes()), BODY, T),
             Err(Error::NoMatchingSignature)
         );
     }

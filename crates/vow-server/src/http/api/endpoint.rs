@@ -306,9 +306,18 @@ impl EndpointIn {
                 })
                 .ok()
         });
+        let style = self.signature_style;
         let secret = self
             .secret
             .and_then(|s| check_secret(&mut p, &["body", "secret"], &s));
+        if let Some(secret) = &secret {
+            p.require(
+                crate::secret::signs_in(secret, style),
+                &["body", "secret"],
+                &crate::secret::style_mismatch(style),
+                "value_error.signature_style",
+            );
+        }
         p.finish()?;
         let fields = EndpointFields {
             url: url.unwrap_or_default(),
@@ -386,6 +395,7 @@ async fn update_endpoint(
     let key = endpoint_key(&endpoint_id)?;
     let (mut fields, secret) = body.validate()?;
     if let Some(current) = state.store.get_endpoint(app, &key).await? {
+        style_fits_secrets(&state, &current, fields.delivery.signature_style).await?;
         fields.headers = current.fields.headers;
         let updated = state.store.update_endpoint(app, current.id, fields).await?;
         return Ok((StatusCode::OK, Json(EndpointOut::from(updated))));
@@ -404,7 +414,7 @@ async fn patch_endpoint(
     ValidJson(patch): ValidJson<EndpointPatch>,
 ) -> ApiResult<Json<EndpointOut>> {
     let current = find(&state, &app_id, &endpoint_id).await?;
-    let f = EndpointIn::from_fields(current.fields);
+    let f = EndpointIn::from_fields(current.fields.clone());
     let merged = EndpointIn {
         url: patch.url.unwrap_or(f.url),
         uid: patch.uid.apply_to(f.uid),
@@ -420,11 +430,26 @@ async fn patch_endpoint(
         ..f
     };
     let (fields, _) = merged.validate()?;
+    style_fits_secrets(&state, &current, fields.delivery.signature_style).await?;
     let updated = state
         .store
         .update_endpoint(current.app_id, current.id, fields)
         .await?;
     Ok(Json(updated.into()))
+}
+
+/// 422 at `body.signatureStyle` when `style` cannot sign with a key `endpoint` signs with now
+/// (a seed style and an ed25519 key).
+async fn style_fits_secrets(
+    state: &AppState,
+    endpoint: &Endpoint,
+    style: SignatureStyle,
+) -> ApiResult<()> {
+    if style == SignatureStyle::StandardWebhooks {
+        return Ok(());
+    }
+    let keys = actions::endpoint::signing_keys(state, endpoint).await?;
+    actions::endpoint::require_style_fits(style, &keys, &["body", "signatureStyle"])
 }
 
 async fn delete_endpoint(
@@ -539,7 +564,7 @@ async fn rotate_endpoint_secret(
     let endpoint = endpoint_key(&endpoint_id)?;
     once.run(&state, Some(app), &raw, move |commit| async move {
         let endpoint = find_endpoint_in(commit.state(), app, &endpoint).await?;
-        let rotation = Rotation::new(commit.state(), app, endpoint.id, key, grace)?;
+        let rotation = Rotation::new(commit.state(), &endpoint, key, grace).await?;
         let key = rotation.key.clone();
         // The spec says 204, but the official SDKs (svix 2.x) parse an `EndpointSecretOut` from
         // this response; a 200 with the new key satisfies both.

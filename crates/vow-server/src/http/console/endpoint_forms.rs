@@ -144,7 +144,7 @@ pub async fn rotate(
         &path.endpoint_id,
         form_of,
         |endpoint| async move {
-            let rotation = Rotation::new(state, scope.app.id, endpoint.id, None, None)?;
+            let rotation = Rotation::new(state, &endpoint, None, None).await?;
             actions::apply(state, rotation).await?;
             Ok(Notice::Rotated)
         },

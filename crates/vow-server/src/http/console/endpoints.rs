@@ -279,7 +279,14 @@ fn newest_first(after: Option<&str>, valid: impl Fn(&str) -> bool) -> Seek {
 struct SecretPage {
     scope: AppScope,
     endpoint: Endpoint,
-    secrets: Vec<EndpointSecret>,
+    secrets: Vec<SecretRow>,
+}
+
+/// One signing secret as the page shows it: an ed25519 key with the public key its receivers
+/// verify with.
+struct SecretRow {
+    secret: EndpointSecret,
+    public_key: Option<String>,
 }
 
 /// The endpoint's signing secrets: the current one and any still signing after a rotation.
@@ -293,6 +300,13 @@ pub async fn secret(
     let secrets = (state.store)
         .endpoint_secrets(app, endpoint.id, state.now())
         .await?;
+    let secrets = secrets
+        .into_iter()
+        .map(|secret| SecretRow {
+            public_key: crate::secret::public_key(&secret.key),
+            secret,
+        })
+        .collect();
     let page = SecretPage {
         scope,
         endpoint,

@@ -102,7 +102,7 @@ pub(super) async fn deliver(
 }
 
 /// A GitHub delivery of `body` with delivery id `delivery` to `source`.
-pub(super) async fn github_delivery(
+pub(crate) async fn github_delivery(
     app: &TestApp,
     source: SourceId,
     delivery: Option<&str>,
