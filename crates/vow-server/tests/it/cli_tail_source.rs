@@ -219,11 +219,11 @@ async fn a_dropped_source_tail_resumes_printing_nothing_twice(postgres: bool) {
     let destination = Receiver::start(&[]).await;
     let (ours, _) = source(&vow.base, &destination.url).await;
     let mut following = tail(&proxy.url, &["--source", &ours]).await;
-    received(&vow.base, &ours, "d-1", "{}").await;
+    received(&vow.base, &ours, "d-1", r#"{"n":1}"#).await;
     destination.wait_for(1).await;
     let mut printed = lines(&mut following, 2).await;
     proxy.cut();
-    received(&vow.base, &ours, "d-2", "{}").await;
+    received(&vow.base, &ours, "d-2", r#"{"n":2}"#).await;
     destination.wait_for(2).await;
     events(&vow.base, &ours, 2).await;
     proxy.restore();
