@@ -122,7 +122,7 @@ async fn stream_source(
     let after =
         match &query.after {
             Some(raw) => Some(raw.parse::<ActivityKey>().map_err(|e| {
-                ApiError::invalid(&["query", "after"], &e.to_string(), "value_error")
+                ApiError::invalid(&["query", "after"], e.to_string(), "value_error")
             })?),
             None => None,
         };
@@ -173,7 +173,7 @@ fn last_event_id<K: Cursor>(headers: &HeaderMap, what: &str) -> ApiResult<Option
     parsed.map(Some).ok_or_else(|| {
         ApiError::invalid(
             &["header", "Last-Event-ID"],
-            &format!("expected {what} this stream sent"),
+            format!("expected {what} this stream sent"),
             "value_error.id",
         )
     })
