@@ -28,6 +28,8 @@
 //!   rejections, retention ([`crate::InboundStore`]).
 //! - `inbound_keyed`: the inbound operations as keyed API writes (the `*_keyed` store methods): a claim
 //!   commits with its record or leases nothing; a lost lease leaves no record.
+//! - `inbound_activity`: a source's activity for `vow tail --source`: order, cursor, paging,
+//!   failures, isolation.
 //! - `inbound_rejections`: the bounded rejection log: the newest rows, exact counts by reason.
 //! - `inbound_guard`: the replay guard; operators' decisions per destination.
 //! - `inbound_recording`: recording an attempt and settling an expired lease alike on every
@@ -50,6 +52,7 @@ mod fanout;
 mod idempotency;
 mod idempotency_identity;
 mod inbound;
+mod inbound_activity;
 mod inbound_guard;
 mod inbound_keyed;
 mod inbound_recording;
@@ -69,6 +72,7 @@ pub use fanout::*;
 pub use idempotency::*;
 pub use idempotency_identity::*;
 pub use inbound::*;
+pub use inbound_activity::*;
 pub use inbound_guard::*;
 pub use inbound_keyed::*;
 pub use inbound_recording::*;
@@ -121,6 +125,7 @@ macro_rules! conformance_suite {
         $crate::__conformance_cases_queue_replay!($make);
         $crate::__conformance_cases_queue_attempted!($make);
         $crate::__conformance_cases_inbound!($make);
+        $crate::__conformance_cases_inbound_activity!($make);
         $crate::__conformance_cases_inbound_rejections!($make);
         $crate::__conformance_cases_inbound_work!($make);
         $crate::__conformance_cases_inbound_keyed!($make);

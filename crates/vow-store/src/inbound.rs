@@ -26,11 +26,13 @@ use vow_core::{DestinationId, InboundEventId, RejectionId, SourceId};
 use crate::idempotency::{Applied, Completion};
 use crate::{Seek, StoreResult};
 
+pub mod activity;
 pub mod claim_target;
 pub mod decisions;
 pub mod processing;
 pub mod replay_guard;
 
+pub use activity::InboundActivity;
 use decisions::Decided;
 use processing::{
     Forward, LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
@@ -440,9 +442,15 @@ pub fn not_quarantined() -> crate::StoreError {
 
 /// The inbound side of a store: every inbound trait of a backend, in one (blanket impl). Part of
 /// [`crate::Store`].
-pub trait InboundStore: Sources + InboundEvents + InboundWork + InboundDecisions {}
+pub trait InboundStore:
+    Sources + InboundEvents + InboundWork + InboundDecisions + InboundActivity
+{
+}
 
-impl<T: Sources + InboundEvents + InboundWork + InboundDecisions> InboundStore for T {}
+impl<T: Sources + InboundEvents + InboundWork + InboundDecisions + InboundActivity> InboundStore
+    for T
+{
+}
 
 /// Sources of inbound webhooks.
 #[async_trait]

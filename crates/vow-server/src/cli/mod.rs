@@ -12,7 +12,7 @@
 //! - [`progress`]: following requeued deliveries until they settle (a progress bar on a
 //!   terminal, plain lines elsewhere), with rate and ETA; what `replay` shows.
 //! - [`signal`]: Ctrl-C (or SIGTERM) for the commands that run until stopped.
-//! - [`tail`]: `vow tail`, a live stream of delivery attempts.
+//! - [`tail`]: `vow tail`, a live stream of delivery attempts or of a source's activity.
 //! - [`output`]: how results are printed: aligned human text, coloured only on a terminal and
 //!   never under `NO_COLOR`, or `--output json` for scripts.
 //! - [`input`]: `--data TEXT|@FILE|-` and file flags, read byte for byte.

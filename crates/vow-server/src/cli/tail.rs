@@ -1,32 +1,45 @@
-//! `vow tail`: a live stream of delivery attempts, like `stripe logs tail`.
+//! `vow tail`: a live stream of delivery attempts, or of an inbound source's activity, like
+//! `stripe logs tail`.
 //!
-//! It follows vow's attempt stream ([`crate::tail`]): every application's attempts with the
-//! admin token, one application's with `--app` (the only choice of its portal token), narrowed
-//! by `--endpoint` and `--status`, from now or from `--since`. One aligned line per attempt (time, event type, message →
-//! endpoint, status or error, milliseconds), or with `--output json` one JSON object per line:
-//! `{"type": "connected"}` when a stream opens, then `{"type": "attempt", …}` per attempt.
-//! A dropped stream is reconnected from the last attempt printed (vow sends again the few
-//! seconds before it, in case some landed late, and what was printed is skipped), so no
-//! attempt is printed twice or missed. Ctrl-C (or SIGTERM) stops it.
+//! It follows one of vow's tail streams ([`crate::tail`]): every application's attempts with
+//! the admin token, one application's with `--app` (the only choice of its portal token),
+//! narrowed by `--endpoint` and `--status`; or with `--source` (the admin token) a source's
+//! arrivals, forward outcomes and refusals ([`activity`]), `--status fail` keeping only
+//! failures; from now or from `--since`. One aligned line per row (for an attempt: time, event
+//! type, message → endpoint, status or error, milliseconds), or with `--output json` one JSON
+//! object per line: `{"type": "connected"}` when a stream opens, then `{"type": "attempt", …}`
+//! per attempt or `{"type": "activity", …}` per thing a source did.
+//! A dropped stream is reconnected from the last row printed (vow sends again the few seconds
+//! before it, in case some landed late, and what was printed is skipped), so no row is printed
+//! twice or missed. Ctrl-C (or SIGTERM) stops it.
+//!
+//! # Layout
+//! - [`activity`]: a source's activity, line by line.
+
+pub mod activity;
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use reqwest::Method;
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use vow_core::AttemptId;
+use vow_store::inbound::activity::ActivityKey;
 
 use super::follow::{self, Ended};
 use super::output::{Colour, Printer};
 use super::signal::stopped;
 use super::target::{Client, ClientArgs};
 use super::when;
+use crate::tail::activity::{ActivityLine, ACTIVITY_EVENT};
+use crate::tail::feed::Cursor;
 use crate::tail::wire::{Outcome, Ready, TailEvent, ATTEMPT_EVENT, READY_EVENT};
 
-/// How long before the newest attempt printed the ids printed are remembered: far longer than
+/// How long before the newest row printed the keys printed are remembered: far longer than
 /// vow goes back when a stream is resumed.
 const HORIZON: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
@@ -37,7 +50,9 @@ Examples:
   vow tail
   vow tail --app my-shop --status fail
   vow tail --app my-shop --since 10m
-  vow tail --app app_2x0... --endpoint ep_2x1... --output json")]
+  vow tail --app app_2x0... --endpoint ep_2x1... --output json
+  vow tail --source src_2x2... --status fail")]
+#[command(group = clap::ArgGroup::new("whose").args(["app", "source"]))]
 pub struct TailArgs {
     /// Only this application's attempts: its id (`app_…`) or its uid (a portal token needs it).
     #[arg(long, value_name = "APP")]
@@ -45,7 +60,12 @@ pub struct TailArgs {
     /// Only attempts to this endpoint of `--app`: its id (`ep_…`) or its uid.
     #[arg(long, value_name = "ENDPOINT", requires = "app")]
     pub endpoint: Option<String>,
-    /// Only failed (`fail`) or only successful (`success`) attempts.
+    /// Instead of attempts, this inbound source's activity (`src_…`; the admin token): each
+    /// event as it arrives (received or quarantined), each forward's outcome, each refusal.
+    #[arg(long, value_name = "SOURCE")]
+    pub source: Option<String>,
+    /// Only failed (`fail`) or only successful (`success`) attempts; with `--source`, `fail`
+    /// only: refusals, quarantined events, forwards not completed.
     #[arg(long, value_name = "STATUS", value_parser = outcome)]
     pub status: Option<Outcome>,
     /// Start this far back (`90s`, `10m`, `2h`, `7d`) or at this time (RFC 3339) instead of now.
@@ -66,146 +86,238 @@ fn since(s: &str) -> Result<DateTime<Utc>, String> {
     when::time("--since", s, Utc::now()).map_err(|e| e.to_string())
 }
 
-/// Where a tail stands across its connections.
-#[derive(Debug, Default)]
-struct Seen {
-    /// Where the first stream started: every later one starts there at the earliest.
-    start: Option<String>,
-    /// The newest attempt printed.
-    last: Option<AttemptId>,
-    /// The attempts printed within [`HORIZON`] of `last`.
-    printed: BTreeSet<AttemptId>,
+/// What a tail prints: one kind of row of one kind of stream.
+trait Rows {
+    /// A row's place in its stream.
+    type Key: Cursor;
+    /// A row, as the stream carries it.
+    type Row: DeserializeOwned + Serialize;
+    /// The stream's event name of a row.
+    const EVENT: &'static str;
+    /// The `type` of a row's JSON line.
+    const TYPE: &'static str;
+    /// `row`'s key.
+    fn key(row: &Self::Row) -> Option<Self::Key>;
+    /// `row`'s human line.
+    fn human(printer: &Printer, row: &Self::Row) -> String;
 }
 
-impl Seen {
-    /// Whether `id` was not printed yet; from now on it was.
-    fn first_time(&mut self, id: AttemptId) -> bool {
-        if !self.printed.insert(id) {
+/// Delivery attempts.
+struct Attempts;
+
+impl Rows for Attempts {
+    type Key = AttemptId;
+    type Row = TailEvent;
+    const EVENT: &'static str = ATTEMPT_EVENT;
+    const TYPE: &'static str = "attempt";
+
+    fn key(row: &TailEvent) -> Option<AttemptId> {
+        AttemptId::parse(&row.id).ok()
+    }
+
+    fn human(printer: &Printer, row: &TailEvent) -> String {
+        human_line(printer, row)
+    }
+}
+
+/// A source's activity.
+struct Activity;
+
+impl Rows for Activity {
+    type Key = ActivityKey;
+    type Row = ActivityLine;
+    const EVENT: &'static str = ACTIVITY_EVENT;
+    const TYPE: &'static str = "activity";
+
+    fn key(row: &ActivityLine) -> Option<ActivityKey> {
+        row.key.parse().ok()
+    }
+
+    fn human(printer: &Printer, row: &ActivityLine) -> String {
+        activity::human_line(printer, row)
+    }
+}
+
+/// Where a tail stands across its connections.
+#[derive(Debug)]
+struct Seen<K> {
+    /// Where the first stream started: every later one starts there at the earliest.
+    start: Option<String>,
+    /// The newest row printed.
+    last: Option<K>,
+    /// The rows printed within [`HORIZON`] of `last`.
+    printed: BTreeSet<K>,
+}
+
+impl<K> Default for Seen<K> {
+    fn default() -> Self {
+        Self {
+            start: None,
+            last: None,
+            printed: BTreeSet::new(),
+        }
+    }
+}
+
+impl<K: Cursor> Seen<K> {
+    /// Whether `key` was not printed yet; from now on it was.
+    fn first_time(&mut self, key: K) -> bool {
+        if !self.printed.insert(key.clone()) {
             return false;
         }
-        let last = *self.last.insert(self.last.map_or(id, |last| last.max(id)));
-        self.printed = self
-            .printed
-            .split_off(&AttemptId::first_at(last.made_at() - HORIZON));
+        let newest = match self.last.take() {
+            Some(last) => last.max(key),
+            None => key,
+        };
+        let horizon = K::first_at(newest.made_at() - HORIZON);
+        self.last = Some(newest);
+        self.printed = self.printed.split_off(&horizon);
         true
     }
 }
 
 /// Runs `vow tail` until Ctrl-C or SIGTERM.
 pub async fn run(args: &TailArgs) -> anyhow::Result<()> {
-    let client = args.client.connect()?;
-    let printer = args.client.printer();
-    let seen = Mutex::new(Seen::default());
-    let connection = || stream(&client, args, &printer, &seen);
-    let tailing = async {
-        // A first stream vow refuses, or that cannot be opened, is the command's error.
-        match connection().await {
-            Ok(Ended::Refused(status, why)) => return Err(follow::refused(status, &why)),
-            Err(e) if lock(&seen).start.is_none() => return Err(e),
-            _ => {}
+    let Some(source) = &args.source else {
+        let path = match &args.app {
+            Some(app) => format!("/api/v1/app/{app}/attempt/stream"),
+            None => "/api/v1/attempt/stream".to_string(),
+        };
+        let mut query = Vec::new();
+        if let Some(endpoint) = &args.endpoint {
+            query.push(("endpoint", endpoint.clone()));
         }
-        follow::reconnecting(&printer, connection).await
+        if let Some(status) = args.status {
+            query.push(("status", status.as_str().to_string()));
+        }
+        let what = args.app.as_deref().unwrap_or("every application");
+        let tail = Tail {
+            path,
+            query,
+            what: format!("the attempts of {what}"),
+        };
+        return tail.run::<Attempts>(args).await;
     };
-    tokio::select! {
-        result = tailing => result,
-        () = stopped() => Ok(()),
+    let mut query = Vec::new();
+    match args.status {
+        Some(Outcome::Fail) => query.push(("status", "fail".to_string())),
+        Some(Outcome::Success) => bail!("--source takes only `--status fail`"),
+        None => {}
+    }
+    let tail = Tail {
+        path: format!("/api/v1/source/{source}/event/stream"),
+        query,
+        what: format!("the activity of source {source}"),
+    };
+    tail.run::<Activity>(args).await
+}
+
+/// One tail: which stream, with which query, described how.
+struct Tail {
+    path: String,
+    query: Vec<(&'static str, String)>,
+    what: String,
+}
+
+impl Tail {
+    /// Follows the stream, reconnecting, until Ctrl-C or SIGTERM.
+    async fn run<R: Rows>(&self, args: &TailArgs) -> anyhow::Result<()> {
+        let client = args.client.connect()?;
+        let printer = args.client.printer();
+        let seen = Mutex::new(Seen::<R::Key>::default());
+        let since = args.since.map(|t| R::Key::first_at(t).to_string());
+        let connection = || self.stream::<R>(&client, since.clone(), &printer, &seen);
+        let tailing = async {
+            // A first stream vow refuses, or that cannot be opened, is the command's error.
+            match connection().await {
+                Ok(Ended::Refused(status, why)) => return Err(follow::refused(status, &why)),
+                Err(e) if lock(&seen).start.is_none() => return Err(e),
+                _ => {}
+            }
+            follow::reconnecting(&printer, connection).await
+        };
+        tokio::select! {
+            result = tailing => result,
+            () = stopped() => Ok(()),
+        }
+    }
+
+    /// One connection of the stream: prints each row not printed yet until the stream ends.
+    async fn stream<R: Rows>(
+        &self,
+        client: &Client,
+        since: Option<String>,
+        printer: &Printer,
+        seen: &Mutex<Seen<R::Key>>,
+    ) -> anyhow::Result<Ended> {
+        let mut query = self.query.clone();
+        let mut request = client.request(Method::GET, &self.path);
+        {
+            let seen = lock(seen);
+            if let Some(after) = seen.start.clone().or(since) {
+                query.push(("after", after));
+            }
+            if let Some(last) = &seen.last {
+                request = request.header("last-event-id", last.to_string());
+            }
+        }
+        let request = request.query(&query);
+        follow::connect(client, request, |event| {
+            match event.name.as_str() {
+                READY_EVENT => {
+                    let ready: Ready = serde_json::from_str(&event.data)
+                        .context("vow sent a start this vow cannot read")?;
+                    let mut seen = lock(seen);
+                    if printer.json() {
+                        printer.print_json(&serde_json::json!({ "type": "connected" }))?;
+                    } else if seen.start.is_none() {
+                        let line = format!("Tailing {} (Ctrl-C stops).", self.what);
+                        eprintln!("{}", printer.paint(&line, Colour::Dim));
+                    }
+                    seen.start.get_or_insert(ready.after);
+                }
+                name if name == R::EVENT => {
+                    let row: R::Row = serde_json::from_str(&event.data)
+                        .with_context(|| format!("vow sent {name} this vow cannot read"))?;
+                    let key = R::key(&row).with_context(|| {
+                        format!("vow sent {name} with a key this vow cannot read")
+                    })?;
+                    if lock(seen).first_time(key) {
+                        print_line::<R>(printer, &row)?;
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+        .await
     }
 }
 
-fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
+fn lock<K>(seen: &Mutex<Seen<K>>) -> std::sync::MutexGuard<'_, Seen<K>> {
     seen.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One connection of the stream: prints each attempt not printed yet until the stream ends.
-async fn stream(
-    client: &Client,
-    args: &TailArgs,
-    printer: &Printer,
-    seen: &Mutex<Seen>,
-) -> anyhow::Result<Ended> {
-    let path = match &args.app {
-        Some(app) => format!("/api/v1/app/{app}/attempt/stream"),
-        None => "/api/v1/attempt/stream".to_string(),
-    };
-    let mut query = Vec::new();
-    if let Some(endpoint) = &args.endpoint {
-        query.push(("endpoint", endpoint.clone()));
-    }
-    if let Some(status) = args.status {
-        query.push(("status", status.as_str().to_string()));
-    }
-    let mut request = client.request(Method::GET, &path);
-    {
-        let seen = lock(seen);
-        let start = seen.start.clone();
-        let since = args.since.map(|t| AttemptId::first_at(t).to_string());
-        if let Some(after) = start.or(since) {
-            query.push(("after", after));
-        }
-        if let Some(last) = seen.last {
-            request = request.header("last-event-id", last.to_string());
-        }
-    }
-    let request = request.query(&query);
-    follow::connect(client, request, |event| {
-        match event.name.as_str() {
-            READY_EVENT => {
-                let ready: Ready = serde_json::from_str(&event.data)
-                    .context("vow sent a start this vow cannot read")?;
-                let mut seen = lock(seen);
-                if printer.json() {
-                    printer.print_json(&serde_json::json!({ "type": "connected" }))?;
-                } else if seen.start.is_none() {
-                    let what = args.app.as_deref().unwrap_or("every application");
-                    eprintln!(
-                        "{}",
-                        printer.paint(
-                            &format!("Tailing the attempts of {what} (Ctrl-C stops)."),
-                            Colour::Dim
-                        )
-                    );
-                }
-                seen.start.get_or_insert(ready.after);
-            }
-            ATTEMPT_EVENT => {
-                let attempt: TailEvent = serde_json::from_str(&event.data)
-                    .context("vow sent an attempt this vow cannot read")?;
-                let id = AttemptId::parse(&attempt.id)
-                    .context("vow sent an attempt with an id this vow cannot read")?;
-                if lock(seen).first_time(id) {
-                    print_line(printer, &attempt)?;
-                }
-            }
-            _ => {}
-        }
-        Ok(())
-    })
-    .await
-}
-
-/// An attempt as a JSON line: `{"type": "attempt", …}`.
+/// A row as a JSON line: `{"type": "attempt", …}`.
 #[derive(Serialize)]
-struct Line<'a> {
+struct Line<'a, T> {
     #[serde(rename = "type")]
     kind: &'static str,
     #[serde(flatten)]
-    attempt: &'a TailEvent,
+    row: &'a T,
 }
 
-/// One line per attempt: time, event type, message → endpoint, status (or error), ms, and
-/// which attempt it was and when the next comes, when it is not the first or there is one.
-fn print_line(printer: &Printer, attempt: &TailEvent) -> anyhow::Result<()> {
+/// One line per row: JSON, or its human line.
+fn print_line<R: Rows>(printer: &Printer, row: &R::Row) -> anyhow::Result<()> {
     if printer.json() {
-        return printer.print_json(&Line {
-            kind: "attempt",
-            attempt,
-        });
+        return printer.print_json(&Line { kind: R::TYPE, row });
     }
-    println!("{}", human_line(printer, attempt));
+    println!("{}", R::human(printer, row));
     Ok(())
 }
 
-/// The human line of `attempt`.
+/// The human line of `attempt`: time, event type, message → endpoint, status (or error), ms,
+/// and which attempt it was and when the next comes, when it is not the first or there is one.
 fn human_line(printer: &Printer, attempt: &TailEvent) -> String {
     let colour = if attempt.outcome.success() {
         Colour::Green
@@ -249,7 +361,7 @@ mod tests {
 
     #[test]
     fn an_attempt_is_printed_once_however_often_it_comes() {
-        let mut seen = Seen::default();
+        let mut seen = Seen::<AttemptId>::default();
         let (a, b) = (AttemptId::new(), AttemptId::new());
         assert!(seen.first_time(b));
         assert!(seen.first_time(a), "an older one that came late");
@@ -298,7 +410,7 @@ mod tests {
 
     #[test]
     fn what_was_printed_long_before_the_newest_is_forgotten() {
-        let mut seen = Seen::default();
+        let mut seen = Seen::<AttemptId>::default();
         let old = AttemptId::first_at(Utc::now() - HORIZON * 2);
         assert!(seen.first_time(old));
         assert!(seen.first_time(AttemptId::new()));

@@ -24,7 +24,7 @@ const N: usize = 3;
 
 /// Longer than the stream goes back to catch attempts that land late (3 s) plus a poll: a
 /// duplicate would have been printed by then.
-const QUIET: Duration = Duration::from_millis(4500);
+pub(crate) const QUIET: Duration = Duration::from_millis(4500);
 
 on_both_child_stores!(
     tail_prints_each_attempt_the_receivers_got_once,
@@ -33,7 +33,7 @@ on_both_child_stores!(
 );
 
 /// `vow tail --url base --token TOKEN extra… --output json`, once it is connected.
-async fn tail(base: &str, extra: &[&str]) -> JsonChild {
+pub(crate) async fn tail(base: &str, extra: &[&str]) -> JsonChild {
     let args = ["tail", "--url", base, "--token", TOKEN];
     let mut child = JsonChild::start(&[&args[..], extra].concat());
     child.next("connected").await;
@@ -41,10 +41,19 @@ async fn tail(base: &str, extra: &[&str]) -> JsonChild {
 }
 
 /// Ctrl-C (which must exit 0), then every attempt it printed from `first` on.
-async fn stop(mut tail: JsonChild, first: Vec<Value>) -> Vec<Value> {
+async fn stop(tail: JsonChild, first: Vec<Value>) -> Vec<Value> {
+    stop_printing(tail, first, "attempt").await
+}
+
+/// Ctrl-C (which must exit 0), then every line of type `kind` it printed from `first` on.
+pub(crate) async fn stop_printing(
+    mut tail: JsonChild,
+    first: Vec<Value>,
+    kind: &str,
+) -> Vec<Value> {
     assert!(tail.interrupt(), "vow tail exits 0 on Ctrl-C");
     let mut all = first;
-    all.extend(tail.rest("attempt").await);
+    all.extend(tail.rest(kind).await);
     all
 }
 
@@ -87,7 +96,7 @@ async fn listed(base: &str, app: &str, endpoint: &str, n: usize) -> Vec<String> 
     .await
 }
 
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     v.as_str()
         .unwrap_or_else(|| panic!("{v} is no string"))
         .to_string()
@@ -240,7 +249,7 @@ async fn a_dropped_tail_resumes_where_it_was_printing_nothing_twice(postgres: bo
 }
 
 /// Runs `vow args…` to its end; its exit status and what it said on stderr.
-fn run(args: &[&str]) -> (bool, String) {
+pub(crate) fn run(args: &[&str]) -> (bool, String) {
     let config = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_vow"))
         .args(args)

@@ -19,6 +19,7 @@ mod cli_listen;
 mod cli_offline;
 mod cli_replay;
 mod cli_tail;
+mod cli_tail_source;
 mod crash;
 mod delivery;
 mod demo;

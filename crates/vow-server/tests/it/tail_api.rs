@@ -1,6 +1,7 @@
-//! The stream `vow tail` follows (`/api/v1/attempt/stream`, `/api/v1/app/{app}/attempt/stream`):
-//! who may open it where, what it refuses, and what an attempt event carries. The command is
-//! tested end to end with real processes in `cli_tail`.
+//! The streams `vow tail` follows (`/api/v1/attempt/stream`, `/api/v1/app/{app}/attempt/stream`,
+//! `/api/v1/source/{source}/event/stream`): who may open them where, what they refuse, and what
+//! an attempt or a source's activity carries. The command is tested end to end with real
+//! processes in `cli_tail` and `cli_tail_source`.
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use reqwest::Response;
 use serde_json::{json, Value};
 
 use crate::helpers::{delivery_config, into_parts, TestApp};
+use crate::inbound::support::{github_delivery, github_source};
 use crate::listen_api::portal_token;
 use crate::receiver::Receiver;
 
@@ -16,6 +18,7 @@ on_both_stores!(
     the_stream_needs_a_token_and_reaches_only_its_own_application,
     bad_stream_parameters_are_refused_naming_them,
     an_attempt_made_after_the_stream_opened_comes_once_with_what_happened,
+    a_source_stream_is_the_admins_and_carries_its_own_arrivals_and_refusals_once,
 );
 
 /// `GET path` with `token` (none: no `Authorization`) and `headers`.
@@ -190,4 +193,70 @@ async fn an_attempt_made_after_the_stream_opened_comes_once_with_what_happened(a
         (event.as_str(), again_id.as_str()),
         ("attempt", id.as_str())
     );
+}
+
+async fn a_source_stream_is_the_admins_and_carries_its_own_arrivals_and_refusals_once(
+    app: TestApp,
+) {
+    let ours = github_source(&app).await;
+    let theirs = github_source(&app).await;
+    let path = format!("/api/v1/source/{ours}/event/stream");
+    let admin = Some(crate::helpers::TOKEN);
+    let (status, _) = into_parts(open(&app, &path, None, &[]).await).await;
+    assert_eq!(status, 401);
+    let a = app.create_app("a").await;
+    let token = portal_token(&app, &a, false).await;
+    let (status, _) = into_parts(open(&app, &path, Some(&token), &[]).await).await;
+    assert_eq!(status, 403, "sources are the admin's");
+    let missing = "/api/v1/source/src_01JF0000000000000000000000/event/stream";
+    let (status, _) = into_parts(open(&app, missing, admin, &[]).await).await;
+    assert_eq!(status, 404);
+    for (query, headers, named) in [
+        ("?status=success", &[][..], "status"),
+        ("?after=atmpt_01JF0000000000000000000000", &[], "after"),
+        ("", &[("last-event-id", "yesterday")], "Last-Event-ID"),
+    ] {
+        let bad = format!("{path}{query}");
+        let (status, body) = into_parts(open(&app, &bad, admin, headers).await).await;
+        assert_eq!(status, 422, "{bad}: {body}");
+        assert!(body.to_string().contains(named), "{bad}: {body}");
+    }
+
+    let mut stream = open(&app, &path, admin, &[]).await;
+    let mut buffer = String::new();
+    assert_eq!(next_event(&mut stream, &mut buffer).await.0, "ready");
+    let (status, stored) = github_delivery(&app, ours, Some("d-1"), b"{}").await;
+    assert_eq!(status, 200, "{stored}");
+    github_delivery(&app, theirs, Some("t-1"), b"{}").await;
+    let wrong = crate::inbound::support::github_signature("wrong", b"{}");
+    let bad = [
+        ("x-hub-signature-256", wrong),
+        ("x-github-delivery", "d-2".into()),
+    ];
+    let (status, _) =
+        crate::inbound::support::deliver(&app, &format!("/in/{ours}"), &bad, b"{}").await;
+    assert_eq!(status, 401);
+    let (event, id, data) = next_event(&mut stream, &mut buffer).await;
+    assert_eq!(event, "activity");
+    let arrival: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(arrival["key"], id.as_str(), "the SSE id is the key");
+    for (field, expected) in [
+        ("kind", json!("event")),
+        ("id", stored["id"].clone()),
+        ("providerEventId", json!("d-1")),
+        ("arrival", json!("received")),
+        ("failed", json!(false)),
+    ] {
+        assert_eq!(arrival[field], expected, "{field}: {arrival}");
+    }
+    let (_, _, data) = next_event(&mut stream, &mut buffer).await;
+    let refusal: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(
+        (&refusal["kind"], &refusal["status"], &refusal["failed"]),
+        (&json!("rejection"), &json!(401), &json!(true)),
+        "{refusal}"
+    );
+    let quiet = Duration::from_millis(4500);
+    let again = event_within(&mut stream, &mut buffer, quiet).await;
+    assert_eq!(again, None, "nothing more, nothing of another source");
 }

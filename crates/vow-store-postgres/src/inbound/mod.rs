@@ -5,6 +5,7 @@
 //!
 //! # Layout
 //! - `sources`: the `sources` table.
+//! - `activity`: a source's activity after a cursor, for `vow tail --source`.
 //! - `events`: the claim, `inbound_events` and `inbound_rejections`.
 //! - `digests`: the replay guard's `inbound_digests`, consulted by the claim.
 //! - `forwards`: `inbound_forwards`, each destination's outcome of an event.
@@ -23,6 +24,7 @@ macro_rules! in_transaction {
     }};
 }
 
+pub(crate) mod activity;
 pub(crate) mod digests;
 pub(crate) mod events;
 pub(crate) mod forwards;

@@ -4,11 +4,13 @@
 //!
 //! # Layout
 //! - `sources`: the `sources` table.
+//! - `activity`: a source's activity after a cursor, for `vow tail --source`.
 //! - `events`: the claim, `inbound_events` and `inbound_rejections`.
 //! - `digests`: the replay guard's `inbound_digests`, consulted by the claim.
 //! - `forwards`: `inbound_forwards`, each destination's outcome of an event.
 //! - `work`: processing: leases, outcomes per destination, version marks.
 
+pub(crate) mod activity;
 pub(crate) mod digests;
 pub(crate) mod events;
 pub(crate) mod forwards;

@@ -4,6 +4,7 @@
 use vow_core::DestinationId;
 
 use super::read::{Columns, FromColumns, Reader};
+use crate::inbound::activity::ForwardActivity;
 use crate::inbound::processing::{Forward, Outcome};
 use crate::inbound::{
     InboundContent, InboundEvent, InboundState, Rejection, RejectionCount, Source, SourceFields,
@@ -147,6 +148,20 @@ impl FromColumns for Forward {
             status: r.opt_int()?,
             error: r.opt_text()?,
             updated_at: r.time()?,
+        })
+    }
+}
+
+impl FromColumns for ForwardActivity {
+    /// From `inbound_forwards f JOIN inbound_events e ON e.id = f.event_id`.
+    const COLUMNS: &'static str = "f.destination, f.outcome, f.attempts, f.status, f.error, \
+                                  f.updated_at, f.event_id, e.event_id";
+
+    fn read_from<C: Columns + ?Sized>(r: &mut Reader<'_, C>) -> Result<Self, C::Error> {
+        Ok(ForwardActivity {
+            forward: r.take()?,
+            event: r.parse()?,
+            provider_event_id: r.opt_text()?,
         })
     }
 }

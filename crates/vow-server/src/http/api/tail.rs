@@ -1,13 +1,17 @@
-//! `vow tail`'s stream ([`crate::tail`]): server-sent events, `ready` first, then one `attempt`
-//! per delivery attempt as it lands in the store.
+//! `vow tail`'s streams ([`crate::tail`]): server-sent events, `ready` first, then one event
+//! per row as it lands in the store.
 //! - `GET /api/v1/attempt/stream`: every application's attempts (the admin token only);
 //! - `GET /api/v1/app/{app_id}/attempt/stream`: one application's (the admin token or the
-//!   application's portal token; another application is 404).
+//!   application's portal token; another application is 404);
+//! - `GET /api/v1/source/{source_id}/event/stream`: an inbound source's activity (`activity`
+//!   events: arrivals, forward outcomes, refusals; the admin token only, as every source route).
 //!
-//! Query: `endpoint` (id or uid, on the application's route), `status` (`success` or `fail`),
-//! `after` (an attempt id: start after it instead of now). A reconnecting client sends the last
-//! id it got as `Last-Event-ID` (and its first stream's start as `after`); the stream then
-//! starts a little before that id, and the client skips the attempts it has.
+//! Query: `endpoint` (id or uid, on the application's route), `status` (`success` or `fail`;
+//! a source's: `fail` only, its refusals, quarantined arrivals and forwards not completed),
+//! `after` (an attempt id, or a source's activity key: start after it instead of now). A
+//! reconnecting client sends the last id it got as `Last-Event-ID` (and its first stream's start
+//! as `after`); the stream then starts a little before that id, and the client skips the rows
+//! it has.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -21,13 +25,16 @@ use chrono::Utc;
 use serde::Deserialize;
 use tokio_stream::{Stream, StreamExt};
 use vow_core::AttemptId;
+use vow_store::inbound::activity::{ActivityFilter, ActivityKey};
 use vow_store::queue::{TailFilter, TailScope};
 
-use super::lookup::{find_endpoint, resolve_app};
+use super::lookup::{find_endpoint, find_source, resolve_app};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::ValidQuery;
 use crate::state::AppState;
-use crate::tail::feed::Feed;
+use crate::tail::activity::{ActivityLine, SourceActivity, ACTIVITY_EVENT};
+use crate::tail::attempts::Attempts;
+use crate::tail::feed::{Cursor, Feed, Tailed};
 use crate::tail::wire::{Outcome, Ready, TailEvent, ATTEMPT_EVENT, READY_EVENT};
 
 /// How often an idle stream sends a comment, so a connection that died is noticed.
@@ -38,6 +45,10 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/attempt/stream", get(stream_all))
         .route("/api/v1/app/{app_id}/attempt/stream", get(stream_app))
+        .route(
+            "/api/v1/source/{source_id}/event/stream",
+            get(stream_source),
+        )
 }
 
 /// A stream's query.
@@ -65,7 +76,7 @@ async fn stream_all(
         success: query.status.map(Outcome::success),
         ..TailFilter::default()
     };
-    open(&state, &headers, filter, query.after)
+    open_attempts(&state, &headers, filter, query.after)
 }
 
 async fn stream_app(
@@ -83,45 +94,109 @@ async fn stream_app(
         scope,
         success: query.status.map(Outcome::success),
     };
-    open(&state, &headers, filter, query.after)
+    open_attempts(&state, &headers, filter, query.after)
+}
+
+/// A source stream's query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceTailQuery {
+    status: Option<Failures>,
+    after: Option<String>,
+}
+
+/// A source stream's `status`: only `fail`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Failures {
+    Fail,
+}
+
+async fn stream_source(
+    State(state): State<AppState>,
+    Path(source_id): Path<String>,
+    headers: HeaderMap,
+    ValidQuery(query): ValidQuery<SourceTailQuery>,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let source = find_source(&state, &source_id).await?;
+    let after =
+        match &query.after {
+            Some(raw) => Some(raw.parse::<ActivityKey>().map_err(|e| {
+                ApiError::invalid(&["query", "after"], e.to_string(), "value_error")
+            })?),
+            None => None,
+        };
+    let activity = SourceActivity {
+        inbound: state.inbound.clone(),
+        filter: ActivityFilter {
+            source: source.id,
+            failures_only: matches!(query.status, Some(Failures::Fail)),
+        },
+    };
+    let resumed = last_event_id(&headers, "a position (`<microseconds>.<id>.<part>`)")?;
+    open(activity, after, resumed, |row| {
+        let line = ActivityLine::from(row);
+        let data = serde_json::to_string(&line).unwrap_or_default();
+        Event::default()
+            .event(ACTIVITY_EVENT)
+            .id(line.key)
+            .data(data)
+    })
 }
 
 /// The stream of `filter`'s attempts after `after` (now, by default), resumed after the
 /// request's `Last-Event-ID` if it has one.
-fn open(
+fn open_attempts(
     state: &AppState,
     headers: &HeaderMap,
     filter: TailFilter,
     after: Option<AttemptId>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let resumed = match headers.get("last-event-id") {
-        Some(raw) => Some(
-            raw.to_str()
-                .ok()
-                .and_then(|raw| AttemptId::parse(raw).ok())
-                .ok_or_else(|| {
-                    ApiError::invalid(
-                        &["header", "Last-Event-ID"],
-                        "expected the id of an attempt (`atmpt_…`) this stream sent",
-                        "value_error.id",
-                    )
-                })?,
-        ),
-        None => None,
+    let resumed = last_event_id(headers, "the id of an attempt (`atmpt_…`)")?;
+    let attempts = Attempts {
+        queue: state.queue.clone(),
+        filter,
     };
-    let start = after.unwrap_or_else(|| AttemptId::first_at(Utc::now()));
+    open(attempts, after, resumed, |attempt| {
+        let id = attempt.id.to_string();
+        let data = serde_json::to_string(&TailEvent::from(attempt)).unwrap_or_default();
+        Event::default().event(ATTEMPT_EVENT).id(id).data(data)
+    })
+}
+
+/// The request's `Last-Event-ID`, if it has one: `what` a stream sent (422 when it is not).
+fn last_event_id<K: Cursor>(headers: &HeaderMap, what: &str) -> ApiResult<Option<K>> {
+    let Some(raw) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let parsed = raw.to_str().ok().and_then(|raw| raw.parse().ok());
+    parsed.map(Some).ok_or_else(|| {
+        ApiError::invalid(
+            &["header", "Last-Event-ID"],
+            format!("expected {what} this stream sent"),
+            "value_error.id",
+        )
+    })
+}
+
+/// The stream of `tailed`'s rows after `after` (now, by default), resumed after `resumed`,
+/// each row the event `event` makes of it.
+fn open<T: Tailed>(
+    tailed: T,
+    after: Option<T::Key>,
+    resumed: Option<T::Key>,
+    event: impl Fn(T::Row) -> Event + Send + 'static,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let start = after.unwrap_or_else(|| T::Key::first_at(Utc::now()));
     let ready = Ready {
         after: start.to_string(),
     };
     let ready = Event::default()
         .event(READY_EVENT)
         .data(serde_json::to_string(&ready).unwrap_or_default());
-    let feed = Feed::new(state.queue.clone(), filter, start, resumed);
-    let attempts = feed.stream().map(|attempt| {
-        let id = attempt.id.to_string();
-        let data = serde_json::to_string(&TailEvent::from(attempt)).unwrap_or_default();
-        Ok::<_, Infallible>(Event::default().event(ATTEMPT_EVENT).id(id).data(data))
-    });
-    let events = tokio_stream::once(Ok(ready)).chain(attempts);
+    let rows = Feed::new(tailed, start, resumed)
+        .stream()
+        .map(move |row| Ok::<_, Infallible>(event(row)));
+    let events = tokio_stream::once(Ok(ready)).chain(rows);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }

@@ -66,14 +66,14 @@ pub(super) fn now() -> i64 {
 }
 
 /// Creates a source from `body`; returns its id and token path.
-pub(super) async fn create_source(app: &TestApp, body: Value) -> (SourceId, String) {
+pub(crate) async fn create_source(app: &TestApp, body: Value) -> (SourceId, String) {
     let (status, out) = app.post("/api/v1/source", body).await;
     assert_eq!(status, 201, "{out}");
     let id = SourceId::parse(out["id"].as_str().unwrap()).unwrap();
     (id, out["tokenPath"].as_str().unwrap().to_owned())
 }
 
-pub(super) async fn github_source(app: &TestApp) -> SourceId {
+pub(crate) async fn github_source(app: &TestApp) -> SourceId {
     let body = json!({"scheme": "github", "secrets": [GITHUB_SECRET]});
     create_source(app, body).await.0
 }
@@ -84,7 +84,7 @@ pub(super) async fn stripe_source(app: &TestApp) -> SourceId {
 }
 
 /// POSTs `body` with `headers` to `path` (no admin token: the ingest routes are public).
-pub(super) async fn deliver(
+pub(crate) async fn deliver(
     app: &TestApp,
     path: &str,
     headers: &[(&str, String)],
