@@ -86,7 +86,9 @@ pub mod prelude {
         Admin, Applications, Endpoints, EventTypes, MessageCreate, Messages,
     };
     pub use crate::idempotency::IdempotencyRecords;
-    pub use crate::inbound::{InboundDecisions, InboundEvents, InboundStore, InboundWork, Sources};
+    pub use crate::inbound::{
+        InboundDecisions, InboundEvents, InboundStore, InboundWork, SourceReplays, Sources,
+    };
     pub use crate::overview::Overviews;
     pub use crate::queue::{
         AttemptedListings, Attempts, DeliveryClaims, DeliveryOperators, DeliveryOutcomes,

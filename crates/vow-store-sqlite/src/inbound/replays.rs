@@ -1,0 +1,173 @@
+//! Bulk replays of a source's dead letters (`vow_store::inbound::source_replay`): one writer
+//! job of three set-based statements (requeue the forwards, make their events due, count what
+//! was skipped), serialised with every other write, so no worker claims an event in between.
+//! Their progress is read by `inbound_forwards.replay_id`.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::types::Value;
+use rusqlite::{params, Connection};
+use vow_core::{ReplayId, SourceId};
+use vow_store::idempotency::{Applied, Completion};
+use vow_store::inbound::source_replay::{
+    replayable_states, replayed_outcomes, requeued, SourceReplayFilter, SourceReplayStats,
+    SourceReplayed, SourceReplays,
+};
+use vow_store::StoreResult;
+
+use super::forwards::{destination_key, unknown};
+use crate::convert::micros;
+use crate::error::Result;
+use crate::idempotency::keyed;
+use crate::SqliteStore;
+use vow_store::inbound::processing::Outcome;
+
+/// `'a', 'b'`: static names as an SQL list.
+fn names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = names.into_iter().map(|n| format!("'{n}'")).collect();
+    quoted.join(", ")
+}
+
+/// The forwards (`f`) of the source's events (`e`) that `filter` picks, of events a replay
+/// takes (`taken`) or of those it skips: a condition over `f` with parameters ?1 (source),
+/// ?2 (since), ?3 (until), ?4 (destination).
+fn matching(taken: bool) -> String {
+    let outcomes = names(replayed_outcomes().iter().map(|o| o.as_str()));
+    let states = names(replayable_states().iter().map(|s| s.as_str()));
+    let not = if taken { "" } else { "NOT" };
+    format!(
+        "f.outcome IN ({outcomes}) AND (?4 IS NULL OR f.destination = ?4)
+         AND f.event_id IN (SELECT e.id FROM inbound_events e WHERE e.source_id = ?1
+             AND (?2 IS NULL OR e.received_at >= ?2) AND (?3 IS NULL OR e.received_at < ?3)
+             AND e.state {not} IN ({states}))"
+    )
+}
+
+/// The parameters ?1 to ?4 of [`matching`].
+fn filter_params(source: SourceId, filter: &SourceReplayFilter) -> [Value; 4] {
+    let time = |t: Option<DateTime<Utc>>| t.map_or(Value::Null, |t| Value::Integer(micros(t)));
+    [
+        Value::Text(source.to_string()),
+        time(filter.since),
+        time(filter.until),
+        filter
+            .destination
+            .map_or(Value::Null, |d| Value::Text(destination_key(Some(&d)))),
+    ]
+}
+
+/// How many forwards `filter` picks of events a replay takes (`taken`) or skips.
+fn count(
+    conn: &Connection,
+    source: SourceId,
+    filter: &SourceReplayFilter,
+    taken: bool,
+) -> Result<u64> {
+    let sql = format!(
+        "SELECT count(*) FROM inbound_forwards f WHERE {}",
+        matching(taken)
+    );
+    let params = filter_params(source, filter);
+    let n: i64 = conn
+        .prepare_cached(&sql)?
+        .query_row(rusqlite::params_from_iter(params.iter()), |r| r.get(0))?;
+    Ok(n as u64)
+}
+
+/// Requeues what `filter` picks as replay `id` at `now`.
+fn replay(
+    conn: &Connection,
+    source: SourceId,
+    id: ReplayId,
+    filter: &SourceReplayFilter,
+    now: DateTime<Utc>,
+) -> Result<SourceReplayed> {
+    let (outcome, state) = requeued();
+    let sql = format!(
+        "UPDATE inbound_forwards AS f SET outcome = ?5, replay_id = ?6, updated_at = ?7
+         WHERE {}",
+        matching(true)
+    );
+    let [a, b, c, d] = filter_params(source, filter);
+    let requeued = conn.prepare_cached(&sql)?.execute(params![
+        a,
+        b,
+        c,
+        d,
+        outcome.as_str(),
+        id.to_string(),
+        micros(now)
+    ])?;
+    conn.prepare_cached(
+        "UPDATE inbound_events SET state = ?3, attempts = 0, next_attempt_at = ?4,
+             lease_token = NULL, lease_until = NULL, claimed_by = NULL, updated_at = ?4
+         WHERE source_id = ?1 AND id IN (SELECT event_id FROM inbound_forwards WHERE replay_id = ?2)",
+    )?
+    .execute(params![
+        source.to_string(),
+        id.to_string(),
+        state.as_str(),
+        micros(now)
+    ])?;
+    Ok(SourceReplayed {
+        requeued: requeued as u64,
+        skipped: count(conn, source, filter, false)?,
+    })
+}
+
+fn stats(conn: &Connection, source: SourceId, id: ReplayId) -> Result<SourceReplayStats> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT f.outcome, e.state = 'processing', count(*)
+         FROM inbound_forwards f JOIN inbound_events e ON e.id = f.event_id
+         WHERE f.replay_id = ?2 AND e.source_id = ?1
+         GROUP BY f.outcome, e.state = 'processing'",
+    )?;
+    let mut rows = stmt.query(params![source.to_string(), id.to_string()])?;
+    let mut stats = SourceReplayStats::default();
+    while let Some(row) = rows.next()? {
+        let name: String = row.get(0)?;
+        let outcome = Outcome::parse(&name).ok_or_else(|| unknown(0, name))?;
+        let n: i64 = row.get(2)?;
+        stats.add(outcome, row.get(1)?, n as u64);
+    }
+    Ok(stats)
+}
+
+#[async_trait]
+impl SourceReplays for SqliteStore {
+    async fn replay_source_keyed(
+        &self,
+        source: SourceId,
+        id: ReplayId,
+        filter: &SourceReplayFilter,
+        now: DateTime<Utc>,
+        completion: Option<Completion<SourceReplayed>>,
+    ) -> StoreResult<Applied<SourceReplayed>> {
+        let filter = *filter;
+        let replayed = move |c: &Connection| replay(c, source, id, &filter, now);
+        self.write(move |c| keyed(c, completion, replayed)).await
+    }
+
+    async fn count_source_replay(
+        &self,
+        source: SourceId,
+        filter: &SourceReplayFilter,
+    ) -> StoreResult<SourceReplayed> {
+        let filter = *filter;
+        self.read(move |c| {
+            Ok(SourceReplayed {
+                requeued: count(c, source, &filter, true)?,
+                skipped: count(c, source, &filter, false)?,
+            })
+        })
+        .await
+    }
+
+    async fn source_replay_stats(
+        &self,
+        source: SourceId,
+        id: ReplayId,
+    ) -> StoreResult<SourceReplayStats> {
+        self.read(move |c| stats(c, source, id)).await
+    }
+}
