@@ -7,10 +7,12 @@
 //! replay's forwards by where they stand now. A forward belongs to the last replay that
 //! requeued it; a single-event replay of it clears the id.
 //!
-//! One replay is one transaction of three set-based statements (lock or pick the events,
-//! requeue their forwards, make the events due), so an `Idempotency-Key` completes with it; a
-//! replay of 100,000 dead letters holds SQLite's writer for well under a second (measured in
-//! `vow-store-sqlite`'s `a_replay_of_100_000_dead_letters_is_one_short_write`).
+//! On PostgreSQL a replay is one transaction of set-based statements (it locks only the
+//! events it takes). On SQLite, whose one writer serves every write, it runs in batches of
+//! events by id, each its own writer job, and the `Idempotency-Key` record completes with the
+//! last: 100,000 dead letters took 4.5 s in all in a debug build, and a write arriving
+//! meanwhile waited 50 ms (2.4 s when it was one job; `vow-store-sqlite`'s
+//! `source_replay_speed`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -96,7 +98,7 @@ pub fn replayable_states() -> &'static [InboundState] {
 #[async_trait]
 pub trait SourceReplays: Send + Sync + 'static {
     /// Requeues the forwards of `source` that `filter` picks (see the module docs) as replay
-    /// `id` at `now`, completing `keyed`'s record in the same transaction.
+    /// `id` at `now`, completing `keyed`'s record in the (last) transaction.
     async fn replay_source_keyed(
         &self,
         source: SourceId,
