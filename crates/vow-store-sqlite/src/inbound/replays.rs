@@ -1,11 +1,11 @@
-//! Bulk replays of a source's dead letters (`vow_store::inbound::source_replay`), in writer
-//! jobs of [`BATCH`] events by id (pick them, requeue their forwards, make them due: one job,
-//! so no worker claims an event in between), then a last job that counts what was skipped and
-//! completes the `Idempotency-Key` record. Batches keep SQLite's one writer free for ingest
-//! between them (100,000 dead letters in one job held it for 2.4 s in a debug build); the
-//! price is that a replay interrupted by a crash has requeued its first batches without its
-//! record (a retry of the key replays the rest, under a new id). Picking by id after the last
-//! batch, a forward that fails again meanwhile is not taken twice. Their progress is read by
+//! Bulk replays of a source's dead letters (`vow_store::inbound::source_replay`), in batches
+//! of [`BATCH`] events by id (pick them, requeue their forwards, make them due: one job, so
+//! no worker claims an event in between), then a count of what was skipped. Without an
+//! `Idempotency-Key` each batch is its own writer job, so SQLite's one writer is free for
+//! ingest between them (100,000 dead letters in one job held it for 2.4 s in a debug build).
+//! With a key, the batches run in one job: the key is claimed in the write's transaction, and
+//! a key that has a record rolls the whole write back. Picking by id after the last batch, a
+//! forward that fails again meanwhile is not taken twice. Progress is read by
 //! `inbound_forwards.replay_id`.
 
 use async_trait::async_trait;
@@ -164,21 +164,42 @@ impl SourceReplays for SqliteStore {
         completion: Option<Completion<SourceReplayed>>,
     ) -> StoreResult<Applied<SourceReplayed>> {
         let filter = *filter;
-        let (mut requeued, mut after) = (0, None);
-        loop {
-            let batch = move |c: &Connection| replay_batch(c, source, id, &filter, now, after);
-            let (n, last) = self.write(batch).await?;
-            requeued += n;
-            match last {
-                Some(last) => after = Some(last),
-                None => break,
-            }
-        }
-        let replayed = move |c: &Connection| {
+        let batches = move |c: &Connection, requeued: &mut u64, after: &mut Option<String>| {
+            let (n, last) = replay_batch(c, source, id, &filter, now, after.take())?;
+            *requeued += n;
+            *after = last;
+            Ok::<_, crate::error::Error>(after.is_some())
+        };
+        let done = move |c: &Connection, requeued: u64| {
             let skipped = count(c, source, &filter, false)?;
             Ok(SourceReplayed { requeued, skipped })
         };
-        self.write(move |c| keyed(c, completion, replayed)).await
+        if completion.is_some() {
+            // The key may be claimed in this job (and refused, rolling it back): all in one.
+            let all = move |c: &Connection| {
+                let (mut requeued, mut after) = (0, None);
+                while batches(c, &mut requeued, &mut after)? {}
+                done(c, requeued)
+            };
+            return self.write(move |c| keyed(c, completion, all)).await;
+        }
+        let (mut requeued, mut after) = (0, None);
+        loop {
+            let (n, last) = self
+                .write(move |c| {
+                    let (mut n, mut last) = (0, after);
+                    batches(c, &mut n, &mut last)?;
+                    Ok((n, last))
+                })
+                .await?;
+            requeued += n;
+            after = last;
+            if after.is_none() {
+                break;
+            }
+        }
+        let replayed = self.write(move |c| done(c, requeued)).await?;
+        Ok((replayed, None))
     }
 
     async fn count_source_replay(

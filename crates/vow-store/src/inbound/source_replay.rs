@@ -8,11 +8,11 @@
 //! requeued it; a single-event replay of it clears the id.
 //!
 //! On PostgreSQL a replay is one transaction of set-based statements (it locks only the
-//! events it takes). On SQLite, whose one writer serves every write, it runs in batches of
-//! events by id, each its own writer job, and the `Idempotency-Key` record completes with the
-//! last: 100,000 dead letters took 4.5 s in all in a debug build, and a write arriving
-//! meanwhile waited 50 ms (2.4 s when it was one job; `vow-store-sqlite`'s
-//! `source_replay_speed`).
+//! events it takes). On SQLite, whose one writer serves every write, a replay without a key
+//! runs in batches of events by id, each its own writer job: 100,000 dead letters took about
+//! 4 s in all in a debug build, and a write arriving meanwhile waited one batch (50-170 ms,
+//! against 2.4 s as one job; `vow-store-sqlite`'s `source_replay_speed`). A keyed replay is
+//! one transaction on both, as its key is claimed in it.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -98,7 +98,7 @@ pub fn replayable_states() -> &'static [InboundState] {
 #[async_trait]
 pub trait SourceReplays: Send + Sync + 'static {
     /// Requeues the forwards of `source` that `filter` picks (see the module docs) as replay
-    /// `id` at `now`, completing `keyed`'s record in the (last) transaction.
+    /// `id` at `now`, completing `keyed`'s record in the same transaction.
     async fn replay_source_keyed(
         &self,
         source: SourceId,
