@@ -10,8 +10,9 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::child::{database, Vow};
-use crate::cli_client::{api, cli, stderr, stdout};
+use crate::cli_client::{api, api_answer, cli, stderr, stdout};
 use crate::cli_listen::{OPERATOR, WAIT};
+use crate::cli_replay::{ids_received, json_out, sorted};
 use crate::helpers::{eventually, TOKEN};
 use crate::inbound::support::{github_signature, GITHUB_SECRET};
 use crate::receiver::Receiver;
@@ -80,27 +81,6 @@ async fn replay(vow: &Vow, source: &str, more: &[&str]) -> std::process::Output 
     args.extend(["--token", TOKEN]);
     args.extend_from_slice(more);
     cli(config.path(), &args, b"").await
-}
-
-/// The one JSON line `--output json` printed.
-fn json_out(out: &std::process::Output) -> Value {
-    assert!(out.status.success(), "{}", stderr(out));
-    let text = stdout(out);
-    assert_eq!(text.lines().count(), 1, "{text}");
-    serde_json::from_str(&text).unwrap()
-}
-
-/// The `webhook-id`s of the requests `receiver` got from the `from`th on.
-fn ids_received(receiver: &Receiver, from: usize) -> Vec<String> {
-    receiver.received()[from..]
-        .iter()
-        .map(|r| r.header("webhook-id").to_string())
-        .collect()
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
 }
 
 fn now() -> String {
@@ -204,19 +184,6 @@ async fn replay_source_delivers_each_dead_letter_once_and_says_the_true_counts(p
     assert_eq!(receiver.received().len(), 6);
 }
 
-/// A refused request as `(status, body)`.
-async fn refused(vow: &Vow, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut request = reqwest::Client::new()
-        .request(method, format!("{}{path}", vow.base))
-        .bearer_auth(TOKEN);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let answer = request.send().await.unwrap();
-    let status = answer.status().as_u16();
-    (status, answer.json().await.unwrap_or_default())
-}
-
 async fn replay_source_refuses_bad_input_and_changes_nothing(postgres: bool) {
     let (db, _dir) = database(postgres).await;
     let vow = Vow::start(&db, ENV).await;
@@ -258,7 +225,7 @@ async fn replay_source_refuses_bad_input_and_changes_nothing(postgres: bool) {
 
     // The API: a precise 4xx for each.
     let path = format!("/api/v1/source/{source}/replay");
-    let (status, body) = refused(
+    let (status, body) = api_answer(
         &vow,
         Method::POST,
         &path,
@@ -268,7 +235,7 @@ async fn replay_source_refuses_bad_input_and_changes_nothing(postgres: bool) {
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["detail"][0]["loc"], json!(["body", "until"]), "{body}");
     let unknown_destination = json!({"destination": "dst_00000000000000000000000000"});
-    let (status, body) = refused(&vow, Method::POST, &path, Some(unknown_destination)).await;
+    let (status, body) = api_answer(&vow, Method::POST, &path, Some(unknown_destination)).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(
         body["detail"][0]["loc"],
@@ -280,14 +247,15 @@ async fn replay_source_refuses_bad_input_and_changes_nothing(postgres: bool) {
             .contains("is not a destination of this source"),
         "{body}"
     );
-    let (status, body) = refused(&vow, Method::POST, &path, Some(json!({"destination": 7}))).await;
+    let (status, body) =
+        api_answer(&vow, Method::POST, &path, Some(json!({"destination": 7}))).await;
     assert_eq!(status, 422, "{body}");
-    let (status, body) = refused(&vow, Method::POST, &path, Some(json!({"bogus": true}))).await;
+    let (status, body) = api_answer(&vow, Method::POST, &path, Some(json!({"bogus": true}))).await;
     assert_eq!(status, 422, "{body}");
     let nowhere = "/api/v1/source/src_00000000000000000000000000/replay";
-    let (status, body) = refused(&vow, Method::POST, nowhere, None).await;
+    let (status, body) = api_answer(&vow, Method::POST, nowhere, None).await;
     assert_eq!(status, 404, "{body}");
-    let (status, body) = refused(
+    let (status, body) = api_answer(
         &vow,
         Method::GET,
         &format!("{nowhere}/rpl_00000000000000000000000000"),
@@ -295,7 +263,7 @@ async fn replay_source_refuses_bad_input_and_changes_nothing(postgres: bool) {
     )
     .await;
     assert_eq!(status, 404, "{body}");
-    let (status, body) = refused(&vow, Method::GET, &format!("{path}/nope"), None).await;
+    let (status, body) = api_answer(&vow, Method::GET, &format!("{path}/nope"), None).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(
         body["detail"][0]["loc"],
