@@ -73,7 +73,7 @@ enum Command {
     Completions(CompletionsArgs),
     /// Relay an application's deliveries to a URL on this machine (no public URL needed).
     Listen(ListenArgs),
-    /// Replay an endpoint's dead letters and follow them until delivered or failed again.
+    /// Replay an endpoint's or an inbound source's dead letters and follow them to the end.
     Replay(ReplayArgs),
     /// Stream delivery attempts live, as they happen (filter by application, endpoint, outcome).
     Tail(TailArgs),

@@ -79,6 +79,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0017_inbound_activity",
         include_str!("../migrations/0017_inbound_activity.sql"),
     ),
+    (
+        "0018_inbound_replay_id",
+        include_str!("../migrations/0018_inbound_replay_id.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

@@ -34,6 +34,8 @@
 //! - `inbound_guard`: the replay guard; operators' decisions per destination.
 //! - `inbound_recording`: recording an attempt and settling an expired lease alike on every
 //!   backend: dead-letters out of attempts, the last error, final outcomes, who may claim.
+//! - `inbound_replays`: bulk replays of a source's dead letters: dry run, time range,
+//!   destination, skipped events, other sources untouched, stats by the replay's id.
 //! - `inbound_work`: processing them: push and pull claims, outcomes per destination, retries,
 //!   dead letters and replay, expired leases, resolutions, ordering by version.
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
@@ -57,6 +59,7 @@ mod inbound_guard;
 mod inbound_keyed;
 mod inbound_recording;
 mod inbound_rejections;
+mod inbound_replays;
 mod inbound_work;
 mod messages;
 mod overview;
@@ -77,6 +80,7 @@ pub use inbound_guard::*;
 pub use inbound_keyed::*;
 pub use inbound_recording::*;
 pub use inbound_rejections::*;
+pub use inbound_replays::*;
 pub use inbound_work::*;
 pub use messages::*;
 pub use overview::*;
@@ -131,6 +135,7 @@ macro_rules! conformance_suite {
         $crate::__conformance_cases_inbound_keyed!($make);
         $crate::__conformance_cases_inbound_guard!($make);
         $crate::__conformance_cases_inbound_recording!($make);
+        $crate::__conformance_cases_inbound_replays!($make);
         $crate::__conformance_cases_overview!($make);
     };
     (@cases ($make:expr) $($case:ident),* $(,)?) => {

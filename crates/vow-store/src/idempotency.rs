@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 
 use crate::inbound::decisions::Decided;
 use crate::inbound::processing::WorkClaim;
+use crate::inbound::source_replay::SourceReplayed;
 use crate::inbound::{InboundEvent, Source};
 use crate::{Application, CreatedMessage, Delivery, Endpoint, EventType, StoreError, StoreResult};
 
@@ -66,6 +67,8 @@ impl QueuesWork for Source {}
 impl QueuesWork for WorkClaim {}
 impl QueuesWork for InboundEvent {}
 impl QueuesWork for Decided {}
+/// Inbound work: the caller wakes the forwarders (delivery workers have none).
+impl QueuesWork for SourceReplayed {}
 
 /// The response a [`Completion`] stores and replays.
 pub enum Render<T> {

@@ -11,7 +11,8 @@
 //! identical bodies can be two events.
 //!
 //! What happens next (workers forwarding to destinations, pull consumers, outcomes, ordering by
-//! version, operators' decisions) is in [`processing`].
+//! version, operators' decisions) is in [`processing`]; replaying a source's dead letters in bulk
+//! is in [`source_replay`].
 //!
 //! Secrets live in [`SourceFields::secrets`] and [`Destination::secret`]; every `Debug` here
 //! leaves them out.
@@ -31,6 +32,7 @@ pub mod claim_target;
 pub mod decisions;
 pub mod processing;
 pub mod replay_guard;
+pub mod source_replay;
 
 pub use activity::InboundActivity;
 use decisions::Decided;
@@ -38,6 +40,7 @@ use processing::{
     Forward, LeaseToken, Resolution, WorkClaim, WorkOutcome, WorkRecorded, WorkRequest,
 };
 pub use replay_guard::ReplayGuard;
+pub use source_replay::SourceReplays;
 
 /// Where to find a value in an inbound delivery: a header, or a JSON pointer into the body.
 /// Serialised as `{"header": "x-request-id"}` or `{"pointer": "/data/id"}`.
@@ -443,12 +446,13 @@ pub fn not_quarantined() -> crate::StoreError {
 /// The inbound side of a store: every inbound trait of a backend, in one (blanket impl). Part of
 /// [`crate::Store`].
 pub trait InboundStore:
-    Sources + InboundEvents + InboundWork + InboundDecisions + InboundActivity
+    Sources + InboundEvents + InboundWork + InboundDecisions + InboundActivity + SourceReplays
 {
 }
 
-impl<T: Sources + InboundEvents + InboundWork + InboundDecisions + InboundActivity> InboundStore
-    for T
+impl<
+        T: Sources + InboundEvents + InboundWork + InboundDecisions + InboundActivity + SourceReplays,
+    > InboundStore for T
 {
 }
 

@@ -87,7 +87,8 @@ pub mod prelude {
     };
     pub use crate::idempotency::IdempotencyRecords;
     pub use crate::inbound::{
-        InboundActivity, InboundDecisions, InboundEvents, InboundStore, InboundWork, Sources,
+        InboundActivity, InboundDecisions, InboundEvents, InboundStore, InboundWork, SourceReplays,
+        Sources,
     };
     pub use crate::overview::Overviews;
     pub use crate::queue::{

@@ -1,7 +1,8 @@
 //! The operator actions, each written once and called both by its API route and by the
 //! console's and portal's forms: replay and recover ([`replay`]), rotate a secret, send a test
 //! event, enable or disable ([`endpoint`]), resend one message ([`resend`]), release or discard
-//! a quarantined inbound event ([`inbound`]).
+//! a quarantined inbound event ([`inbound`]), replay an inbound source's dead letters
+//! ([`source_replay`]).
 //!
 //! An action is a value holding its checked inputs; [`Action::write`] is its one store
 //! transaction. An API route runs it inside its Idempotency-Key flow
@@ -11,6 +12,7 @@ pub mod endpoint;
 pub mod inbound;
 pub mod replay;
 pub mod resend;
+pub mod source_replay;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -8,7 +8,8 @@
 //! - [`follow`]: following a server-sent event stream of vow, reconnecting when it drops
 //!   (`listen` and `tail`).
 //! - [`listen`]: `vow listen`, deliveries relayed to a local URL.
-//! - [`replay`]: `vow replay`, an endpoint's dead letters replayed and followed to the end.
+//! - [`replay`]: `vow replay`, an endpoint's (or an inbound source's) dead letters replayed
+//!   and followed to the end.
 //! - [`progress`]: following requeued deliveries until they settle (a progress bar on a
 //!   terminal, plain lines elsewhere), with rate and ETA; what `replay` shows.
 //! - [`signal`]: Ctrl-C (or SIGTERM) for the commands that run until stopped.

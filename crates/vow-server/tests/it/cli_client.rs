@@ -72,13 +72,25 @@ pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// An admin API call to the child.
+/// An admin API call to the child that must succeed; its answer.
 pub(crate) async fn api(
     vow: &Vow,
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
 ) -> Value {
+    let (status, body) = api_answer(vow, method, path, body).await;
+    assert!((200..300).contains(&status), "{path}: {status} {body}");
+    body
+}
+
+/// An admin API call to the child: its status and JSON answer (null when it has none).
+pub(crate) async fn api_answer(
+    vow: &Vow,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let mut request = reqwest::Client::new()
         .request(method, format!("{}{path}", vow.base))
         .bearer_auth(TOKEN);
@@ -86,10 +98,8 @@ pub(crate) async fn api(
         request = request.json(&body);
     }
     let answer = request.send().await.unwrap();
-    let status = answer.status();
-    let body: Value = answer.json().await.unwrap_or_default();
-    assert!(status.is_success(), "{path}: {status} {body}");
-    body
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap_or_default())
 }
 
 /// An application with one endpoint at `receiver`; returns the app id, the endpoint id and its

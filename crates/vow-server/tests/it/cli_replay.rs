@@ -112,22 +112,22 @@ async fn replay(vow: &Vow, more: &[&str]) -> std::process::Output {
 }
 
 /// The one JSON line `--output json` printed.
-fn json_out(out: &std::process::Output) -> Value {
+pub(crate) fn json_out(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "{}", stderr(out));
     let text = stdout(out);
     assert_eq!(text.lines().count(), 1, "{text}");
     serde_json::from_str(&text).unwrap()
 }
 
-/// The message ids (`webhook-id`) of the requests the receiver got from the `from`th on.
-fn ids_received(receiver: &Receiver, from: usize) -> Vec<String> {
+/// The `webhook-id`s (message or inbound event ids) of the requests the receiver got from the `from`th on.
+pub(crate) fn ids_received(receiver: &Receiver, from: usize) -> Vec<String> {
     receiver.received()[from..]
         .iter()
         .map(|r| r.header("webhook-id").to_string())
         .collect()
 }
 
-fn sorted(mut v: Vec<String>) -> Vec<String> {
+pub(crate) fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
 }

@@ -18,6 +18,7 @@ mod cli_client;
 mod cli_listen;
 mod cli_offline;
 mod cli_replay;
+mod cli_replay_source;
 mod cli_tail;
 mod cli_tail_source;
 mod crash;

@@ -12,6 +12,7 @@
 //! - `work`: processing: claims under leases (with the ordering by version kept in
 //!   `inbound_entities`), recording outcomes, renewals.
 //! - `operators`: operators' decisions (replay, resolve), each destination on its own.
+//! - `replays`: bulk replays of a source's dead letters, and their progress.
 
 /// `$body` with `$tx` bound to a fresh transaction of `$store`'s pool, committed when `$body`
 /// returns a value (an error returns before the commit, so the transaction rolls back).
@@ -29,5 +30,6 @@ pub(crate) mod digests;
 pub(crate) mod events;
 pub(crate) mod forwards;
 pub(crate) mod operators;
+pub(crate) mod replays;
 pub(crate) mod sources;
 pub(crate) mod work;

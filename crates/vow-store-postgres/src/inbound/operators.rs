@@ -67,9 +67,10 @@ async fn set_state(
 }
 
 /// [`vow_store::inbound::InboundDecisions::resolve_uncertain`] and
-/// [`vow_store::inbound::InboundDecisions::replay_inbound`]: the forwards [`decisions::targets`] names get
-/// the decision's outcome, and the event the aggregate of its forwards (due at `now` when
-/// retryable, with fresh attempts when forwarded again).
+/// [`vow_store::inbound::InboundDecisions::replay_inbound`]: the forwards
+/// [`decisions::targets`] names get the decision's outcome (a replay takes them from a bulk
+/// replay's count), and the event the aggregate of its forwards (due at `now` when retryable,
+/// with fresh attempts when forwarded again).
 pub(crate) async fn decide(
     tx: &mut PgConnection,
     source: SourceId,
@@ -85,13 +86,15 @@ pub(crate) async fn decide(
         .map(|d| destination_key(d.as_ref()))
         .collect();
     sqlx::query(
-        "UPDATE inbound_forwards SET outcome = $3, updated_at = $4
+        "UPDATE inbound_forwards SET outcome = $3, updated_at = $4,
+             replay_id = CASE WHEN $5 THEN NULL ELSE replay_id END
          WHERE event_id = $1 AND destination = ANY($2)",
     )
     .bind(id.to_string())
     .bind(&keys)
     .bind(decision.outcome().as_str())
     .bind(now)
+    .bind(decision == Decision::Replay)
     .execute(&mut *tx)
     .await
     .map_err(db_error)?;

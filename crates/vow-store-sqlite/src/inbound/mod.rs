@@ -9,10 +9,12 @@
 //! - `digests`: the replay guard's `inbound_digests`, consulted by the claim.
 //! - `forwards`: `inbound_forwards`, each destination's outcome of an event.
 //! - `work`: processing: leases, outcomes per destination, version marks.
+//! - `replays`: bulk replays of a source's dead letters, and their progress.
 
 pub(crate) mod activity;
 pub(crate) mod digests;
 pub(crate) mod events;
 pub(crate) mod forwards;
+pub(crate) mod replays;
 pub(crate) mod sources;
 pub(crate) mod work;

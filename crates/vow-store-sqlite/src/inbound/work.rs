@@ -424,8 +424,9 @@ fn state_of(conn: &Connection, source: SourceId, id: InboundEventId) -> Result<I
 }
 
 /// `vow_store::inbound::InboundDecisions::resolve_uncertain` and `replay_inbound`: the forwards
-/// [`decisions::targets`] names get the decision's outcome, the event its aggregate (due at
-/// `now` when retryable, with fresh attempts when forwarded again).
+/// [`decisions::targets`] names get the decision's outcome (a replay takes them from a bulk
+/// replay's count), the event its aggregate (due at `now` when retryable, with fresh attempts
+/// when forwarded again).
 pub(crate) fn decide(
     conn: &Connection,
     source: SourceId,
@@ -437,7 +438,8 @@ pub(crate) fn decide(
     let state = state_of(conn, source, id)?;
     let targets = decisions::targets(state, decision, &forwards(conn, id)?, only)?;
     let mut rewrite = conn.prepare_cached(
-        "UPDATE inbound_forwards SET outcome = ?3, updated_at = ?4
+        "UPDATE inbound_forwards SET outcome = ?3, updated_at = ?4,
+             replay_id = CASE WHEN ?5 THEN NULL ELSE replay_id END
          WHERE event_id = ?1 AND destination = ?2",
     )?;
     for destination in &targets {
@@ -446,6 +448,7 @@ pub(crate) fn decide(
             destination_key(destination.as_ref()),
             decision.outcome().as_str(),
             micros(now),
+            decision == Decision::Replay,
         ])?;
     }
     if decision.resets_attempts() {

@@ -12,6 +12,16 @@ use super::processing::{Forward, Outcome, Resolution};
 use super::{InboundEvent, InboundState};
 use crate::StoreError;
 
+/// The event states a decision may act in: those with destination outcomes, and no worker
+/// holding the event (`processing` is decided once its lease ends).
+pub const DECIDABLE: [InboundState; 5] = [
+    InboundState::Completed,
+    InboundState::Rejected,
+    InboundState::Retryable,
+    InboundState::Uncertain,
+    InboundState::DeadLettered,
+];
+
 /// What an operator decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -22,12 +32,17 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// The outcomes of the forwards this decision acts on.
+    pub fn acts_on(self) -> &'static [Outcome] {
+        match self {
+            Self::Replay => &[Outcome::DeadLettered, Outcome::Rejected],
+            Self::Resolve(_) => &[Outcome::Uncertain],
+        }
+    }
+
     /// Whether a forward with `outcome` is one this decision acts on.
     pub fn applies_to(self, outcome: Outcome) -> bool {
-        match self {
-            Self::Replay => matches!(outcome, Outcome::DeadLettered | Outcome::Rejected),
-            Self::Resolve(_) => outcome == Outcome::Uncertain,
-        }
+        self.acts_on().contains(&outcome)
     }
 
     /// The outcome the forwards it acts on get.
@@ -72,22 +87,18 @@ pub fn targets(
     forwards: &[Forward],
     only: Option<DestinationId>,
 ) -> Result<Vec<Option<DestinationId>>, StoreError> {
-    use InboundState::*;
-    match state {
-        Processing => {
-            return Err(StoreError::Conflict(
-                "this inbound event is being processed; decide once its worker has recorded \
-                 the outcome or its lease has run out"
-                    .into(),
-            ))
-        }
-        Completed | Rejected | Retryable | Uncertain | DeadLettered => {}
-        other => {
-            return Err(StoreError::Conflict(format!(
-                "this inbound event is {}: it has no destination outcomes to decide on",
-                other.as_str()
-            )))
-        }
+    if state == InboundState::Processing {
+        return Err(StoreError::Conflict(
+            "this inbound event is being processed; decide once its worker has recorded \
+             the outcome or its lease has run out"
+                .into(),
+        ));
+    }
+    if !DECIDABLE.contains(&state) {
+        return Err(StoreError::Conflict(format!(
+            "this inbound event is {}: it has no destination outcomes to decide on",
+            state.as_str()
+        )));
     }
     let found: Vec<_> = forwards
         .iter()

@@ -1,11 +1,11 @@
 //! Loading what a path names, or 404: the application, endpoint, message and source lookups the
-//! API modules share.
+//! API modules share; and the destination of a source a body names, or 422.
 
-use vow_core::{AppId, EndpointId, MessageId};
+use vow_core::{AppId, DestinationId, EndpointId, MessageId};
 use vow_store::inbound::Source;
 use vow_store::{AppKey, Application, Endpoint, EndpointKey};
 
-use super::keys::{app_key, endpoint_key, message_key, source_key};
+use super::keys::{app_key, endpoint_key, id_error, message_key, source_key};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -58,4 +58,32 @@ pub async fn find_source(state: &AppState, raw: &str) -> ApiResult<Source> {
         .get_source(source_key(raw)?)
         .await?
         .ok_or_else(|| ApiError::not_found("Source"))
+}
+
+/// The `destination` a body names, checked against `source`'s destinations (422 when it is
+/// not one of them).
+pub fn destination_of(source: &Source, raw: Option<&str>) -> ApiResult<Option<DestinationId>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let at = ["body", "destination"];
+    let id = DestinationId::parse(raw).map_err(|e| id_error(&at, e))?;
+    if !source.fields.destinations.iter().any(|d| d.id == id) {
+        let msg = "is not a destination of this source";
+        return Err(ApiError::invalid(&at, msg, "value_error.destination"));
+    }
+    Ok(Some(id))
+}
+
+/// [`destination_of`] the source `{source_id}` names, loaded (404 when absent) only when a
+/// destination is named.
+pub async fn find_destination(
+    state: &AppState,
+    source_id: &str,
+    raw: Option<&str>,
+) -> ApiResult<Option<DestinationId>> {
+    match raw {
+        None => Ok(None),
+        Some(_) => destination_of(&find_source(state, source_id).await?, raw),
+    }
 }

@@ -22,6 +22,7 @@ pub mod message;
 pub mod source;
 pub mod source_event;
 pub mod source_rejection;
+pub mod source_replay;
 pub mod source_work;
 pub mod tail;
 pub mod validate;
@@ -44,6 +45,7 @@ pub fn routes() -> Router<AppState> {
         .merge(source::routes())
         .merge(source_event::routes())
         .merge(source_rejection::routes())
+        .merge(source_replay::routes())
         .merge(source_work::routes())
         .merge(tail::routes())
 }

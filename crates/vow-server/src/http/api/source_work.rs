@@ -37,15 +37,14 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::retry::next_try;
-use vow_core::DestinationId;
 use vow_store::inbound::processing::{
     ClaimedEvent, Consumer, DestinationResult, LeaseToken, Outcome, Resolution, WorkClaim,
     WorkOutcome, WorkRequest,
 };
 use vow_store::Store;
 
-use super::keys::{id_error, source_key};
-use super::lookup::find_source;
+use super::keys::source_key;
+use super::lookup::{find_destination, find_source};
 use super::source_event::{decided_answer, event_answer, event_key, InboundEventOut};
 use crate::actions::inbound::Settle;
 use crate::error::{ApiError, ApiResult};
@@ -88,26 +87,6 @@ struct ReplayIn {
     destination: Option<String>,
 }
 
-/// The `destination` a decision names, checked against the source's destinations (422 when
-/// it is not one of them).
-async fn selected(
-    state: &AppState,
-    source_id: &str,
-    raw: Option<&str>,
-) -> ApiResult<Option<DestinationId>> {
-    let Some(raw) = raw else {
-        return Ok(None);
-    };
-    let at = ["body", "destination"];
-    let id = DestinationId::parse(raw).map_err(|e| id_error(&at, e))?;
-    let source = find_source(state, source_id).await?;
-    if !source.fields.destinations.iter().any(|d| d.id == id) {
-        let msg = "is not a destination of this source";
-        return Err(ApiError::invalid(&at, msg, "value_error.destination"));
-    }
-    Ok(Some(id))
-}
-
 async fn resolve_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
@@ -127,7 +106,7 @@ async fn resolve_source_event(
             ));
         }
     };
-    let destination = selected(&state, &source_id, body.destination.as_deref()).await?;
+    let destination = find_destination(&state, &source_id, body.destination.as_deref()).await?;
     once.run(&state, None, &raw, move |commit| async move {
         let settle = Settle::new(commit.state(), source, event, resolution, destination);
         Ok(commit.act(settle, decided_answer).await?.1)
@@ -143,7 +122,7 @@ async fn replay_source_event(
 ) -> ApiResult<Response> {
     let (source, event) = (source_key(&source_id)?, event_key(&event_id)?);
     let body = body.unwrap_or_default();
-    let destination = selected(&state, &source_id, body.destination.as_deref()).await?;
+    let destination = find_destination(&state, &source_id, body.destination.as_deref()).await?;
     let wake = state.inbound_wake.clone();
     once.run(&state, None, &raw, move |commit| async move {
         let now = commit.state().now();

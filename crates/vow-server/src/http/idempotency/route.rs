@@ -69,6 +69,11 @@ pub const ROUTES: &[Route] = &[
         query: &[],
     },
     Route {
+        name: "source.replay",
+        template: "/api/v1/source/{source_id}/replay",
+        query: &[],
+    },
+    Route {
         name: "source.event.claim",
         template: "/api/v1/source/{source_id}/event/claim",
         query: &[],
