@@ -75,6 +75,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0016_replay_id",
         include_str!("../migrations/0016_replay_id.sql"),
     ),
+    (
+        "0017_relay_listeners",
+        include_str!("../migrations/0017_relay_listeners.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.
