@@ -16,6 +16,7 @@ use crate::delivery::operational::Operational;
 use crate::delivery::{DeliverySettings, Dispatcher};
 use crate::forwarding::Forwarder;
 use crate::http;
+use crate::relay::expiry::Expiry;
 use crate::retention::Cleaner;
 use crate::state::{ApiSettings, AppState, Clock};
 
@@ -118,6 +119,7 @@ pub struct Server {
     dispatcher: Option<Dispatcher>,
     forwarder: Option<Forwarder>,
     cleaner: Cleaner,
+    expiry: Expiry,
 }
 
 impl Server {
@@ -137,7 +139,7 @@ impl Server {
                         .await?
                         .with_relay(relay.clone()),
                 ),
-                Some(forwarder(config, &stores)?),
+                Some(forwarder(config, &stores)?.with_relay(relay.clone())),
             )
         } else {
             (None, None)
@@ -175,8 +177,14 @@ impl Server {
             operational,
             clock: Clock::default(),
             in_flight: Arc::default(),
-            relay,
+            relay: relay.clone(),
         };
+        let expiry = Expiry::new(
+            stores.store.clone(),
+            stores.inbound.clone(),
+            relay,
+            Duration::from_secs(config.relay_expiry_seconds.into()),
+        );
         let cleaner = Cleaner::new(
             stores,
             chrono::Duration::days(config.response_retention_days.into()),
@@ -189,6 +197,7 @@ impl Server {
             dispatcher,
             forwarder,
             cleaner,
+            expiry,
         })
     }
 
@@ -220,6 +229,7 @@ impl Server {
             .forwarder
             .map(|f| tokio::spawn(f.run(shutdown.clone())));
         tokio::spawn(self.cleaner.run(Duration::from_secs(60), shutdown.clone()));
+        tokio::spawn(self.expiry.run(shutdown.clone()));
         let router = http::router(self.state, self.admin.hash());
         let served = http::serve(self.listener, router, shutdown).await;
         if let Some(workers) = workers {
