@@ -19,6 +19,7 @@ const ENV: &[(&str, &str)] = &[("VOW_RETRY_SCHEDULE", "1s,1s,1s")];
 on_both_child_stores!(
     listen_source_relays_the_providers_exact_bytes_signed_for_the_relay_destination,
     a_local_500_then_200_is_two_attempts_of_the_forward,
+    an_exhausted_forward_dead_letters_and_a_replay_reaches_the_listener,
 );
 
 /// A `vow listen --source` child relaying `source`'s forwarded events to `local`.
@@ -112,11 +113,12 @@ pub(crate) async fn destination_ids(base: &str, source: &str) -> Vec<String> {
         .collect()
 }
 
-/// Provider bodies whose bytes a re-serialisation would change.
-const BODIES: [&[u8]; 3] = [
+/// Provider bodies whose bytes a re-serialisation would change, and one that is not UTF-8.
+const BODIES: [&[u8]; 4] = [
     br#"{"b": 1,   "a": [1, 2.50, 1e3]}"#,
     "{\"name\":\"caf\\u00e9 \u{2713}\",\"nested\":{\"z\":null}}".as_bytes(),
     b"{\n  \"multi\": \"line\"\n}",
+    b"\xff\xfe not UTF-8 \x00\xc3",
 ];
 
 async fn listen_source_relays_the_providers_exact_bytes_signed_for_the_relay_destination(
@@ -177,7 +179,7 @@ async fn listen_source_relays_the_providers_exact_bytes_signed_for_the_relay_des
     ids.sort_unstable();
     assert_eq!(
         ids,
-        ["guid-0", "guid-1", "guid-2", "guid-after"],
+        ["guid-0", "guid-1", "guid-2", "guid-3", "guid-after"],
         "each once"
     );
     assert_eq!(local.received().len(), BODIES.len(), "nothing after Ctrl-C");
@@ -216,4 +218,43 @@ async fn a_local_500_then_200_is_two_attempts_of_the_forward(postgres: bool) {
     assert_eq!(event["state"], "completed", "{event}");
     // The ordinary destination was forwarded to once: a retry goes only where it is owed.
     assert_eq!(other.received().len(), 1);
+}
+
+async fn an_exhausted_forward_dead_letters_and_a_replay_reaches_the_listener(postgres: bool) {
+    let (db, _dir) = database(postgres).await;
+    let vow = Vow::start(&db, ENV).await;
+    // As many failures as the schedule has attempts; then 200.
+    let local = Receiver::start(&[500; 4]).await;
+    let other = Receiver::start(&[]).await;
+    let source = github_source(&vow.base, &other.url).await;
+    let mut listen = start_listen_source(&vow.base, &source, &local.url);
+    let relay = listen.next("listening").await["destinationId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    listen.next("connected").await;
+    github_delivery(&vow.base, &source, "guid-1", br#"{"n":1}"#).await;
+    let event = event_when(&vow.base, &source, "guid-1", |e| {
+        e["state"] == "dead_lettered"
+    })
+    .await;
+    assert_eq!(
+        local.received().len(),
+        4,
+        "the first attempt and the schedule's three retries"
+    );
+    assert_eq!(forward(&event, &relay)["status"], 500, "{event}");
+    let id = event["id"].as_str().unwrap();
+    let replay = format!("/api/v1/source/{source}/event/{id}/replay");
+    let body = json!({"destination": relay});
+    let (status, out) = call(&vow.base, reqwest::Method::POST, &replay, Some(body)).await;
+    assert!(status < 300, "{out}");
+    local.wait_for(5).await;
+    let event = event_when(&vow.base, &source, "guid-1", all_completed).await;
+    assert_eq!(forward(&event, &relay)["status"], 200, "{event}");
+    assert_eq!(
+        other.received().len(),
+        1,
+        "the replay went to the relay destination only"
+    );
 }
