@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use crate::child::{database, Vow};
-use crate::cli_listen::{call, OPERATOR, WAIT};
+use crate::cli_listen::{a_500_then_a_200, call, OPERATOR, WAIT};
 use crate::helpers::{eventually, TOKEN};
 use crate::inbound::support::{github_signature, GITHUB_SECRET};
 use crate::json_child::JsonChild;
@@ -22,11 +22,28 @@ on_both_child_stores!(
     an_exhausted_forward_dead_letters_and_a_replay_reaches_the_listener,
 );
 
-/// A `vow listen --source` child relaying `source`'s forwarded events to `local`.
-pub(crate) fn start_listen_source(base: &str, source: &str, local: &str) -> JsonChild {
-    JsonChild::start(&[
+/// A connected `vow listen --source` child relaying `source`'s forwarded events to `local`.
+pub(crate) struct Listening {
+    pub(crate) child: JsonChild,
+    /// The relay destination's id.
+    pub(crate) destination: String,
+    /// The signing secret it printed.
+    pub(crate) secret: String,
+}
+
+/// Starts `vow listen --source source` to `local`; returns once it is connected.
+pub(crate) async fn listen_source(base: &str, source: &str, local: &str) -> Listening {
+    let mut child = JsonChild::start(&[
         "listen", local, "--source", source, "--url", base, "--token", TOKEN,
-    ])
+    ]);
+    let listening = child.next("listening").await;
+    child.next("connected").await;
+    let text = |key: &str| listening[key].as_str().unwrap().to_owned();
+    Listening {
+        destination: text("destinationId"),
+        secret: text("secret"),
+        child,
+    }
 }
 
 /// A GitHub source whose one ordinary destination is `destination`; its id.
@@ -130,11 +147,11 @@ async fn listen_source_relays_the_providers_exact_bytes_signed_for_the_relay_des
     let other = Receiver::start(&[]).await;
     let source = github_source(&vow.base, &other.url).await;
     let [ordinary] = <[String; 1]>::try_from(destination_ids(&vow.base, &source).await).unwrap();
-    let mut listen = start_listen_source(&vow.base, &source, &local.url);
-    let listening = listen.next("listening").await;
-    let secret = listening["secret"].as_str().unwrap().to_owned();
-    let relay = listening["destinationId"].as_str().unwrap().to_owned();
-    listen.next("connected").await;
+    let Listening {
+        child: mut listen,
+        destination: relay,
+        secret,
+    } = listen_source(&vow.base, &source, &local.url).await;
     assert_eq!(
         destination_ids(&vow.base, &source).await,
         vec![ordinary.clone(), relay.clone()]
@@ -191,26 +208,13 @@ async fn a_local_500_then_200_is_two_attempts_of_the_forward(postgres: bool) {
     let local = Receiver::start(&[500]).await;
     let other = Receiver::start(&[]).await;
     let source = github_source(&vow.base, &other.url).await;
-    let mut listen = start_listen_source(&vow.base, &source, &local.url);
-    let relay = listen.next("listening").await["destinationId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    listen.next("connected").await;
+    let Listening {
+        child: mut listen,
+        destination: relay,
+        ..
+    } = listen_source(&vow.base, &source, &local.url).await;
     github_delivery(&vow.base, &source, "guid-1", br#"{"n":1}"#).await;
-    let got = local.wait_for(2).await;
-    assert_eq!(got[0].body, got[1].body);
-    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
-    let first = listen.next("delivery").await;
-    assert_eq!(
-        (first["status"].clone(), first["attempt"].clone()),
-        (json!(500), json!(1))
-    );
-    let second = listen.next("delivery").await;
-    assert_eq!(
-        (second["status"].clone(), second["attempt"].clone()),
-        (json!(200), json!(2))
-    );
+    a_500_then_a_200(&mut listen, &local).await;
     let event = event_when(&vow.base, &source, "guid-1", all_completed).await;
     let relayed = forward(&event, &relay);
     assert_eq!(relayed["attempts"], 2, "{event}");
@@ -227,12 +231,11 @@ async fn an_exhausted_forward_dead_letters_and_a_replay_reaches_the_listener(pos
     let local = Receiver::start(&[500; 4]).await;
     let other = Receiver::start(&[]).await;
     let source = github_source(&vow.base, &other.url).await;
-    let mut listen = start_listen_source(&vow.base, &source, &local.url);
-    let relay = listen.next("listening").await["destinationId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    listen.next("connected").await;
+    let Listening {
+        child: _listen,
+        destination: relay,
+        ..
+    } = listen_source(&vow.base, &source, &local.url).await;
     github_delivery(&vow.base, &source, "guid-1", br#"{"n":1}"#).await;
     let event = event_when(&vow.base, &source, "guid-1", |e| {
         e["state"] == "dead_lettered"

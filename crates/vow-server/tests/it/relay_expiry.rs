@@ -9,7 +9,7 @@ use reqwest::Method;
 
 use crate::child::{database, Vow};
 use crate::cli_listen::{call, create_app, send_raw, OPERATOR};
-use crate::cli_listen_source::{destination_ids, github_source, start_listen_source};
+use crate::cli_listen_source::{destination_ids, github_source, listen_source, Listening};
 use crate::helpers::{eventually, TOKEN};
 use crate::json_child::JsonChild;
 use crate::receiver::Receiver;
@@ -65,12 +65,11 @@ async fn a_killed_listen_expires_and_a_connected_one_does_not(postgres: bool) {
     let source = github_source(&vow.base, &other.url).await;
     let (_alive, alive) = listen_app(&vow.base, &app, &alive_local.url).await;
     let (mut killed, dead) = listen_app(&vow.base, &app, &dead_local.url).await;
-    let mut killed_source = start_listen_source(&vow.base, &source, &dead_local.url);
-    let dead_destination = killed_source.next("listening").await["destinationId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    killed_source.next("connected").await;
+    let Listening {
+        child: mut killed_source,
+        destination: dead_destination,
+        ..
+    } = listen_source(&vow.base, &source, &dead_local.url).await;
     assert_eq!(destination_ids(&vow.base, &source).await.len(), 2);
     killed.kill_9();
     killed_source.kill_9();
