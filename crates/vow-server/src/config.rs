@@ -45,6 +45,8 @@ pub struct Config {
     pub delivery_lease_seconds: u32,
     /// Consecutive dead-letters that disable an endpoint.
     pub disable_after_dead_letters: u32,
+    /// How long a relay target is kept after its `vow listen` was last connected, seconds.
+    pub relay_expiry_seconds: u32,
     /// CIDRs deliveries may reach although special-purpose.
     pub allowed_subnets: String,
     /// Operational webhook URL (empty = off).
@@ -224,6 +226,12 @@ impl Config {
         }
         if !(1..=3600).contains(&self.delivery_lease_seconds) {
             return invalid("delivery_lease_seconds", "must be between 1 and 3600");
+        }
+        if !(1..=30 * 86_400).contains(&self.relay_expiry_seconds) {
+            return invalid(
+                "relay_expiry_seconds",
+                "must be between 1 and 2592000 (30 days)",
+            );
         }
         if !(1..=3650).contains(&self.payload_retention_days) {
             return invalid("payload_retention_days", "must be between 1 and 3650");

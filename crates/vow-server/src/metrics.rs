@@ -27,6 +27,9 @@ pub const DEAD_LETTERED: &str = "vow_deliveries_dead_lettered_total";
 pub const ENDPOINTS_DISABLED: &str = "vow_endpoints_disabled_total";
 /// Counter: outcomes not recorded because another worker had taken the lease over.
 pub const LEASES_LOST: &str = "vow_delivery_leases_lost_total";
+/// Counter: `vow listen` relay targets removed because their listener was gone, by `kind`
+/// (`endpoint`, `destination`).
+pub const RELAYS_EXPIRED: &str = "vow_relay_targets_expired_total";
 /// Gauge: deliveries this process has claimed and not yet recorded.
 pub const IN_FLIGHT: &str = "vow_deliveries_in_flight";
 /// Counter: messages accepted through the API.
@@ -133,6 +136,10 @@ fn describe() {
     );
     describe_counter!(ATTEMPTS, "Delivery attempts recorded, by outcome.");
     describe_counter!(DEAD_LETTERED, "Deliveries dead-lettered.");
+    describe_counter!(
+        RELAYS_EXPIRED,
+        "`vow listen` relay targets removed because their listener was gone, by kind."
+    );
     describe_counter!(
         ENDPOINTS_DISABLED,
         "Endpoints disabled by the delivery policy."

@@ -17,6 +17,7 @@ use crate::delivery::{DeliverySettings, Dispatcher};
 use crate::forwarding::Forwarder;
 use crate::http;
 use crate::readiness::{Readiness, Running, WorkerKind};
+use crate::relay::expiry::Expiry;
 use crate::retention::Cleaner;
 use crate::state::{ApiSettings, AppState, Clock};
 
@@ -119,6 +120,7 @@ pub struct Server {
     dispatcher: Option<Dispatcher>,
     forwarder: Option<Forwarder>,
     cleaner: Cleaner,
+    expiry: Expiry,
 }
 
 impl Server {
@@ -138,7 +140,7 @@ impl Server {
                         .await?
                         .with_relay(relay.clone()),
                 ),
-                Some(forwarder(config, &stores)?),
+                Some(forwarder(config, &stores)?.with_relay(relay.clone())),
             )
         } else {
             (None, None)
@@ -176,12 +178,18 @@ impl Server {
             operational,
             clock: Clock::default(),
             in_flight: Arc::default(),
-            relay,
+            relay: relay.clone(),
             readiness: Arc::new(match config.delivery_workers {
                 true => Readiness::with_workers(&[WorkerKind::Delivery, WorkerKind::Inbound]),
                 false => Readiness::default(),
             }),
         };
+        let expiry = Expiry::new(
+            stores.store.clone(),
+            stores.inbound.clone(),
+            relay,
+            Duration::from_secs(config.relay_expiry_seconds.into()),
+        );
         let cleaner = Cleaner::new(
             stores,
             chrono::Duration::days(config.response_retention_days.into()),
@@ -194,6 +202,7 @@ impl Server {
             dispatcher,
             forwarder,
             cleaner,
+            expiry,
         })
     }
 
@@ -233,6 +242,7 @@ impl Server {
             readiness.stop();
         });
         tokio::spawn(self.cleaner.run(Duration::from_secs(60), shutdown.clone()));
+        tokio::spawn(self.expiry.run(shutdown.clone()));
         let router = http::router(self.state, self.admin.hash());
         let served = http::serve(self.listener, router, shutdown).await;
         if let Some(workers) = workers {

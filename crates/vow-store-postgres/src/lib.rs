@@ -51,6 +51,7 @@ mod message;
 mod migrate;
 mod overview;
 mod queue;
+mod relay;
 mod seek;
 mod session;
 mod settings;

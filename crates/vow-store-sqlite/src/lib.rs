@@ -48,6 +48,7 @@ mod overview;
 mod plan;
 mod queue;
 mod readers;
+mod relay;
 mod session;
 mod settings;
 mod writer;

@@ -83,6 +83,10 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0018_inbound_replay_id",
         include_str!("../migrations/0018_inbound_replay_id.sql"),
     ),
+    (
+        "0019_relay_listeners",
+        include_str!("../migrations/0019_relay_listeners.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

@@ -41,6 +41,7 @@
 //! - `messages`: `eventId` uniqueness (also concurrent), isolation, listing filters and paging.
 //! - `overview`: the console's Overview: every figure exactly, in the windows it falls in;
 //!   retention of its activity minutes.
+//! - `relay_listeners`: when relay targets were last connected; taking the stale ones once.
 //! - `sessions`: console sessions and app-portal tokens: expiry, ending, purge, their application.
 //! - `settings`: the admin token hash and ping.
 //! - `queue`: the [`DeliveryQueue`](crate::DeliveryQueue): claims and leases, recording outcomes, auto-disabling,
@@ -64,6 +65,7 @@ mod inbound_work;
 mod messages;
 mod overview;
 mod queue;
+mod relay_listeners;
 mod sessions;
 mod settings;
 mod support;
@@ -85,6 +87,7 @@ pub use inbound_work::*;
 pub use messages::*;
 pub use overview::*;
 pub use queue::*;
+pub use relay_listeners::*;
 pub use sessions::*;
 pub use settings::*;
 
@@ -119,6 +122,7 @@ macro_rules! conformance_suite {
         $crate::__conformance_cases_idempotency_identity!($make);
         $crate::__conformance_cases_settings!($make);
         $crate::__conformance_cases_sessions!($make);
+        $crate::__conformance_cases_relay_listeners!($make);
         $crate::__conformance_cases_queue_claims!($make);
         $crate::__conformance_cases_queue_leases!($make);
         $crate::__conformance_cases_queue_outcomes!($make);

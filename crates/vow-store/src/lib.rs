@@ -34,6 +34,7 @@ pub mod model;
 pub mod overview;
 pub mod page;
 pub mod queue;
+pub mod relay;
 pub mod rows;
 pub mod rules;
 pub mod session;
@@ -46,6 +47,7 @@ pub use model::*;
 pub use overview::Overviews;
 pub use page::{Order, Seek};
 pub use queue::DeliveryQueue;
+pub use relay::RelayListeners;
 pub use session::Sessions;
 
 /// Everything vow persists: every per-entity trait of a backend, in one. Implemented by any type
@@ -61,6 +63,7 @@ pub trait Store:
     + DeliveryQueue
     + InboundStore
     + Sessions
+    + RelayListeners
     + Overviews
 {
 }
@@ -75,6 +78,7 @@ impl<T> Store for T where
         + DeliveryQueue
         + InboundStore
         + Sessions
+        + RelayListeners
         + Overviews
 {
 }
@@ -95,6 +99,7 @@ pub mod prelude {
         AttemptedListings, Attempts, DeliveryClaims, DeliveryOperators, DeliveryOutcomes,
         DeliveryQueue, Retention,
     };
+    pub use crate::relay::RelayListeners;
     pub use crate::session::Sessions;
     pub use crate::Store;
 }

@@ -1,13 +1,15 @@
-//! `vow listen <local-url>`: deliveries of an application relayed to a URL on this machine, with
-//! no public URL ([`crate::relay`]).
+//! `vow listen <local-url>`: deliveries of an application, or the forwarded events of an inbound
+//! source (`--source`), relayed to a URL on this machine, with no public URL ([`crate::relay`]).
 //!
 //! It creates a relay endpoint (`POST /api/v1/app/{app}/listen`, with `--events` and
-//! `--channel` as its filters), prints its signing secret, and streams its deliveries
+//! `--channel` as its filters) or a source's relay destination (`POST
+//! /api/v1/source/{source}/listen`), prints its signing secret, and streams its deliveries
 //! (server-sent events). Each is posted to the local URL with the exact bytes and headers vow
 //! signed, many at once; the local answers (status, time, start of the body) go back to vow in
 //! batches, where each is the attempt's outcome: a local 500 is retried on vow's schedule. One
 //! line per delivery. A dropped stream is reconnected with backoff (vow keeps what arrives
-//! meanwhile and sends it on reconnect); Ctrl-C (or SIGTERM) deletes the relay endpoint.
+//! meanwhile and sends it on reconnect); Ctrl-C (or SIGTERM) deletes the relay endpoint (or
+//! destination).
 //!
 //! # Layout
 //! - [`local`]: one delivery posted to the local URL, and its answer as a result.
@@ -18,7 +20,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use chrono::Utc;
-use clap::Args;
+use clap::{ArgGroup, Args};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -34,18 +36,23 @@ const RESULT_BATCH: usize = 512;
 
 /// `vow listen`'s flags.
 #[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("relayed").required(true).args(["app", "source"])))]
 #[command(after_help = "\
 Examples:
   vow listen http://localhost:3000/webhooks --app my-shop
   vow listen http://localhost:3000/webhooks --app app_2x0... --events order.created,order.paid
-  vow listen http://127.0.0.1:8000/hook --app my-shop --channel eu --output json")]
+  vow listen http://127.0.0.1:8000/hook --app my-shop --channel eu --output json
+  vow listen http://localhost:3000/stripe --source src_2x0...")]
 pub struct ListenArgs {
     /// Where deliveries are posted on this machine, e.g. http://localhost:3000/webhooks.
     #[arg(value_name = "LOCAL_URL")]
     pub local_url: String,
     /// The application: its id (`app_…`) or its uid.
     #[arg(long, value_name = "APP")]
-    pub app: String,
+    pub app: Option<String>,
+    /// An inbound source instead (`src_…`): its forwarded events, as its destinations get them.
+    #[arg(long, value_name = "SOURCE", conflicts_with_all = ["events", "channel"])]
+    pub source: Option<String>,
     /// Only these event types (comma-separated, or repeat the flag).
     #[arg(long, value_name = "TYPES", value_delimiter = ',')]
     pub events: Vec<String>,
@@ -68,42 +75,99 @@ struct ListenIn<'a> {
     description: String,
 }
 
-/// `ListenOut`, as read.
+/// `ListenOut`, as read: a relay endpoint's, or a source's relay destination's.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ListenOut {
-    endpoint_id: String,
+    endpoint_id: Option<String>,
+    destination_id: Option<String>,
     secret: String,
     stream: String,
     results: String,
 }
 
-/// Runs `vow listen` until Ctrl-C or SIGTERM, then deletes the relay endpoint.
+/// What is relayed: an application's deliveries, or a source's forwarded events.
+enum Scope {
+    App(String),
+    Source(String),
+}
+
+impl Scope {
+    fn of(args: &ListenArgs) -> anyhow::Result<Self> {
+        match (&args.app, &args.source) {
+            (Some(app), _) => Ok(Self::App(app.clone())),
+            (None, Some(source)) => Ok(Self::Source(source.clone())),
+            (None, None) => anyhow::bail!("say what to listen to: --app APP or --source SOURCE"),
+        }
+    }
+
+    /// Where a session is created.
+    fn create(&self) -> String {
+        match self {
+            Self::App(app) => format!("/api/v1/app/{app}/listen"),
+            Self::Source(source) => format!("/api/v1/source/{source}/listen"),
+        }
+    }
+
+    /// The relay target's id, and where it is deleted.
+    fn created(&self, session: &ListenOut) -> anyhow::Result<(String, String)> {
+        let id = session
+            .endpoint_id
+            .as_ref()
+            .or(session.destination_id.as_ref());
+        let id = id
+            .context("vow answered a listen session with no id")?
+            .clone();
+        let delete = match self {
+            Self::App(app) => format!("/api/v1/app/{app}/endpoint/{id}"),
+            Self::Source(source) => format!("/api/v1/source/{source}/listen/{id}"),
+        };
+        Ok((id, delete))
+    }
+
+    /// What the relay target is called.
+    fn what(&self) -> &'static str {
+        match self {
+            Self::App(_) => "relay endpoint",
+            Self::Source(_) => "relay destination",
+        }
+    }
+}
+
+/// Runs `vow listen` until Ctrl-C or SIGTERM, then deletes the relay endpoint (or destination).
 pub async fn run(args: &ListenArgs) -> anyhow::Result<()> {
     let local = local::Target::new(&args.local_url)?;
     let client = args.client.connect()?;
     let printer = args.client.printer();
-    let body = ListenIn {
-        event_types: nonempty(&args.events),
-        channels: nonempty(&args.channel),
-        description: format!("vow listen → {}", args.local_url),
+    let scope = Scope::of(args)?;
+    let session: ListenOut = match &scope {
+        Scope::App(_) => {
+            let body = ListenIn {
+                event_types: nonempty(&args.events),
+                channels: nonempty(&args.channel),
+                description: format!("vow listen → {}", args.local_url),
+            };
+            client.post(&scope.create(), &body, None).await?
+        }
+        Scope::Source(_) => {
+            let body = serde_json::json!({});
+            client.post(&scope.create(), &body, None).await?
+        }
     };
-    let path = format!("/api/v1/app/{}/listen", args.app);
-    let session: ListenOut = client.post(&path, &body, None).await?;
-    announce(&printer, args, &session)?;
+    let (id, delete) = scope.created(&session)?;
+    announce(&printer, args, &scope, &id, &session)?;
     let session = Arc::new(session);
     let relaying = relay(client.clone(), session.clone(), local, printer);
     tokio::select! {
         result = relaying => result?,
         () = stopped() => {},
     }
-    let delete = format!("/api/v1/app/{}/endpoint/{}", args.app, session.endpoint_id);
     client
         .send(client.request(Method::DELETE, &delete), &delete)
         .await
-        .context("deleting the relay endpoint")?;
+        .with_context(|| format!("deleting the {}", scope.what()))?;
     if !printer.json() {
-        eprintln!("Stopped: relay endpoint {} deleted.", session.endpoint_id);
+        eprintln!("Stopped: {} {id} deleted.", scope.what());
     }
     Ok(())
 }
@@ -114,24 +178,38 @@ fn nonempty(v: &[String]) -> Option<&[String]> {
 }
 
 /// Says what is relayed where, and the secret the local app verifies with.
-fn announce(printer: &Printer, args: &ListenArgs, session: &ListenOut) -> anyhow::Result<()> {
+fn announce(
+    printer: &Printer,
+    args: &ListenArgs,
+    scope: &Scope,
+    id: &str,
+    session: &ListenOut,
+) -> anyhow::Result<()> {
     if printer.json() {
-        return printer.print_json(&serde_json::json!({
+        let key = match scope {
+            Scope::App(_) => "endpointId",
+            Scope::Source(_) => "destinationId",
+        };
+        let mut line = serde_json::json!({
             "type": "listening",
-            "endpointId": session.endpoint_id,
             "secret": session.secret,
             "localUrl": args.local_url,
-        }));
+        });
+        line[key] = id.into();
+        return printer.print_json(&line);
     }
+    let what = match scope {
+        Scope::App(app) => format!("deliveries of {app}"),
+        Scope::Source(source) => format!("forwarded events of source {source}"),
+    };
     println!(
-        "Relaying deliveries of {} to {} (relay endpoint {}).",
-        args.app, args.local_url, session.endpoint_id
+        "Relaying {what} to {} ({} {id}).",
+        args.local_url,
+        scope.what()
     );
     println!("Signing secret: {}", session.secret);
-    println!(
-        "{}",
-        printer.paint("Ctrl-C stops and deletes the relay endpoint.", Colour::Dim)
-    );
+    let stop = format!("Ctrl-C stops and deletes the {}.", scope.what());
+    println!("{}", printer.paint(&stop, Colour::Dim));
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use vow_egress::{EgressClient, EgressError};
 use vow_store::queue::{AttemptOutcome, AttemptTrigger, ClaimedDelivery, NewAttempt, NextState};
 
 use super::request;
-use crate::relay::{self, Hub};
+use crate::relay::{self, Handed, Hub};
 
 /// What an attempt needs besides the delivery.
 #[derive(Clone)]
@@ -62,7 +62,7 @@ pub async fn run(
     let finished =
         (started_at + chrono::Duration::from_std(elapsed).unwrap_or_default()).trunc_subsecs(6);
     let Some(sent) = sent else {
-        let expected = env.relay.expected(&claimed.delivery.endpoint_id);
+        let expected = env.relay.expected(&Handed::delivery(claimed).target);
         return outcome(None, relay::waiting(claimed, finished, expected), finished);
     };
     let (result, attempt) = describe(&sent, elapsed);
@@ -137,7 +137,11 @@ async fn send(
         .timeout_ms
         .map_or(env.timeout, |ms| Duration::from_millis(ms.into()));
     if relay::is_relay(&target.url) {
-        return env.relay.attempt(claimed, &headers, payload, timeout).await;
+        let handed = Handed::delivery(claimed);
+        return env
+            .relay
+            .attempt(handed, &headers, payload.as_bytes(), timeout)
+            .await;
     }
     Some(match url::Url::parse(&target.url) {
         Ok(url) => {

@@ -8,7 +8,8 @@
 //! classified ([`classify`]); retryable ones are due again after the retry schedule's delay
 //! with jitter, or dead-lettered once it is spent. A heartbeat renews the leases of events
 //! still being forwarded; a worker that dies leaves leases that run out, and the next claim
-//! records the destinations it owed as `uncertain` (or retries an idempotent one).
+//! records the destinations it owed as `uncertain` (or retries an idempotent one). A relay
+//! destination (`vow listen --source`) is forwarded to through its listener ([`crate::relay`]).
 //!
 //! # Layout
 //! - [`classify`]: what a response or an error means.
@@ -36,13 +37,15 @@ use vow_store::{InboundStore, StoreResult};
 
 use crate::delivery::DeliverySettings;
 use crate::metrics as m;
+use crate::relay::Hub;
 use crate::worker::{self, lock, Backoff, Texts, Work};
+use request::Senders;
 
 /// Forwards inbound events until shut down.
 #[derive(Clone)]
 pub struct Forwarder {
     inbound: Arc<dyn InboundStore>,
-    egress: EgressClient,
+    senders: Senders,
     settings: DeliverySettings,
     wake: Arc<Notify>,
 }
@@ -69,10 +72,20 @@ impl Forwarder {
     ) -> Self {
         Self {
             inbound,
-            egress,
+            senders: Senders {
+                egress,
+                relay: Arc::default(),
+            },
             settings,
             wake,
         }
+    }
+
+    /// Forwards to relay destinations through `hub` (the one the API's `vow listen --source`
+    /// streams register with), rather than a hub of its own no listener reaches.
+    pub fn with_relay(mut self, hub: Arc<Hub>) -> Self {
+        self.senders.relay = hub;
+        self
     }
 
     fn request(&self, now: DateTime<Utc>, limit: usize) -> WorkRequest {
@@ -273,14 +286,14 @@ async fn forward(this: &Forwarder, claimed: &ClaimedEvent, now: DateTime<Utc>) -
             let shared = Arc::new(claimed.clone());
             let mut sends = JoinSet::new();
             for (i, d) in claimed.pending.iter().enumerate() {
-                let (shared, egress, timeout) =
-                    (shared.clone(), this.egress.clone(), this.settings.timeout);
+                let (shared, senders, timeout) =
+                    (shared.clone(), this.senders.clone(), this.settings.timeout);
                 let (id, idempotent) = (d.id, d.idempotent);
                 sends.spawn(async move {
                     let event = &shared.event;
                     let content = shared.content.as_ref().expect("matched Some above");
                     let sent = request::send(
-                        &egress,
+                        &senders,
                         timeout,
                         event,
                         content,

@@ -1,18 +1,24 @@
 //! The request that forwards one inbound event to one destination: the provider's exact
 //! bytes, its non-secret headers (credentials and signatures were never stored), and vow's
-//! Standard Webhooks signature made with the destination's secret.
+//! Standard Webhooks signature made with the destination's secret. A relay destination's
+//! (`vow listen --source`, [`crate::relay`]) is handed to its listener through the [`Hub`]
+//! instead, the same bytes signed the same way; with no listener connected it fails as an
+//! unreachable destination does (retryable: nothing was sent).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue};
 use bytes::Bytes;
 use vow_core::SignatureStyle;
 use vow_egress::{EgressClient, EgressError, EgressResponse};
 use vow_store::inbound::{Destination, InboundContent, InboundEvent};
+use vow_store::relay::RelayTarget;
 use vow_store::EndpointSecret;
 
 use crate::delivery::request;
+use crate::relay::{is_relay, Handed, Hub};
 
 /// The header naming the source an event came through.
 pub const SOURCE_HEADER: &str = "vow-source";
@@ -36,18 +42,64 @@ const HOP_HEADERS: [&str; 12] = [
     "x-forwarded-host",
 ];
 
-/// POSTs `event` to `destination`, signed at unix time `timestamp`.
+/// Whom a forward goes through: the SSRF-guarded HTTP client, or a relay destination's listener.
+#[derive(Clone)]
+pub struct Senders {
+    /// HTTP destinations.
+    pub egress: EgressClient,
+    /// Relay destinations.
+    pub relay: Arc<Hub>,
+}
+
+/// Sends `event` to `destination`, signed at unix time `timestamp`.
 pub async fn send(
-    egress: &EgressClient,
+    senders: &Senders,
     timeout: Duration,
     event: &InboundEvent,
     content: &InboundContent,
     destination: &Destination,
     timestamp: u64,
 ) -> Result<EgressResponse, EgressError> {
+    let headers = headers(event, content, destination, timestamp)?;
+    if is_relay(&destination.url) {
+        let handed = Handed {
+            target: RelayTarget::Destination {
+                source: event.source_id,
+                id: destination.id,
+            },
+            msg_id: event.id.to_string(),
+            event_type: event.event_id.as_deref().unwrap_or("inbound"),
+            attempt: event.attempts,
+        };
+        let relayed = senders
+            .relay
+            .attempt(handed, &headers, &content.payload, timeout)
+            .await;
+        return relayed.unwrap_or_else(|| {
+            let reason = "no `vow listen` is connected to this relay destination";
+            Err(EgressError::Connect {
+                reason: reason.into(),
+                source: reason.into(),
+            })
+        });
+    }
     let url = url::Url::parse(&destination.url).map_err(|e| EgressError::InvalidUrl {
         reason: e.to_string(),
     })?;
+    let body = Bytes::copy_from_slice(&content.payload);
+    senders
+        .egress
+        .post(&url, headers, body, Some(timeout))
+        .await
+}
+
+/// The signed headers of `event` for `destination` at unix time `timestamp`.
+fn headers(
+    event: &InboundEvent,
+    content: &InboundContent,
+    destination: &Destination,
+    timestamp: u64,
+) -> Result<HeaderMap, EgressError> {
     let mut custom: BTreeMap<String, String> = content
         .headers
         .iter()
@@ -81,6 +133,5 @@ pub async fn send(
     if let Some(value) = kind.and_then(|(_, v)| HeaderValue::from_str(v).ok()) {
         headers.insert(header::CONTENT_TYPE, value);
     }
-    let body = Bytes::copy_from_slice(&content.payload);
-    egress.post(&url, headers, body, Some(timeout)).await
+    Ok(headers)
 }

@@ -1,8 +1,8 @@
-//! [`Hub`]: the `vow listen` connections of this process, one per relay endpoint, and the
-//! attempts waiting for their answers.
+//! [`Hub`]: the `vow listen` connections of this process, one per relay target (a relay
+//! endpoint, or a relay destination of a source), and the attempts waiting for their answers.
 //!
-//! A listener's stream registers a [`Connection`] (a newer one for the same endpoint replaces
-//! it, ending the older stream). An attempt to a relay endpoint ([`Hub::attempt`]) waits a little
+//! A listener's stream registers a [`Connection`] (a newer one for the same target replaces
+//! it, ending the older stream). An attempt to a relay target ([`Hub::attempt`]) waits a little
 //! for a listener, queues the signed request on its connection, and waits for the answer the
 //! listener posts ([`Hub::answer`]), matched by a number of the hub's own; many attempts are in
 //! flight over one connection at once. The answer becomes the [`EgressResponse`] (or
@@ -21,21 +21,21 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
-use vow_core::EndpointId;
 use vow_egress::{EgressError, EgressResponse};
 use vow_store::queue::ClaimedDelivery;
+use vow_store::relay::RelayTarget;
 
-use super::wire::{Answer, RelayResult, Relayed, MAX_EXCERPT_BYTES};
+use super::wire::{self, Answer, RelayResult, Relayed, MAX_EXCERPT_BYTES};
 use crate::worker::lock;
 
-/// How long an attempt to a relay endpoint waits for a listener before it is put back.
+/// How long an attempt to a relay target waits for a listener before it is put back.
 pub const LISTENER_WAIT: Duration = Duration::from_secs(5);
 
 /// Requests queued on one connection before an attempt waits for room.
 const QUEUE: usize = 1024;
 
-/// How long after its listener went away an endpoint's attempts still wait for it in memory
-/// (it is reconnecting); after that (or for an endpoint never connected here) they hold no slot.
+/// How long after its listener went away a target's attempts still wait for it in memory
+/// (it is reconnecting); after that (or for a target never connected here) they hold no slot.
 const RECENT: Duration = Duration::from_secs(60);
 
 /// How much longer than the attempt's timeout vow waits for the listener's report (the
@@ -61,10 +61,10 @@ impl Default for Hub {
 
 #[derive(Default)]
 struct Inner {
-    listeners: HashMap<EndpointId, Listener>,
+    listeners: HashMap<RelayTarget, Listener>,
     pending: HashMap<u64, Pending>,
     /// When the listeners that went away in the last [`RECENT`] went.
-    gone: HashMap<EndpointId, Instant>,
+    gone: HashMap<RelayTarget, Instant>,
 }
 
 struct Listener {
@@ -74,7 +74,7 @@ struct Listener {
 
 /// An attempt handed to a listener, waiting for its answer.
 struct Pending {
-    endpoint: EndpointId,
+    target: RelayTarget,
     conn: u64,
     answer: oneshot::Sender<RelayResult>,
 }
@@ -82,7 +82,7 @@ struct Pending {
 /// A listener's registration: the requests for it, in order. Dropping it disconnects.
 pub struct Connection {
     hub: Arc<Hub>,
-    endpoint: EndpointId,
+    target: RelayTarget,
     conn: u64,
     rx: mpsc::Receiver<Relayed>,
 }
@@ -97,7 +97,7 @@ impl tokio_stream::Stream for Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.hub.disconnect(self.endpoint, self.conn);
+        self.hub.disconnect(self.target, self.conn);
     }
 }
 
@@ -128,14 +128,14 @@ impl Hub {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Registers a listener for `endpoint`, replacing any earlier one (whose stream ends).
-    pub fn connect(self: &Arc<Self>, endpoint: EndpointId) -> Connection {
+    /// Registers a listener for `target`, replacing any earlier one (whose stream ends).
+    pub fn connect(self: &Arc<Self>, target: RelayTarget) -> Connection {
         let conn = self.number();
         let (tx, rx) = mpsc::channel(QUEUE);
         {
             let mut inner = lock(&self.inner);
-            inner.gone.remove(&endpoint);
-            let replaced = inner.listeners.insert(endpoint, Listener { conn, tx });
+            inner.gone.remove(&target);
+            let replaced = inner.listeners.insert(target, Listener { conn, tx });
             // The listener came back on a new connection: the old one owes nothing more.
             if let Some(old) = replaced {
                 inner.pending.retain(|_, p| p.conn != old.conn);
@@ -144,68 +144,66 @@ impl Hub {
         self.arrived.notify_waiters();
         Connection {
             hub: self.clone(),
-            endpoint,
+            target,
             conn,
             rx,
         }
     }
 
-    /// Whether a listener for `endpoint` is connected to this process.
-    pub fn connected(&self, endpoint: &EndpointId) -> bool {
-        lock(&self.inner).listeners.contains_key(endpoint)
+    /// Whether a listener for `target` is connected to this process.
+    pub fn connected(&self, target: &RelayTarget) -> bool {
+        lock(&self.inner).listeners.contains_key(target)
     }
 
-    fn disconnect(&self, endpoint: EndpointId, conn: u64) {
+    /// The targets whose listener is connected to this process.
+    pub fn targets(&self) -> Vec<RelayTarget> {
+        lock(&self.inner).listeners.keys().copied().collect()
+    }
+
+    fn disconnect(&self, target: RelayTarget, conn: u64) {
         let mut inner = lock(&self.inner);
-        if inner
-            .listeners
-            .get(&endpoint)
-            .is_some_and(|l| l.conn == conn)
-        {
-            inner.listeners.remove(&endpoint);
+        if inner.listeners.get(&target).is_some_and(|l| l.conn == conn) {
+            inner.listeners.remove(&target);
             inner.gone.retain(|_, at| at.elapsed() < RECENT);
-            inner.gone.insert(endpoint, Instant::now());
+            inner.gone.insert(target, Instant::now());
         }
         // Dropping their senders tells the attempts the listener went away.
         inner.pending.retain(|_, p| p.conn != conn);
     }
 
-    /// Whether a listener for `endpoint` is connected here or went away lately (so it is
+    /// Whether a listener for `target` is connected here or went away lately (so it is
     /// expected back soon).
-    pub fn expected(&self, endpoint: &EndpointId) -> bool {
+    pub fn expected(&self, target: &RelayTarget) -> bool {
         let inner = lock(&self.inner);
-        inner.listeners.contains_key(endpoint)
+        inner.listeners.contains_key(target)
             || inner
                 .gone
-                .get(endpoint)
+                .get(target)
                 .is_some_and(|at| at.elapsed() < RECENT)
     }
 
-    /// Delivers a listener's `result` to the attempt of `endpoint` waiting for it; `false` when
-    /// no such attempt waits (it timed out, or the number is another endpoint's).
-    pub fn answer(&self, endpoint: EndpointId, result: RelayResult) -> bool {
+    /// Delivers a listener's `result` to the attempt of `target` waiting for it; `false` when
+    /// no such attempt waits (it timed out, or the number is another target's).
+    pub fn answer(&self, target: RelayTarget, result: RelayResult) -> bool {
         let pending = {
             let mut inner = lock(&self.inner);
             match inner.pending.get(&result.id) {
-                Some(p) if p.endpoint == endpoint => inner.pending.remove(&result.id),
+                Some(p) if p.target == target => inner.pending.remove(&result.id),
                 _ => None,
             }
         };
         pending.is_some_and(|p| p.answer.send(result).is_ok())
     }
 
-    /// The listener of `endpoint`, waiting at most `wait` for one to connect.
-    async fn listener(&self, endpoint: EndpointId, wait: Duration) -> Option<Listener> {
+    /// The listener of `target`, waiting at most `wait` for one to connect.
+    async fn listener(&self, target: RelayTarget, wait: Duration) -> Option<Listener> {
         let deadline = Instant::now() + wait;
         loop {
             let arrived = self.arrived.notified();
-            let found = lock(&self.inner)
-                .listeners
-                .get(&endpoint)
-                .map(|l| Listener {
-                    conn: l.conn,
-                    tx: l.tx.clone(),
-                });
+            let found = lock(&self.inner).listeners.get(&target).map(|l| Listener {
+                conn: l.conn,
+                tx: l.tx.clone(),
+            });
             if found.is_some() {
                 return found;
             }
@@ -213,38 +211,39 @@ impl Hub {
         }
     }
 
-    /// Attempts `claimed` (signed as `headers`, its payload `body`) through its endpoint's
+    /// Attempts `handed` (signed as `headers`, its payload `body`) through its target's
     /// listener, waiting at most `timeout` (plus a little) for the local answer. `None` when no
     /// listener is connected: nothing was sent. It waits for one (the hub's wait,
     /// [`LISTENER_WAIT`]) only when one is [`expected`](Self::expected).
     pub async fn attempt(
         &self,
-        claimed: &ClaimedDelivery,
+        handed: Handed<'_>,
         headers: &HeaderMap,
-        body: &str,
+        body: &[u8],
         timeout: Duration,
     ) -> Option<Result<EgressResponse, EgressError>> {
-        let endpoint = claimed.delivery.endpoint_id;
-        let wait = if self.expected(&endpoint) {
+        let target = handed.target;
+        let wait = if self.expected(&target) {
             self.wait
         } else {
             Duration::ZERO
         };
-        let listener = self.listener(endpoint, wait).await?;
+        let listener = self.listener(target, wait).await?;
         let id = self.number();
         let (answer, answered) = oneshot::channel();
         let pending = Pending {
-            endpoint,
+            target,
             conn: listener.conn,
             answer,
         };
         lock(&self.inner).pending.insert(id, pending);
         let _forget = Forget { hub: self, id };
+        let (body, body_base64) = wire::encode_body(body);
         let relayed = Relayed {
             id,
-            msg_id: claimed.delivery.msg_id.to_string(),
-            event_type: claimed.event_type.clone(),
-            attempt: claimed.delivery.attempts + 1,
+            msg_id: handed.msg_id,
+            event_type: handed.event_type.to_owned(),
+            attempt: handed.attempt,
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             headers: headers
                 .iter()
@@ -253,7 +252,8 @@ impl Hub {
                     (n.as_str().to_owned(), value)
                 })
                 .collect(),
-            body: body.to_owned(),
+            body,
+            body_base64,
         };
         let started = Instant::now();
         let sent = tokio::time::timeout(timeout, listener.tx.send(relayed)).await;
@@ -277,6 +277,33 @@ impl Hub {
             }
             Err(_) => Err(EgressError::Timeout { sent: true }),
         })
+    }
+}
+
+/// What an attempt hands a listener besides the signed request: whose it is and what it is.
+pub struct Handed<'a> {
+    /// The relay target attempted.
+    pub target: RelayTarget,
+    /// The `webhook-id` (a message's id, or an inbound event's).
+    pub msg_id: String,
+    /// The event type shown on the listener's line.
+    pub event_type: &'a str,
+    /// Which attempt this is (1 for the first).
+    pub attempt: u32,
+}
+
+impl<'a> Handed<'a> {
+    /// An application's delivery to its relay endpoint.
+    pub fn delivery(claimed: &'a ClaimedDelivery) -> Self {
+        Self {
+            target: RelayTarget::Endpoint {
+                app: claimed.delivery.app_id,
+                id: claimed.delivery.endpoint_id,
+            },
+            msg_id: claimed.delivery.msg_id.to_string(),
+            event_type: &claimed.event_type,
+            attempt: claimed.delivery.attempts + 1,
+        }
     }
 }
 
@@ -325,18 +352,28 @@ mod tests {
 
     use chrono::Utc;
     use tokio_stream::StreamExt;
-    use vow_core::{AppId, DeliveryId, MessageId};
+    use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
     use vow_store::queue::{DeliveryTarget, LeaseToken};
     use vow_store::{Delivery, DeliveryOptions, DeliveryStatus};
 
     use super::*;
 
-    fn claimed(endpoint: EndpointId) -> ClaimedDelivery {
+    fn target() -> RelayTarget {
+        RelayTarget::Endpoint {
+            app: AppId::new(),
+            id: EndpointId::new(),
+        }
+    }
+
+    fn claimed(target: RelayTarget) -> ClaimedDelivery {
+        let RelayTarget::Endpoint { app, id: endpoint } = target else {
+            unreachable!("an endpoint")
+        };
         let now = Utc::now();
         ClaimedDelivery {
             delivery: Delivery {
                 id: DeliveryId::new(),
-                app_id: AppId::new(),
+                app_id: app,
                 msg_id: MessageId::new(),
                 endpoint_id: endpoint,
                 status: DeliveryStatus::Pending,
@@ -375,12 +412,15 @@ mod tests {
     #[tokio::test]
     async fn an_answer_becomes_the_attempts_response() {
         let hub = Arc::new(Hub::default());
-        let ep = EndpointId::new();
+        let ep = target();
         let mut conn = hub.connect(ep);
         let c = claimed(ep);
         let attempt = {
             let (hub, c) = (hub.clone(), c.clone());
-            tokio::spawn(async move { hub.attempt(&c, &headers(), "{\"a\": 1}", LONG).await })
+            tokio::spawn(async move {
+                hub.attempt(Handed::delivery(&c), &headers(), b"{\"a\": 1}", LONG)
+                    .await
+            })
         };
         let relayed = conn.next().await.unwrap();
         assert_eq!(relayed.body, "{\"a\": 1}");
@@ -397,7 +437,7 @@ mod tests {
             },
         };
         // Another endpoint cannot answer it.
-        assert!(!hub.answer(EndpointId::new(), answer(relayed.id)));
+        assert!(!hub.answer(target(), answer(relayed.id)));
         assert!(hub.answer(ep, answer(relayed.id)));
         let response = attempt.await.unwrap().unwrap().unwrap();
         assert_eq!(response.status, 500);
@@ -411,10 +451,13 @@ mod tests {
     #[tokio::test]
     async fn with_no_listener_nothing_is_sent_and_a_late_listener_still_gets_it() {
         let hub = Arc::new(Hub::waiting(LONG));
-        let ep = EndpointId::new();
+        let ep = target();
         // Never connected here: no wait at all, however long the hub's.
         let (c, h) = (claimed(ep), headers());
-        let at_once = tokio::time::timeout(Duration::from_secs(1), hub.attempt(&c, &h, "{}", LONG));
+        let at_once = tokio::time::timeout(
+            Duration::from_secs(1),
+            hub.attempt(Handed::delivery(&c), &h, b"{}", LONG),
+        );
         assert!(at_once.await.unwrap().is_none());
         assert!(!hub.expected(&ep));
         // Connected, then gone: expected back, so an attempt waits for it.
@@ -422,7 +465,10 @@ mod tests {
         assert!(hub.expected(&ep));
         let attempt = {
             let hub = hub.clone();
-            tokio::spawn(async move { hub.attempt(&claimed(ep), &headers(), "{}", LONG).await })
+            tokio::spawn(async move {
+                hub.attempt(Handed::delivery(&claimed(ep)), &headers(), b"{}", LONG)
+                    .await
+            })
         };
         tokio::task::yield_now().await;
         let mut conn = hub.connect(ep);
@@ -444,11 +490,14 @@ mod tests {
     #[tokio::test]
     async fn a_listener_that_goes_away_fails_what_it_owed_like_a_broken_connection() {
         let hub = Arc::new(Hub::default());
-        let ep = EndpointId::new();
+        let ep = target();
         let mut conn = hub.connect(ep);
         let attempt = {
             let hub = hub.clone();
-            tokio::spawn(async move { hub.attempt(&claimed(ep), &headers(), "{}", LONG).await })
+            tokio::spawn(async move {
+                hub.attempt(Handed::delivery(&claimed(ep)), &headers(), b"{}", LONG)
+                    .await
+            })
         };
         conn.next().await.unwrap();
         drop(conn);
@@ -463,11 +512,14 @@ mod tests {
     #[tokio::test]
     async fn a_reconnecting_listener_replaces_the_old_connection() {
         let hub = Arc::new(Hub::default());
-        let ep = EndpointId::new();
+        let ep = target();
         let mut old = hub.connect(ep);
         let attempt = {
             let hub = hub.clone();
-            tokio::spawn(async move { hub.attempt(&claimed(ep), &headers(), "{}", LONG).await })
+            tokio::spawn(async move {
+                hub.attempt(Handed::delivery(&claimed(ep)), &headers(), b"{}", LONG)
+                    .await
+            })
         };
         old.next().await.unwrap();
         let _new = hub.connect(ep);

@@ -25,7 +25,9 @@
 //! - [`hub`]: [`Hub`], the connected listeners of this process and the attempts waiting for
 //!   their answers.
 
+pub mod expiry;
 pub mod hub;
+pub mod targets;
 pub mod wire;
 
 use std::time::Duration;
@@ -33,7 +35,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use vow_store::queue::{ClaimedDelivery, NextState};
 
-pub use hub::{Hub, LISTENER_WAIT};
+pub use hub::{Handed, Hub, LISTENER_WAIT};
 
 /// The URL of every relay endpoint: the one endpoint URL that is not `http(s)`.
 pub const RELAY_URL: &str = "relay://listen";

@@ -1,8 +1,11 @@
 //! What travels over a `vow listen` connection: [`Relayed`] deliveries down (one server-sent
 //! event each, `event: delivery`), [`RelayResult`]s up (posted in batches, answered by id).
-//! JSON both ways; the body is the payload text exactly as stored, so the listener posts the
-//! exact bytes that were signed.
+//! JSON both ways; the body is the payload exactly as stored (as text, or base64 when it is not
+//! UTF-8, as an inbound provider's may not be), so the listener posts the exact bytes that were
+//! signed.
 
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 /// The server-sent event name of a delivery.
@@ -30,8 +33,30 @@ pub struct Relayed {
     pub timeout_ms: u64,
     /// The request headers: signature headers, content type, the endpoint's custom headers.
     pub headers: Vec<(String, String)>,
-    /// The exact payload.
+    /// The exact payload: its text, or its base64 when [`Relayed::body_base64`].
     pub body: String,
+    /// Whether `body` is base64 (the payload is not UTF-8).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub body_base64: bool,
+}
+
+impl Relayed {
+    /// The exact payload bytes.
+    pub fn bytes(&self) -> Result<Vec<u8>, base64::DecodeError> {
+        if self.body_base64 {
+            BASE64.decode(&self.body)
+        } else {
+            Ok(self.body.clone().into_bytes())
+        }
+    }
+}
+
+/// `payload` as [`Relayed::body`] and [`Relayed::body_base64`]: text when it is UTF-8.
+pub fn encode_body(payload: &[u8]) -> (String, bool) {
+    match std::str::from_utf8(payload) {
+        Ok(text) => (text.to_owned(), false),
+        Err(_) => (BASE64.encode(payload), true),
+    }
 }
 
 /// What the listener's local URL answered to attempt `id`.
@@ -105,5 +130,27 @@ mod tests {
         );
         let back: RelayResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn a_body_that_is_not_utf8_travels_as_base64_and_comes_back_exact() {
+        for payload in [&b"{\"a\": 1}"[..], &[0xff, 0x00, b'x', 0xc3][..]] {
+            let (body, body_base64) = encode_body(payload);
+            assert_eq!(body_base64, std::str::from_utf8(payload).is_err());
+            let relayed = Relayed {
+                id: 1,
+                msg_id: "m".into(),
+                event_type: "t".into(),
+                attempt: 1,
+                timeout_ms: 1,
+                headers: Vec::new(),
+                body,
+                body_base64,
+            };
+            let json = serde_json::to_string(&relayed).unwrap();
+            assert_eq!(json.contains("bodyBase64"), body_base64, "{json}");
+            let back: Relayed = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.bytes().unwrap(), payload);
+        }
     }
 }

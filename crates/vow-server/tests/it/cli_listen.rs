@@ -172,19 +172,7 @@ async fn a_local_500_then_200_is_two_attempts_in_vow(postgres: bool) {
     let mut listen = start_listen(&vow.base, &app, &receiver.url, &[]);
     listen.next("connected").await;
     let msg = send_raw(&vow.base, &app, "order.created", r#"{"n":1}"#).await;
-    let got = receiver.wait_for(2).await;
-    assert_eq!(got[0].body, got[1].body);
-    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
-    let first = listen.next("delivery").await;
-    assert_eq!(
-        (first["status"].clone(), first["attempt"].clone()),
-        (json!(500), json!(1))
-    );
-    let second = listen.next("delivery").await;
-    assert_eq!(
-        (second["status"].clone(), second["attempt"].clone()),
-        (json!(200), json!(2))
-    );
+    a_500_then_a_200(&mut listen, &receiver).await;
     let attempts = attempts(&vow.base, &app, &msg, 2).await;
     assert_eq!(attempts.len(), 2);
     assert_eq!(attempts[0]["responseStatusCode"], 500);
@@ -199,6 +187,22 @@ async fn a_local_500_then_200_is_two_attempts_in_vow(postgres: bool) {
     )
     .await;
     assert_eq!(message["data"][0]["statusText"], "success", "{message}");
+}
+
+/// The local receiver answered one request 500 and its retry 200: the same bytes and id twice,
+/// and the listener's two lines say so.
+pub(crate) async fn a_500_then_a_200(listen: &mut JsonChild, receiver: &Receiver) {
+    let got = receiver.wait_for(2).await;
+    assert_eq!(got[0].body, got[1].body);
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+    for (status, attempt) in [(500, 1), (200, 2)] {
+        let line = listen.next("delivery").await;
+        assert_eq!(
+            (line["status"].clone(), line["attempt"].clone()),
+            (json!(status), json!(attempt)),
+            "{line}"
+        );
+    }
 }
 
 /// The status text of message `msg`'s delivery, once it is `want` (at most 20 s).

@@ -74,6 +74,12 @@ impl JsonChild {
         self.child.wait().unwrap().success()
     }
 
+    /// SIGKILL (no Ctrl-C handling, nothing cleaned up), and reap it.
+    pub fn kill_9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     /// Once it exited: every line whose `type` is `kind` not read yet, in order.
     pub async fn rest(&mut self, kind: &str) -> Vec<Value> {
         let mut rest = Vec::new();

@@ -61,12 +61,21 @@ impl Target {
                 headers.append(n, v);
             }
         }
+        let body = match relayed.bytes() {
+            Ok(body) => body,
+            Err(e) => {
+                return Answer::Failed {
+                    timed_out: false,
+                    reason: format!("vow sent a body this listener cannot decode: {e}"),
+                }
+            }
+        };
         let request = self
             .http
             .post(self.url.clone())
             .headers(headers)
             .timeout(Duration::from_millis(relayed.timeout_ms))
-            .body(relayed.body.clone().into_bytes());
+            .body(body);
         let failed = |e: reqwest::Error| Answer::Failed {
             timed_out: e.is_timeout(),
             reason: innermost(&e),

@@ -1,7 +1,7 @@
-//! Path keys: `{app_id}`, `{endpoint_id}`, `{msg_id}` and `{source_id}` read into the store's
+//! Path keys: `{app_id}`, `{endpoint_id}`, `{msg_id}`, `{source_id}` and `{destination_id}` read into the store's
 //! keys (an id, or a uid / eventId), with the 422 a malformed or wrong-kind id gets.
 
-use vow_core::{AppId, EndpointId, IdError, MessageId, SourceId};
+use vow_core::{AppId, DestinationId, EndpointId, IdError, MessageId, SourceId};
 use vow_store::{AppKey, EndpointKey, MessageKey};
 
 use crate::error::{ApiError, ApiResult};
@@ -50,4 +50,9 @@ pub fn message_key(raw: &str) -> ApiResult<MessageKey> {
 /// `{source_id}`: a source id, else 422.
 pub fn source_key(raw: &str) -> ApiResult<SourceId> {
     SourceId::parse(raw).map_err(|e| id_error(&["path", "source_id"], e))
+}
+
+/// `{destination_id}`: a destination id, else 422.
+pub fn destination_key(raw: &str) -> ApiResult<DestinationId> {
+    DestinationId::parse(raw).map_err(|e| id_error(&["path", "destination_id"], e))
 }

@@ -9,6 +9,10 @@
 //! /api/v1/app/{app_id}/endpoint/{endpoint_id}`, and its attempts are read like any others.
 //! The admin token or the application's portal token may listen (a read-only one may not: a
 //! listener answers deliveries); another application's endpoint is 404.
+//!
+//! An inbound source's listen ([`super::source_listen`]) streams and reports through the same
+//! [`stream_to`] and [`report_to`]. Creating either records the target as seen
+//! ([`vow_store::RelayListeners`]); a connected stream is renewed by [`crate::relay::expiry`].
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -21,6 +25,7 @@ use axum::{Extension, Json, Router};
 use serde::{Deserialize, Serialize};
 use tokio_stream::{Stream, StreamExt};
 use vow_core::EndpointId;
+use vow_store::relay::RelayTarget;
 use vow_store::Endpoint;
 
 use super::endpoint::EndpointIn;
@@ -60,14 +65,41 @@ pub struct ListenIn {
     description: String,
 }
 
-/// `ListenOut`: the relay endpoint, its signing secret, and where to stream and report.
+/// `ListenOut`: the relay endpoint (or a source's relay destination), its signing secret, and
+/// where to stream and report.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenOut {
-    endpoint_id: EndpointId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint_id: Option<EndpointId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    destination_id: Option<vow_core::DestinationId>,
     secret: String,
     stream: String,
     results: String,
+}
+
+impl ListenOut {
+    /// The answer for a new listen session on `target`, whose signing secret is `secret`.
+    pub(super) fn of(target: RelayTarget, secret: String) -> Self {
+        let (endpoint_id, destination_id, stream) = match target {
+            RelayTarget::Endpoint { app, id } => {
+                (Some(id), None, format!("/api/v1/app/{app}/listen/{id}"))
+            }
+            RelayTarget::Destination { source, id } => (
+                None,
+                Some(id),
+                format!("/api/v1/source/{source}/listen/{id}"),
+            ),
+        };
+        Self {
+            endpoint_id,
+            destination_id,
+            secret,
+            results: format!("{stream}/result"),
+            stream,
+        }
+    }
 }
 
 /// What a report did: results matched to a waiting attempt, and results that came too late
@@ -90,14 +122,16 @@ async fn create_listen(
     let secret = crate::secret::generate();
     let create = CreateEndpoint::new(&state, app, fields, Some(secret.clone()));
     let endpoint = actions::apply(&state, create).await?;
-    let stream = format!("/api/v1/app/{app}/listen/{}", endpoint.id);
-    let out = ListenOut {
-        endpoint_id: endpoint.id,
-        secret,
-        results: format!("{stream}/result"),
-        stream,
+    let target = RelayTarget::Endpoint {
+        app,
+        id: endpoint.id,
     };
-    Ok((StatusCode::CREATED, Json(out)))
+    if let Err(e) = state.store.relays_seen(&[target], state.now()).await {
+        // Not half-made: a relay endpoint the sweep does not know of would never expire.
+        let _ = state.store.delete_endpoint(app, endpoint.id).await;
+        return Err(e.into());
+    }
+    Ok((StatusCode::CREATED, Json(ListenOut::of(target, secret))))
 }
 
 /// The relay endpoint `{endpoint_id}` of `{app_id}`: 404 when absent, 409 when it is an
@@ -129,12 +163,26 @@ async fn stream(
         ));
     }
     let endpoint = relay_endpoint(&state, &app_id, &endpoint_id).await?;
-    let connection = state.relay.connect(endpoint.id);
+    let target = RelayTarget::Endpoint {
+        app: endpoint.app_id,
+        id: endpoint.id,
+    };
+    stream_to(&state, target).await
+}
+
+/// The stream of `target`'s listener: `ready`, then one `delivery` per attempt handed to it.
+/// Connecting renews the target's last-seen time at once (a listener back from a long absence
+/// is not expired meanwhile); while it stays, [`crate::relay::expiry`] renews it.
+pub(super) async fn stream_to(
+    state: &AppState,
+    target: RelayTarget,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    state.store.relays_seen(&[target], state.now()).await?;
+    let connection = state.relay.connect(target);
     // Deliveries that waited for this listener are due within a second; look now.
     state.wake.notify_one();
-    let ready = Event::default()
-        .event(READY_EVENT)
-        .data(endpoint.id.to_string());
+    state.inbound_wake.notify_one();
+    let ready = Event::default().event(READY_EVENT).data(target.id());
     let deliveries = connection.map(|relayed| {
         let data = serde_json::to_string(&relayed).unwrap_or_default();
         Ok::<_, Infallible>(Event::default().event(DELIVERY_EVENT).data(data))
@@ -148,6 +196,17 @@ async fn report(
     Path((app_id, endpoint_id)): Path<(String, String)>,
     ValidJson(results): ValidJson<Vec<RelayResult>>,
 ) -> ApiResult<Json<ReportOut>> {
+    check_results(&results)?;
+    let endpoint = relay_endpoint(&state, &app_id, &endpoint_id).await?;
+    let target = RelayTarget::Endpoint {
+        app: endpoint.app_id,
+        id: endpoint.id,
+    };
+    Ok(report_to(&state, target, results))
+}
+
+/// A report's results are well-formed: not too many, statuses that are statuses.
+pub(super) fn check_results(results: &[RelayResult]) -> ApiResult<()> {
     let mut p = Problems::default();
     p.require(
         results.len() <= MAX_RESULTS,
@@ -165,15 +224,22 @@ async fn report(
             );
         }
     }
-    p.finish()?;
-    let endpoint = relay_endpoint(&state, &app_id, &endpoint_id).await?;
+    p.finish()
+}
+
+/// Hands `results` to the attempts of `target` waiting for them.
+pub(super) fn report_to(
+    state: &AppState,
+    target: RelayTarget,
+    results: Vec<RelayResult>,
+) -> Json<ReportOut> {
     let total = results.len();
     let accepted = results
         .into_iter()
-        .filter_map(|r| state.relay.answer(endpoint.id, r).then_some(()))
+        .filter_map(|r| state.relay.answer(target, r).then_some(()))
         .count();
-    Ok(Json(ReportOut {
+    Json(ReportOut {
         accepted,
         unmatched: total - accepted,
-    }))
+    })
 }

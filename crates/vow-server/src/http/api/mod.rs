@@ -21,6 +21,7 @@ pub mod lookup;
 pub mod message;
 pub mod source;
 pub mod source_event;
+pub mod source_listen;
 pub mod source_rejection;
 pub mod source_replay;
 pub mod source_work;
@@ -44,6 +45,7 @@ pub fn routes() -> Router<AppState> {
         .merge(message::routes())
         .merge(source::routes())
         .merge(source_event::routes())
+        .merge(source_listen::routes())
         .merge(source_rejection::routes())
         .merge(source_replay::routes())
         .merge(source_work::routes())

@@ -36,12 +36,13 @@ use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, Once};
 use crate::http::inbound::replay::{self, Protection};
 use crate::http::inbound::scheme;
+use crate::relay::is_relay;
 use crate::state::AppState;
 
 /// At most this many secrets per source.
 const MAX_SECRETS: usize = 10;
 /// At most this many destinations per source.
-const MAX_DESTINATIONS: usize = 20;
+pub(super) const MAX_DESTINATIONS: usize = 20;
 /// The widest tolerance a source may set, in seconds (a day).
 const MAX_TOLERANCE_SECS: u32 = 86_400;
 /// The widest replay window a source may set, in seconds (a year).
@@ -305,8 +306,15 @@ fn check_destinations(
     for (i, d) in given.into_iter().enumerate() {
         let idx = i.to_string();
         let at = |field: &'static str| ["body", "destinations", idx.as_str(), field];
-        let url = p.check(&at("url"), EndpointUrl::parse(d.url));
         let kept = d.id.and_then(|id| existing.iter().find(|e| e.id == id));
+        // A `vow listen` session's relay destination keeps its URL through an edit; no other
+        // destination may have it.
+        let url = if is_relay(&d.url) && kept.is_some_and(|k| is_relay(&k.url)) {
+            Some(d.url)
+        } else {
+            p.check(&at("url"), EndpointUrl::parse(d.url))
+                .map(EndpointUrl::into_string)
+        };
         p.require(
             d.id.is_none() || kept.is_some(),
             &at("id"),
@@ -327,7 +335,7 @@ fn check_destinations(
         if let (Some(url), Some(secret)) = (url, secret) {
             out.push(Destination {
                 id,
-                url: url.into_string(),
+                url,
                 secret,
                 idempotent: d.idempotent,
             });
