@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::{cpu_lines, secs, Options, Rig};
+use super::{secs, Options, Rig};
 use crate::ledger::Report;
 
 /// Queues, restarts, drains.
@@ -62,13 +62,6 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
     r.line(format!(
         "drain rate (first to last delivery): {drain_rate:.0} deliveries/s"
     ));
-    cpu_lines(
-        &mut r,
-        &cpu,
-        closed.ledger.delivered,
-        "deliveries",
-        closed.peak_rss,
-    );
-    r.ledger(&closed.ledger);
+    closed.finish_report(&mut r, &cpu);
     Ok(vec![r])
 }

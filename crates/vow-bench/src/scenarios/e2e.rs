@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::{cpu_lines, secs, Options, Rig};
+use super::{secs, Options, Rig};
 use crate::ledger::Report;
 use crate::load::{Sample, Sampler};
 
@@ -90,14 +90,7 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
         "target >= 10,000 deliveries/s sustained with a flat backlog: {}",
         if met { "MET" } else { "MISSED" }
     ));
-    cpu_lines(
-        &mut r,
-        &cpu,
-        closed.ledger.delivered,
-        "deliveries",
-        closed.peak_rss,
-    );
-    r.ledger(&closed.ledger);
+    closed.finish_report(&mut r, &cpu);
     Ok(r)
 }
 

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::{cpu_lines, Options, Rig};
+use super::{Options, Rig};
 use crate::api::PostOutcome;
 use crate::ledger::{histogram, ms, Report};
 use crate::load::LoadResult;
@@ -74,13 +74,6 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
             "MISSED"
         }
     ));
-    cpu_lines(
-        &mut r,
-        &cpu,
-        closed.ledger.delivered,
-        "deliveries",
-        closed.peak_rss,
-    );
-    r.ledger(&closed.ledger);
+    closed.finish_report(&mut r, &cpu);
     Ok(vec![r])
 }

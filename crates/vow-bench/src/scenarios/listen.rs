@@ -19,7 +19,7 @@ use anyhow::{bail, Context};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 
-use super::{cpu_lines, secs, Options, Rig};
+use super::{secs, Options, Rig};
 use crate::ledger::{histogram, Report};
 use crate::machine::{self, CpuUse};
 use crate::vow_process::ADMIN_TOKEN;
@@ -120,14 +120,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
         "target >= 1,000 relayed deliveries/s with p99 added <= 5 ms: {}",
         if met { "MET" } else { "MISSED" }
     ));
-    cpu_lines(
-        &mut r,
-        &cpu,
-        closed.ledger.delivered,
-        "deliveries",
-        closed.peak_rss,
-    );
-    r.ledger(&closed.ledger);
+    closed.finish_report(&mut r, &cpu);
     Ok(vec![r])
 }
 

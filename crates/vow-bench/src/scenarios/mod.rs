@@ -311,6 +311,14 @@ pub struct Closed {
     pub peak_rss: f64,
 }
 
+impl Closed {
+    /// Ends a delivery run's report: CPU per 1,000 deliveries, peak memory, the ledger.
+    pub fn finish_report(&self, r: &mut Report, cpu: &Cpu) {
+        cpu_lines(r, cpu, self.ledger.delivered, "deliveries", self.peak_rss);
+        r.ledger(&self.ledger);
+    }
+}
+
 /// Deliveries matched against the messages that were acknowledged.
 #[derive(Debug)]
 pub struct Joined {

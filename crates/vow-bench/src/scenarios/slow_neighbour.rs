@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::{cpu_lines, secs, Options, Rig};
+use super::{secs, Options, Rig};
 use crate::ledger::{ms, Report};
 
 const ENDPOINTS: usize = 10;
@@ -77,14 +77,7 @@ async fn measure(opts: &Options, slow: bool) -> anyhow::Result<Measured> {
             slow_got as f64 / secs(j.last_arrival().saturating_sub(start).max(1))
         ));
     }
-    cpu_lines(
-        &mut r,
-        &cpu,
-        closed.ledger.delivered,
-        "deliveries",
-        closed.peak_rss,
-    );
-    r.ledger(&closed.ledger);
+    closed.finish_report(&mut r, &cpu);
     Ok(Measured {
         fast_rate,
         p99_ms,
