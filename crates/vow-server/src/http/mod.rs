@@ -25,6 +25,7 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use axum::{Extension, Json, Router};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -72,6 +73,13 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     // The peer address lets the console slow repeated failed logins per client.
     let app = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    // Small writes go out at once (a stream's events, a short answer), not after the peer's
+    // delayed acknowledgement of the previous one.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
