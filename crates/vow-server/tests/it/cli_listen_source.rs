@@ -110,11 +110,13 @@ fn forward<'a>(event: &'a Value, destination: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no forward to {destination}: {event}"))
 }
 
-/// Whether every forward of `event` is completed.
+/// Every forward completed, and the event's own state recorded as completed too (a worker
+/// records the forwards' outcomes before it ends its lease).
 fn all_completed(event: &Value) -> bool {
-    event["forwards"]
-        .as_array()
-        .is_some_and(|f| !f.is_empty() && f.iter().all(|f| f["outcome"] == "completed"))
+    event["state"] == "completed"
+        && event["forwards"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty() && f.iter().all(|f| f["outcome"] == "completed"))
 }
 
 /// The ids of `source`'s destinations, as read back.
