@@ -345,16 +345,7 @@ async fn expunging_content_removes_the_payload_and_the_attempt_responses(app: Te
 
 /// The value of a counter without labels in `/metrics`, 0 when it was never recorded.
 async fn counter(app: &TestApp, name: &str) -> f64 {
-    let resp = app
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let text = resp.text().await.unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
+    sample(&scrape(app).await, name, &[])
 }
 
 async fn metrics_count_dead_letters_and_disabled_endpoints_behind_the_admin_token(app: TestApp) {
