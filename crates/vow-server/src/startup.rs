@@ -179,10 +179,7 @@ impl Server {
             clock: Clock::default(),
             in_flight: Arc::default(),
             relay: relay.clone(),
-            readiness: Arc::new(match config.delivery_workers {
-                true => Readiness::with_workers(&[WorkerKind::Delivery, WorkerKind::Inbound]),
-                false => Readiness::default(),
-            }),
+            readiness: Arc::new(Readiness::with_workers(&started(&dispatcher, &forwarder))),
         };
         let expiry = Expiry::new(
             stores.store.clone(),
@@ -264,4 +261,17 @@ fn spawn_worker(
         let _running = running;
         work.await;
     })
+}
+
+/// The kinds of worker this process was built with.
+fn started(dispatcher: &Option<Dispatcher>, forwarder: &Option<Forwarder>) -> Vec<WorkerKind> {
+    let built = [
+        (WorkerKind::Delivery, dispatcher.is_some()),
+        (WorkerKind::Inbound, forwarder.is_some()),
+    ];
+    built
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(kind, _)| kind)
+        .collect()
 }

@@ -380,7 +380,7 @@ fn account(outcome: &AttemptOutcome, delivery: &Delivery, result: &Recorded) {
         metrics::counter!(m::ATTEMPTS, "outcome" => kind).increment(1);
         let took = attempt.duration_ms as f64 / 1000.0;
         metrics::histogram!(m::ATTEMPT_SECONDS, "outcome" => kind).record(took);
-        if kind == "delivered" && !delivery.manual {
+        if matches!(outcome.next, NextState::Delivered) && !delivery.manual {
             let done =
                 attempt.started_at + chrono::TimeDelta::milliseconds(attempt.duration_ms as i64);
             metrics::histogram!(m::END_TO_END_SECONDS)
