@@ -29,9 +29,12 @@ from svix.api import (
     EventTypeIn,
     EventTypeListOptions,
     MessageAttemptListAttemptedMessagesOptions,
+    MessageAttemptListByEndpointOptions,
+    MessageAttemptListByMsgOptions,
     MessageGetOptions,
     MessageIn,
     MessageListOptions,
+    StatusCodeClass,
     Svix,
     SvixOptions,
 )
@@ -312,6 +315,20 @@ def main() -> None:
     assert all(a.response_status_code == 204 and int(a.status) == 0 for a in attempts), attempts
     assert len(Receiver.received) == 2, "exactly two requests"
     step("message_attempt.resend: delivered again, signed, recorded as a manual attempt")
+
+    # The SDK sends `with_content=false` and `expanded_statuses=true` on every attempt read.
+    ok = MessageAttemptListByEndpointOptions(
+        status_code_class=StatusCodeClass.CODE2XX, event_types=[et_name]
+    )
+    by_endpoint = svix.message_attempt.list_by_endpoint(app.id, live.id, ok).data
+    assert sorted(a.id for a in by_endpoint) == sorted(a.id for a in attempts), by_endpoint
+    failed = MessageAttemptListByEndpointOptions(status_code_class=StatusCodeClass.CODE5XX)
+    assert svix.message_attempt.list_by_endpoint(app.id, live.id, failed).data == []
+    other_type = MessageAttemptListByMsgOptions(event_types=["no.such.type"])
+    assert svix.message_attempt.list_by_msg(app.id, sent_msg.id, other_type).data == []
+    one = svix.message_attempt.get(app.id, sent_msg.id, attempts[0].id)
+    assert one.id == attempts[0].id and one.response_status_code == 204, one
+    step("message_attempt.list_by_endpoint / list_by_msg filter by status class and event type")
 
     # -- an ed25519 endpoint: `v1a`, checked with `cryptography` ------------------------------
     whsk, public = new_whsk()

@@ -15,12 +15,14 @@
 //! - [`load`]: closed- and open-loop generators, and the per-second sampler.
 //! - [`ledger`]: the ledger, reports, histograms.
 //! - [`signed`]: signed inbound deliveries and the order they are sent in.
+//! - [`otel_sink`]: a discarding OTLP collector, for runs with traces exported (`--otel-sink`).
 //! - [`scenarios`]: one module per scenario.
 
 mod api;
 mod ledger;
 mod load;
 mod machine;
+mod otel_sink;
 mod receiver;
 mod scenarios;
 mod signed;
@@ -114,6 +116,15 @@ struct Cli {
     /// Sets VOW_DELIVERY_MAX_PER_ENDPOINT for the vow under test (default: vow's own).
     #[arg(long)]
     vow_max_per_endpoint: Option<usize>,
+
+    /// Exports the vow under test's traces (VOW_OTEL_ENDPOINT) to this OTLP/HTTP collector.
+    #[arg(long, value_name = "URL", conflicts_with = "otel_sink")]
+    vow_otel_endpoint: Option<String>,
+
+    /// Exports the vow under test's traces to a discarding OTLP collector in this process, and
+    /// prints how many exports (and bytes) it got.
+    #[arg(long)]
+    otel_sink: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -180,12 +191,13 @@ fn main() -> anyhow::Result<()> {
         "{} not found: build it with `cargo build --release -p vow-server --bin vow` or pass --vow-bin",
         bin.display()
     );
-    let opts = Options {
+    let mut opts = Options {
         vow: VowSettings {
             bin,
             workers: true,
             max_in_flight: cli.vow_max_in_flight,
             max_per_endpoint: cli.vow_max_per_endpoint,
+            otel_endpoint: cli.vow_otel_endpoint.clone(),
         },
         pg: cli.pg.then(|| cli.pg_url.clone()),
         duration: cli.duration.map(Duration::from_secs),
@@ -209,12 +221,27 @@ fn main() -> anyhow::Result<()> {
         }
     );
     let runtime = tokio::runtime::Runtime::new().context("starting tokio")?;
+    let sink = if cli.otel_sink {
+        let sink = runtime.block_on(otel_sink::OtelSink::start())?;
+        opts.vow.otel_endpoint = Some(sink.url());
+        Some(sink)
+    } else {
+        None
+    };
+    if let Some(endpoint) = &opts.vow.otel_endpoint {
+        println!("traces exported to {endpoint}");
+    }
     runtime.block_on(run_all(
         cli.scenario,
         cli.runs.max(1),
         cli.quiet_below / 100.0,
         &opts,
-    ))
+    ))?;
+    if let Some(sink) = sink {
+        let (exports, bytes, spans) = sink.received();
+        println!("otel sink: {spans} spans in {exports} exports, {bytes} bytes");
+    }
+    Ok(())
 }
 
 async fn run_all(

@@ -283,6 +283,8 @@ pub struct VowSettings {
     pub max_in_flight: Option<usize>,
     /// `VOW_DELIVERY_MAX_PER_ENDPOINT`, when set.
     pub max_per_endpoint: Option<usize>,
+    /// `VOW_OTEL_ENDPOINT`, when set: traces exported there.
+    pub otel_endpoint: Option<String>,
 }
 
 /// A running `vow serve`.
@@ -323,6 +325,9 @@ impl VowProcess {
         }
         if let Some(n) = settings.max_per_endpoint {
             cmd.env("VOW_DELIVERY_MAX_PER_ENDPOINT", n.to_string());
+        }
+        if let Some(endpoint) = &settings.otel_endpoint {
+            cmd.env("VOW_OTEL_ENDPOINT", endpoint);
         }
         let child = cmd
             .spawn()

@@ -15,6 +15,8 @@
 pub mod id;
 pub mod matching;
 pub mod name;
+#[cfg(feature = "utoipa")]
+mod openapi;
 pub mod patch;
 pub mod retry;
 pub mod style;

@@ -47,6 +47,34 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
     }
 }
 
+/// What the wire carries: the field may be absent, `null`, or a `T`. (utoipa composes a generic
+/// type's schema from its parameter's, which the caller hands over: a `$ref` for a named one.)
+#[cfg(feature = "utoipa")]
+impl<T: utoipa::PartialSchema> utoipa::__dev::ComposeSchema for Patch<T> {
+    fn compose(
+        generics: Vec<utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>,
+    ) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        let value = generics.into_iter().next().unwrap_or_else(T::schema);
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::Null))
+            .item(value)
+            .into()
+    }
+}
+
+#[cfg(feature = "utoipa")]
+impl<T: utoipa::ToSchema> utoipa::ToSchema for Patch<T> {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        T::schemas(schemas);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,20 @@ impl SignatureStyle {
     }
 }
 
+/// A string, one of [`SignatureStyle::ALL`]'s names.
+#[cfg(feature = "utoipa")]
+impl utoipa::PartialSchema for SignatureStyle {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(Self::ALL.map(Self::as_str)))
+            .into()
+    }
+}
+
+#[cfg(feature = "utoipa")]
+impl utoipa::ToSchema for SignatureStyle {}
+
 impl fmt::Display for SignatureStyle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -45,6 +45,10 @@ pub struct Config {
     pub delivery_lease_seconds: u32,
     /// Consecutive dead-letters that disable an endpoint.
     pub disable_after_dead_letters: u32,
+    /// Dead-letters of one endpoint within the window that raise its alert (0 = off).
+    pub dead_letter_alert_threshold: u32,
+    /// The dead-letter alert's window, seconds.
+    pub dead_letter_alert_window_seconds: u32,
     /// How long a relay target is kept after its `vow listen` was last connected, seconds.
     pub relay_expiry_seconds: u32,
     /// CIDRs deliveries may reach although special-purpose.
@@ -87,6 +91,10 @@ pub struct Config {
     pub log: String,
     /// Log format.
     pub log_format: LogFormat,
+    /// OTLP/HTTP collector traces are exported to, e.g. `http://127.0.0.1:4318` (empty = off).
+    pub otel_endpoint: String,
+    /// The `service.name` of the exported traces.
+    pub otel_service_name: String,
 }
 
 impl Config {
@@ -227,6 +235,12 @@ impl Config {
         if !(1..=3600).contains(&self.delivery_lease_seconds) {
             return invalid("delivery_lease_seconds", "must be between 1 and 3600");
         }
+        if !(1..=86_400).contains(&self.dead_letter_alert_window_seconds) {
+            return invalid(
+                "dead_letter_alert_window_seconds",
+                "must be between 1 and 86400 (a day)",
+            );
+        }
         if !(1..=30 * 86_400).contains(&self.relay_expiry_seconds) {
             return invalid(
                 "relay_expiry_seconds",
@@ -271,6 +285,12 @@ impl Config {
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
             return invalid("log", &format!("is not a valid filter: {e}"));
+        }
+        if let Err(problem) = check_base_url(&self.otel_endpoint) {
+            return invalid("otel_endpoint", &problem);
+        }
+        if self.otel_service_name.trim().is_empty() {
+            return invalid("otel_service_name", "must not be empty");
         }
         Ok(())
     }
@@ -325,7 +345,7 @@ impl Config {
         if !(1..=168).contains(&self.portal_token_hours) {
             return invalid("portal_token_hours", "must be between 1 and 168 (7 days)");
         }
-        if let Err(problem) = check_public_url(&self.public_url) {
+        if let Err(problem) = check_base_url(&self.public_url) {
             return invalid("public_url", &problem);
         }
         let ancestors = self.portal_frame_ancestors.trim();
@@ -426,6 +446,14 @@ impl Config {
         })
     }
 
+    /// The dead-letter rate alert's settings; `None` when it is off.
+    pub fn dead_letter_alert(&self) -> Option<crate::delivery::alert::AlertSettings> {
+        (self.dead_letter_alert_threshold > 0).then(|| crate::delivery::alert::AlertSettings {
+            threshold: self.dead_letter_alert_threshold,
+            window: std::time::Duration::from_secs(self.dead_letter_alert_window_seconds.into()),
+        })
+    }
+
     /// The store the database URL selects.
     pub fn database(&self) -> Result<Database, ConfigError> {
         parse_database_url(&self.database_url)
@@ -433,8 +461,9 @@ impl Config {
 }
 
 /// Empty, or an absolute `http`/`https` URL with a host and no credentials, query, fragment or
-/// trailing slash (links are made by appending `/portal/...`).
-fn check_public_url(raw: &str) -> Result<(), String> {
+/// trailing slash: a base that paths are appended to (`/portal/...` for `public_url`,
+/// `/v1/traces` for `otel_endpoint`).
+fn check_base_url(raw: &str) -> Result<(), String> {
     if raw.is_empty() {
         return Ok(());
     }
@@ -751,6 +780,30 @@ mod tests {
         refused("portal_brand_accent", "#12345g", "#rrggbb");
         refused("portal_brand_accent", "#1234567", "#rrggbb");
         with(&[("public_url", "http://127.0.0.1:8071")]).unwrap();
+    }
+
+    #[test]
+    fn traces_are_off_by_default_and_a_bad_collector_url_is_refused() {
+        let c = with(&[]).unwrap();
+        assert_eq!(
+            (c.otel_endpoint.as_str(), c.otel_service_name.as_str()),
+            ("", "vow")
+        );
+        let c = with(&[("otel_endpoint", "http://127.0.0.1:4318")]).unwrap();
+        assert_eq!(c.otel_endpoint, "http://127.0.0.1:4318");
+        for (value, why) in [
+            ("127.0.0.1:4318", "is not a URL"),
+            ("grpc://127.0.0.1:4317", "http or https"),
+            ("http://127.0.0.1:4318/", "must not end with `/`"),
+        ] {
+            let err = with(&[("otel_endpoint", value)]).unwrap_err().to_string();
+            assert!(
+                err.contains("otel_endpoint") && err.contains(why),
+                "{value}: {err}"
+            );
+        }
+        let err = with(&[("otel_service_name", " ")]).unwrap_err().to_string();
+        assert!(err.contains("otel_service_name"), "{err}");
     }
 
     #[test]

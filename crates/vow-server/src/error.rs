@@ -12,8 +12,9 @@ use axum::Json;
 use serde::Serialize;
 use vow_store::StoreError;
 
-/// One problem with one input field.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+/// One problem with one input field (Svix's `ValidationError`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = ValidationError)]
 pub struct ValidationItem {
     /// Where: `["body", "eventType"]`, `["query", "limit"]`, `["path", "app_id"]`.
     pub loc: Vec<String>,
@@ -21,6 +22,7 @@ pub struct ValidationItem {
     pub msg: String,
     /// Machine-readable kind (`value_error.missing`, `type_error`, …).
     #[serde(rename = "type")]
+    #[schema(rename = "type")]
     pub kind: String,
 }
 
@@ -149,15 +151,35 @@ pub struct ErrorReport {
     pub code: &'static str,
 }
 
-#[derive(Serialize)]
-struct HttpErrorOut<'a> {
-    code: &'a str,
+/// The body of every error but a validation failure (Svix's `HttpErrorOut`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpErrorOut {
+    /// Stable, machine-readable code (`not_found`, `conflict`, `store_unavailable`, …).
+    code: String,
+    /// What went wrong, for a person.
     detail: String,
+    /// On 5xx only: the request's id, to quote when reporting it (the logs carry the cause).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
 }
 
-#[derive(Serialize)]
-struct ValidationOut<'a> {
-    detail: &'a [ValidationItem],
+impl HttpErrorOut {
+    /// The body of a 5xx, which names the request instead of internals.
+    pub fn server_error(code: &str, detail: &str, request_id: &str) -> Self {
+        Self {
+            code: code.to_string(),
+            detail: detail.to_string(),
+            request_id: Some(request_id.to_string()),
+        }
+    }
+}
+
+/// The body of a 422 (Svix's `HTTPValidationError`): every problem found, by field.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = HTTPValidationError)]
+pub struct ValidationOut {
+    detail: Vec<ValidationItem>,
 }
 
 impl IntoResponse for ApiError {
@@ -174,16 +196,21 @@ impl IntoResponse for ApiError {
             code: self.code(),
         };
         let mut response = match &self {
-            ApiError::Validation(items) => {
-                (status, Json(ValidationOut { detail: items })).into_response()
-            }
+            ApiError::Validation(items) => (
+                status,
+                Json(ValidationOut {
+                    detail: items.clone(),
+                }),
+            )
+                .into_response(),
             // 5xx bodies are written by the middleware, which knows the request id.
             _ if status.is_server_error() => status.into_response(),
             _ => (
                 status,
                 Json(HttpErrorOut {
-                    code: self.code(),
+                    code: self.code().to_string(),
                     detail: self.to_string(),
+                    request_id: None,
                 }),
             )
                 .into_response(),

@@ -125,9 +125,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve { .. } | Command::Migrate | Command::Demo => {}
     }
     let config = Config::load(cli.config.as_deref())?;
-    telemetry::init(&config.log, config.log_format);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async move {
+    // The trace exporter, if configured, runs on this runtime.
+    let telemetry = {
+        let _runtime = runtime.enter();
+        telemetry::init(&config)?
+    };
+    let outcome = runtime.block_on(async move {
         match cli.command {
             Command::Serve { migrate } => serve(config, migrate).await,
             Command::Migrate => {
@@ -138,7 +142,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Demo => vow_server::demo::run().await.map(drop),
             _ => Ok(()),
         }
-    })?;
+    });
+    telemetry.shutdown();
+    outcome?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -11,12 +11,12 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Counter: delivery attempts recorded, by `outcome` (`delivered`, `retry`, `dead_lettered`,
 /// `held`).
@@ -77,6 +77,13 @@ pub const DUE: &str = "vow_deliveries_due";
 /// Gauge: seconds the oldest due delivery has waited, read at each scrape (0 when none).
 pub const OLDEST_DUE: &str = "vow_deliveries_oldest_due_seconds";
 
+/// Gauge: dead-letters in the alert window, all endpoints, as of the last check.
+pub const DEAD_LETTERS_IN_WINDOW: &str = "vow_dead_letters_in_window";
+/// Gauge: endpoints whose dead-letter alert is raised, as of the last check.
+pub const DEAD_LETTER_ALERTS_RAISED: &str = "vow_dead_letter_alerts_raised";
+/// Counter: dead-letter alerts this process raised and cleared, by `event`.
+pub const DEAD_LETTER_ALERTS: &str = "vow_dead_letter_alerts_total";
+
 /// Buckets (seconds) of the request and attempt histograms.
 const FAST_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -133,6 +140,18 @@ fn describe() {
         OLDEST_DUE,
         Unit::Seconds,
         "How long the oldest due delivery has waited."
+    );
+    describe_gauge!(
+        DEAD_LETTERS_IN_WINDOW,
+        "Deliveries dead-lettered within the dead-letter alert's window, all endpoints."
+    );
+    describe_gauge!(
+        DEAD_LETTER_ALERTS_RAISED,
+        "Endpoints whose dead-letter rate alert is raised."
+    );
+    describe_counter!(
+        DEAD_LETTER_ALERTS,
+        "Dead-letter rate alerts this process raised or cleared, by event."
     );
     describe_counter!(ATTEMPTS, "Delivery attempts recorded, by outcome.");
     describe_counter!(DEAD_LETTERED, "Deliveries dead-lettered.");
@@ -201,10 +220,13 @@ fn describe() {
 }
 
 /// `GET /metrics` in the Prometheus text format.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/metrics", get(render))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(render))
 }
 
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "Metrics", operation_id = "v1.metrics.get",
+    responses((status = 200, description = "Prometheus metrics.", content_type = "text/plain", body = String)))]
 async fn render(State(state): State<AppState>) -> impl IntoResponse {
     let now = state.now();
     match state.store.backlog(now).await {
@@ -234,8 +256,11 @@ pub fn seconds(span: chrono::TimeDelta) -> f64 {
     span.num_microseconds().unwrap_or(i64::MAX).max(0) as f64 / 1e6
 }
 
-/// Times each routed request into [`REQUEST_SECONDS`], labelled by its route's template.
+/// Times each routed request into [`REQUEST_SECONDS`], labelled by its route's template, and
+/// names that template in the request's span.
 pub async fn time_request(route: MatchedPath, req: Request, next: Next) -> Response {
+    // The request's span (`http::request_context`) learns its route here, once it is matched.
+    tracing::Span::current().record("route", route.as_str());
     let method = req.method().clone();
     let started = Instant::now();
     let response = next.run(req).await;

@@ -12,6 +12,7 @@ use vow_store_sqlite::SqliteStore;
 
 use crate::auth::{self, AdminToken};
 use crate::config::{Config, Database};
+use crate::delivery::alert::DeadLetterAlert;
 use crate::delivery::operational::Operational;
 use crate::delivery::{DeliverySettings, Dispatcher};
 use crate::forwarding::Forwarder;
@@ -121,6 +122,7 @@ pub struct Server {
     forwarder: Option<Forwarder>,
     cleaner: Cleaner,
     expiry: Expiry,
+    alert: Option<DeadLetterAlert>,
 }
 
 impl Server {
@@ -168,6 +170,9 @@ impl Server {
             console: config.console(),
             portal: config.portal(),
         };
+        let alert = config.dead_letter_alert().map(|settings| {
+            DeadLetterAlert::new(stores.store.clone(), operational.clone(), settings)
+        });
         let state = AppState {
             store: stores.store.clone(),
             queue: stores.queue.clone(),
@@ -200,6 +205,7 @@ impl Server {
             forwarder,
             cleaner,
             expiry,
+            alert,
         })
     }
 
@@ -240,6 +246,9 @@ impl Server {
         });
         tokio::spawn(self.cleaner.run(Duration::from_secs(60), shutdown.clone()));
         tokio::spawn(self.expiry.run(shutdown.clone()));
+        if let Some(alert) = self.alert {
+            tokio::spawn(alert.run(shutdown.clone()));
+        }
         let router = http::router(self.state, self.admin.hash());
         let served = http::serve(self.listener, router, shutdown).await;
         if let Some(workers) = workers {

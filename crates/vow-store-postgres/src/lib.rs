@@ -40,6 +40,7 @@
 
 mod application;
 mod convert;
+mod dead_letters;
 mod delivery;
 mod endpoint;
 mod error;

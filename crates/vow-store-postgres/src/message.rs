@@ -125,8 +125,8 @@ pub(crate) async fn create_claiming(
 }
 
 /// Inserts the message, its channels and its deliveries in ONE statement (the message, and its
-/// channels when it has some, in CTEs; the channels and the deliveries over `UNNEST`): `$1`..`$8`
-/// the message's columns in [`COLUMNS`] order, `$9`..`$11` the deliveries' ids, endpoints and
+/// channels when it has some, in CTEs; the channels and the deliveries over `UNNEST`): `$1`..`$9`
+/// the message's columns in [`COLUMNS`] order, `$10`..`$12` the deliveries' ids, endpoints and
 /// statuses. No separate check that the application exists: the insert's foreign key does it,
 /// and its violation reads as "application not found"; `messages_app_id_event_id_key` →
 /// `Conflict`.
@@ -134,13 +134,13 @@ async fn insert(tx: &mut PgConnection, new: &NewMessage, fan_out: &FanOut) -> St
     // Indexed by `with_channels + 2 * with_deliveries`.
     static SQL: LazyLock<[String; 4]> = LazyLock::new(|| {
         let message =
-            format!("INSERT INTO messages ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+            format!("INSERT INTO messages ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
         let channels = "INSERT INTO message_channels (app_id, channel, msg_id)
              SELECT DISTINCT $2, c, $1 FROM UNNEST($5::text[]) AS c";
         let deliveries = "INSERT INTO deliveries
                  (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, created_at)
              SELECT d.id, $2, $1, d.endpoint_id, d.status, 0, $8, $8
-             FROM UNNEST($9::text[], $10::text[], $11::text[]) AS d (id, endpoint_id, status)";
+             FROM UNNEST($10::text[], $11::text[], $12::text[]) AS d (id, endpoint_id, status)";
         [
             message.clone(),
             format!("WITH message AS ({message}) {channels}"),
@@ -157,6 +157,7 @@ async fn insert(tx: &mut PgConnection, new: &NewMessage, fan_out: &FanOut) -> St
     add(&mut args, new.payload.as_str())?;
     add(&mut args, new.payload_expires_at)?;
     add(&mut args, new.now)?;
+    add(&mut args, new.traceparent.as_deref())?;
     let with_deliveries = !fan_out.ids.is_empty();
     if with_deliveries {
         add(&mut args, &fan_out.ids)?;
@@ -322,6 +323,23 @@ pub(crate) struct DeliveredTo {
     pub(crate) now: DateTime<Utc>,
 }
 
+/// ` AND <msg_column> IN (...)`: only messages of `app` sent on `channel`. The application is
+/// bound in the subquery so it runs once, not per row.
+pub(crate) fn push_on_channel(
+    qb: &mut QueryBuilder<'_, Postgres>,
+    msg_column: &str,
+    app: AppId,
+    channel: &str,
+) {
+    qb.push(format!(
+        " AND {msg_column} IN (SELECT msg_id FROM message_channels WHERE app_id = "
+    ))
+    .push_bind(app.to_string())
+    .push(" AND channel = ")
+    .push_bind(channel.to_string())
+    .push(")");
+}
+
 pub(crate) async fn list<'c>(
     ex: impl sqlx::PgExecutor<'c>,
     app: AppId,
@@ -345,11 +363,7 @@ pub(crate) async fn list<'c>(
         }
     }
     if let Some(channel) = &filter.channel {
-        qb.push(" AND id IN (SELECT msg_id FROM message_channels WHERE app_id = ")
-            .push_bind(app.to_string())
-            .push(" AND channel = ")
-            .push_bind(channel.clone())
-            .push(")");
+        push_on_channel(&mut qb, "id", app, channel);
     }
     if let Some(before) = filter.before {
         qb.push(" AND created_at < ").push_bind(before);

@@ -36,6 +36,7 @@
 mod application;
 mod checkpointer;
 mod convert;
+mod dead_letters;
 mod endpoint;
 mod error;
 mod event_type;
@@ -63,6 +64,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
+use vow_store::rules::pace::LocalPace;
 use vow_store::{StoreError, StoreResult};
 
 use crate::checkpointer::Checkpointer;
@@ -85,6 +87,9 @@ pub struct SqliteStore {
     writer: Writer,
     readers: Arc<Readers>,
     _checkpointer: Checkpointer,
+    /// Throttled endpoints' send slots: one process owns the database (its one writer), so
+    /// its workers' pace is kept here, off the writer's path.
+    pace: LocalPace,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -171,6 +176,7 @@ impl SqliteStore {
             writer,
             readers,
             _checkpointer: checkpointer,
+            pace: LocalPace::default(),
         })
     }
 

@@ -40,8 +40,9 @@ pub(crate) fn create(
     let channels = to_opt_json(new.channels.as_ref())?;
     conn.prepare_cached(
         "INSERT INTO messages
-         (id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         (id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at,
+          traceparent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
         msg,
@@ -52,6 +53,7 @@ pub(crate) fn create(
         new.payload,
         micros(new.payload_expires_at),
         now,
+        new.traceparent,
     ])?;
     if channels.is_some() {
         conn.prepare_cached(

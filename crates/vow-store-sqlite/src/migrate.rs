@@ -87,6 +87,14 @@ pub(crate) const MIGRATIONS: &[(&str, &str)] = &[
         "0019_relay_listeners",
         include_str!("../migrations/0019_relay_listeners.sql"),
     ),
+    (
+        "0020_dead_letter_alerts",
+        include_str!("../migrations/0020_dead_letter_alerts.sql"),
+    ),
+    (
+        "0021_message_traceparent",
+        include_str!("../migrations/0021_message_traceparent.sql"),
+    ),
 ];
 
 /// A database written by a newer vow.

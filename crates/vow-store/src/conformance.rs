@@ -132,6 +132,8 @@ macro_rules! conformance_suite {
         $crate::__conformance_cases_queue_operators!($make);
         $crate::__conformance_cases_queue_replay!($make);
         $crate::__conformance_cases_queue_attempted!($make);
+        $crate::__conformance_cases_queue_dead_letter_alerts!($make);
+        $crate::__conformance_cases_queue_pace!($make);
         $crate::__conformance_cases_inbound!($make);
         $crate::__conformance_cases_inbound_activity!($make);
         $crate::__conformance_cases_inbound_rejections!($make);

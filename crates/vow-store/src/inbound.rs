@@ -46,6 +46,7 @@ pub use source_replay::SourceReplays;
 /// Serialised as `{"header": "x-request-id"}` or `{"pointer": "/data/id"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub enum Locator {
     /// The value of this header (lowercase name).
     Header(String),
@@ -57,6 +58,7 @@ pub enum Locator {
 /// `vow_signature::provider::HmacConfig`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct HmacSettings {
     /// The header carrying the MAC (lowercase).
     pub header: String,

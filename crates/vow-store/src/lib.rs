@@ -26,6 +26,7 @@
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+pub mod dead_letters;
 pub mod entities;
 pub mod error;
 pub mod idempotency;
@@ -39,6 +40,7 @@ pub mod rows;
 pub mod rules;
 pub mod session;
 
+pub use dead_letters::DeadLetterAlerts;
 pub use entities::{Admin, Applications, Endpoints, EventTypes, MessageCreate, Messages};
 pub use error::{StoreError, StoreResult};
 pub use idempotency::IdempotencyRecords;
@@ -64,6 +66,7 @@ pub trait Store:
     + InboundStore
     + Sessions
     + RelayListeners
+    + DeadLetterAlerts
     + Overviews
 {
 }
@@ -79,6 +82,7 @@ impl<T> Store for T where
         + InboundStore
         + Sessions
         + RelayListeners
+        + DeadLetterAlerts
         + Overviews
 {
 }
@@ -86,6 +90,7 @@ impl<T> Store for T where
 /// Every trait of the store, for callers that hold a concrete backend (`use
 /// vow_store::prelude::*;`); callers holding a `dyn Store` or an `S: Store` need none.
 pub mod prelude {
+    pub use crate::dead_letters::DeadLetterAlerts;
     pub use crate::entities::{
         Admin, Applications, Endpoints, EventTypes, MessageCreate, Messages,
     };

@@ -213,6 +213,9 @@ pub struct NewMessage {
     pub payload_expires_at: DateTime<Utc>,
     /// Creation time (the message's `timestamp`).
     pub now: DateTime<Utc>,
+    /// The W3C `traceparent` of the span that created it, so its delivery attempts can join
+    /// that trace; `None` when it was created outside any trace.
+    pub traceparent: Option<String>,
 }
 
 impl NewMessage {
@@ -230,6 +233,7 @@ impl NewMessage {
             payload: Some(self.payload),
             payload_expires_at: micros(self.payload_expires_at).unwrap_or(self.payload_expires_at),
             created_at: micros(self.now).unwrap_or(self.now),
+            traceparent: self.traceparent,
         }
     }
 }
@@ -253,6 +257,8 @@ pub struct Message {
     pub payload_expires_at: DateTime<Utc>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
+    /// The W3C `traceparent` of the span that created it.
+    pub traceparent: Option<String>,
 }
 
 /// What `create_message` wrote.

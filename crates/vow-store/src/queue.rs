@@ -88,6 +88,8 @@ pub struct ClaimedDelivery {
     /// The exact payload text; `None` when it expired or was expunged (the delivery is then
     /// dead-lettered without an attempt).
     pub payload: Option<String>,
+    /// The message's W3C `traceparent`, if it was created within a trace.
+    pub traceparent: Option<String>,
     /// The endpoint's state when claimed.
     pub endpoint: DeliveryTarget,
 }
@@ -184,6 +186,17 @@ pub enum NextState {
 }
 
 impl NextState {
+    /// Its name in metrics labels and trace spans: `delivered`, `retry`, `dead_lettered`,
+    /// `held`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NextState::Delivered => "delivered",
+            NextState::RetryAt { .. } => "retry",
+            NextState::DeadLetter { .. } => "dead_lettered",
+            NextState::Hold => "held",
+        }
+    }
+
     /// What recording it writes to its delivery's columns.
     pub fn stored(&self) -> StoredNext<'_> {
         let (status, next_attempt_at, client_errors, dead_letter_reason) = match self {
@@ -379,10 +392,35 @@ pub struct AttemptFilter {
     pub success: Option<bool>,
     /// Only with this response status.
     pub status_code: Option<u16>,
+    /// Only in this class of response status.
+    pub status_class: Option<StatusClass>,
     /// Only started before.
     pub before: Option<DateTime<Utc>>,
     /// Only started after.
     pub after: Option<DateTime<Utc>>,
+    /// Only of messages of these event types (empty = all).
+    pub event_types: Vec<String>,
+    /// Only of messages sent on this channel.
+    pub channel: Option<String>,
+}
+
+/// A class of attempt outcomes by response status (Svix's `StatusCodeClass`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusClass {
+    /// No response: the request failed before an answer (connection refused, timeout, ...).
+    NoResponse,
+    /// Answered with a status in `hundred..hundred + 100` (`hundred` is 100, 200, ... 500).
+    Answered(u16),
+}
+
+impl StatusClass {
+    /// The inclusive range of response statuses of an answered class.
+    pub fn range(self) -> Option<(u16, u16)> {
+        match self {
+            StatusClass::NoResponse => None,
+            StatusClass::Answered(hundred) => Some((hundred, hundred + 99)),
+        }
+    }
 }
 
 /// Which deliveries of an endpoint an operator replays.
@@ -589,6 +627,17 @@ pub trait DeliveryClaims: Send + Sync + 'static {
     /// The earliest `next_attempt_at` of any pending delivery, so an idle worker knows when to
     /// look again.
     async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// Reserves the next send slot of `endpoint` throttled to `rate` messages per second and
+    /// returns how long to wait until it (zero when it is now): the first free instant no
+    /// earlier than now, the one after it [`gap`](crate::rules::pace::gap)`(rate)` later. Every
+    /// worker of the store shares the pace, in whichever process it runs, by the store's own
+    /// clock.
+    async fn reserve_send_slot(
+        &self,
+        endpoint: EndpointId,
+        rate: u16,
+    ) -> StoreResult<std::time::Duration>;
 }
 
 /// Recording what the attempts of claimed deliveries came to.
@@ -751,8 +800,9 @@ pub trait Retention: Send + Sync + 'static {
     async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()>;
 
     /// Retention: clears payloads whose `payload_expires_at <= now` and attempt response bodies
-    /// older than `responses_before`, and deletes the Overview's activity minutes older than
-    /// [`crate::overview::KEPT`] at `now`, at most `batch` rows of each; returns rows changed.
+    /// older than `responses_before`, and deletes the Overview's activity minutes and the
+    /// dead-letter notes older than [`crate::overview::KEPT`] at `now`, at most `batch` rows of
+    /// each; returns rows changed.
     async fn purge_expired(
         &self,
         now: DateTime<Utc>,

@@ -15,6 +15,7 @@
 //! [`Columns::corrupt`] error, naming the column, which the backend reports as
 //! [`crate::StoreError::Backend`].
 
+mod dead_letters;
 mod inbound;
 mod outbound;
 mod overview;

@@ -185,6 +185,7 @@ impl Example {
             payload: payload.to_string(),
             payload_expires_at: now + Duration::days(state.settings.payload_retention_days),
             now,
+            traceparent: None,
         };
         Ok(Self {
             create: MessageCreate {

@@ -1,6 +1,9 @@
 //! One delivery attempt: sign, POST through the SSRF-guarded client (or hand it to the
 //! `vow listen` of a relay endpoint, [`crate::relay`]), classify with the outcome policy, and
 //! describe what to record. Never fails: every problem becomes an outcome.
+//!
+//! Each attempt is a `delivery.attempt` span, a child of its message's stored trace context,
+//! whose own context goes to the endpoint as `traceparent` ([`trace_context`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +15,11 @@ use vow_core::{AttemptId, RetrySchedule};
 use vow_egress::{EgressClient, EgressError};
 use vow_store::queue::{AttemptOutcome, AttemptTrigger, ClaimedDelivery, NewAttempt, NextState};
 
+use tracing::{Instrument, Span};
+
 use super::request;
 use crate::relay::{self, Handed, Hub};
+use crate::telemetry::trace_context;
 
 /// What an attempt needs besides the delivery.
 #[derive(Clone)]
@@ -34,6 +40,32 @@ pub async fn run(
     env: &AttemptEnv,
     claimed: &ClaimedDelivery,
     now: DateTime<Utc>,
+) -> AttemptOutcome {
+    let span = tracing::info_span!(
+        "delivery.attempt",
+        endpoint_id = %claimed.delivery.endpoint_id,
+        msg_id = %claimed.delivery.msg_id,
+        attempt = claimed.delivery.attempts + 1,
+        outcome = tracing::field::Empty,
+        status_code = tracing::field::Empty,
+    );
+    trace_context::follow(&span, claimed.traceparent.as_deref());
+    let outcome = attempt(env, claimed, now, &span)
+        .instrument(span.clone())
+        .await;
+    span.record("outcome", outcome.next.kind());
+    if let Some(status) = outcome.attempt.as_ref().and_then(|a| a.response_status) {
+        span.record("status_code", status);
+    }
+    outcome
+}
+
+/// [`run`] within `span`.
+async fn attempt(
+    env: &AttemptEnv,
+    claimed: &ClaimedDelivery,
+    now: DateTime<Utc>,
+    span: &Span,
 ) -> AttemptOutcome {
     let started_at = now.trunc_subsecs(6);
     let outcome =
@@ -57,7 +89,7 @@ pub async fn run(
     };
     let timestamp = u64::try_from(started_at.timestamp()).unwrap_or_default();
     let clock = std::time::Instant::now();
-    let sent = send(env, claimed, payload, timestamp).await;
+    let sent = send(env, claimed, payload, timestamp, span).await;
     let elapsed = clock.elapsed();
     let finished =
         (started_at + chrono::Duration::from_std(elapsed).unwrap_or_default()).trunc_subsecs(6);
@@ -106,18 +138,19 @@ pub async fn run(
     outcome(Some(attempt), next, finished)
 }
 
-/// Signs `payload` and sends it: an HTTP request, or for a relay endpoint a request handed to
-/// its `vow listen` ([`crate::relay`]). `None`: a relay endpoint with no listener connected
-/// (nothing was sent).
+/// Signs `payload` and sends it with `span`'s trace context: an HTTP request, or for a relay
+/// endpoint a request handed to its `vow listen` ([`crate::relay`]). `None`: a relay endpoint
+/// with no listener connected (nothing was sent).
 async fn send(
     env: &AttemptEnv,
     claimed: &ClaimedDelivery,
     payload: &str,
     timestamp: u64,
+    span: &Span,
 ) -> Option<Result<vow_egress::EgressResponse, EgressError>> {
     let target = &claimed.endpoint;
     let msg_id = claimed.delivery.msg_id.to_string();
-    let headers = match request::headers(
+    let mut headers = match request::headers(
         target.options.signature_style,
         &msg_id,
         timestamp,
@@ -132,6 +165,7 @@ async fn send(
             }))
         }
     };
+    trace_context::outbound(span, claimed.traceparent.as_deref(), &mut headers);
     let timeout = target
         .options
         .timeout_ms

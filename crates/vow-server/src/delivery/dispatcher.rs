@@ -269,10 +269,12 @@ impl Work for Deliveries {
     fn start(self: &Arc<Self>, c: ClaimedDelivery) -> impl Future<Output = ()> + Send + 'static {
         self.shared.start(&c);
         let (env, shared) = (self.dispatcher.env.clone(), self.shared.clone());
+        let queue = self.dispatcher.queue.clone();
         let outcomes = lock(&self.outcomes).clone();
         async move {
             if let Some(rate) = c.endpoint.throttle_rate {
-                shared.throttle.wait(c.delivery.endpoint_id, rate).await;
+                let endpoint = c.delivery.endpoint_id;
+                shared.throttle.wait(queue.as_ref(), endpoint, rate).await;
             }
             let outcome = attempt::run(&env, &c, Utc::now()).await;
             // The recorder only stops after every sender is gone.
@@ -356,12 +358,7 @@ async fn settled(operational: Option<&Operational>, finished: &[Finished], resul
 /// Logs a recorded outcome and counts and times it in the metrics.
 fn account(outcome: &AttemptOutcome, delivery: &Delivery, result: &Recorded) {
     use vow_store::queue::NextState;
-    let kind = match &outcome.next {
-        NextState::Delivered => "delivered",
-        NextState::RetryAt { .. } => "retry",
-        NextState::DeadLetter { .. } => "dead_lettered",
-        NextState::Hold => "held",
-    };
+    let kind = outcome.next.kind();
     match (result, &outcome.next) {
         (Recorded::LeaseLost, _) => {
             metrics::counter!(m::LEASES_LOST).increment(1);

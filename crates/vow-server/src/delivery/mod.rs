@@ -11,11 +11,13 @@
 //! - [`request`]: the signature and custom headers of one attempt.
 //! - [`attempt`]: one attempt (HTTP, or through a relay endpoint's `vow listen`), classified by
 //!   `vow_core::retry` into the row and next state.
-//! - [`throttle`]: per-endpoint pacing.
+//! - [`throttle`]: per-endpoint pacing, shared through the store by every process.
 //! - [`operational`]: operational webhooks (`endpoint.disabled`, `message.attempt.*`).
+//! - [`alert`]: the dead-letter rate alert, raised and cleared once across nodes.
 //! - [`settings`]: [`DeliverySettings`], how the workers of one process behave.
 //! - [`dispatcher`]: deliveries as [`crate::worker`] work: in-flight bookkeeping and the recorder.
 
+pub mod alert;
 pub mod attempt;
 pub mod dispatcher;
 pub mod operational;

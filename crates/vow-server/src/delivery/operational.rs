@@ -6,7 +6,8 @@
 //! `GET /api/v1/app/vow-operational/endpoint/operational/secret`). Events about the internal
 //! application's own deliveries are not emitted, so a failing operator URL cannot loop.
 //! Besides delivery trouble, the inbound side reports quarantined events
-//! ([`Operational::source_event_quarantined`]).
+//! ([`Operational::source_event_quarantined`]), and the dead-letter rate alert its changes
+//! ([`Operational::dead_letter_rate`]).
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use chrono::{SubsecRound, Utc};
 use serde_json::json;
 use tokio::sync::Notify;
 use vow_core::{AppId, EndpointId, MessageId};
+use vow_store::dead_letters::DeadLetterCount;
 use vow_store::inbound::InboundEvent;
 use vow_store::queue::{AttemptOutcome, NextState, Recorded};
 use vow_store::{
@@ -157,6 +159,30 @@ impl Operational {
         self.emit("source.event.quarantined", data).await;
     }
 
+    /// `endpoint.dead_letters.alert` or `…recovered` (`super::alert`): `count` is the
+    /// endpoint's dead-letters in the window of `window_seconds` now, against `threshold`.
+    pub async fn dead_letter_rate(
+        &self,
+        event_type: &str,
+        count: &DeadLetterCount,
+        threshold: u32,
+        window_seconds: u64,
+    ) {
+        let data = json!({
+            "appId": count.app_id,
+            "endpointId": count.endpoint_id,
+            "deadLetters": count.count,
+            "windowSeconds": window_seconds,
+            "threshold": threshold,
+        });
+        self.emit(event_type, data).await;
+    }
+
+    /// The internal application's id.
+    pub fn app(&self) -> AppId {
+        self.app
+    }
+
     async fn emit(&self, event_type: &str, data: serde_json::Value) {
         let now = Utc::now().trunc_subsecs(6);
         let payload = json!({"type": event_type, "timestamp": now, "data": data}).to_string();
@@ -169,6 +195,7 @@ impl Operational {
             payload,
             payload_expires_at: now + chrono::Duration::days(30),
             now,
+            traceparent: None,
         };
         match self.store.create_message(new).await {
             Ok(_) => self.wake.notify_one(),

@@ -1,51 +1,43 @@
-//! Per-endpoint pacing for `throttleRate` (messages per second): each send reserves the next
-//! free slot, `1 / rate` after the previous one, and waits for it.
+//! Per-endpoint pacing for `throttleRate` (messages per second): before each send to a
+//! throttled endpoint, the store reserves its slot
+//! ([`reserve_send_slot`](vow_store::queue::DeliveryClaims::reserve_send_slot)), so every
+//! process delivering from one database shares the endpoint's pace; the send then waits for it.
+//!
+//! The wait runs inside the attempt, after the claim registered its lease, so the heartbeat
+//! keeps renewing the lease however long the wait (a backlog of `max_per_endpoint` sends at
+//! 1/s waits longer than a lease). When the store cannot answer, this process paces the
+//! endpoint alone ([`LocalPace`]) rather than sending unpaced.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::time::Instant;
 use vow_core::EndpointId;
+use vow_store::rules::pace::LocalPace;
+use vow_store::DeliveryQueue;
 
-/// Next free send slot per throttled endpoint.
+/// Reserves send slots in the store, and in this process when the store fails.
 #[derive(Default)]
 pub struct Throttle {
-    next_slot: Mutex<HashMap<EndpointId, Instant>>,
+    fallback: LocalPace,
 }
 
 impl Throttle {
     /// Waits until `endpoint` may send again at `rate` messages per second.
-    pub async fn wait(&self, endpoint: EndpointId, rate: u16) {
-        let at = self.reserve(endpoint, rate, Instant::now());
-        tokio::time::sleep_until(at).await;
+    pub async fn wait(&self, store: &dyn DeliveryQueue, endpoint: EndpointId, rate: u16) {
+        tokio::time::sleep(self.reserve(store, endpoint, rate).await).await;
     }
 
-    fn reserve(&self, endpoint: EndpointId, rate: u16, now: Instant) -> Instant {
-        let gap = Duration::from_secs(1) / u32::from(rate.max(1));
-        let mut slots = self.next_slot.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = slots.entry(endpoint).or_insert(now);
-        let at = (*slot).max(now);
-        *slot = at + gap;
-        at
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sends_are_spaced_by_the_rate() {
-        let t = Throttle::default();
-        let ep = EndpointId::new();
-        let now = Instant::now();
-        let slots: Vec<_> = (0..4).map(|_| t.reserve(ep, 10, now) - now).collect();
-        assert_eq!(
-            slots,
-            [0, 100, 200, 300].map(Duration::from_millis).to_vec()
-        );
-        // Another endpoint is not held back.
-        assert_eq!(t.reserve(EndpointId::new(), 10, now), now);
+    async fn reserve(
+        &self,
+        store: &dyn DeliveryQueue,
+        endpoint: EndpointId,
+        rate: u16,
+    ) -> Duration {
+        match store.reserve_send_slot(endpoint, rate).await {
+            Ok(wait) => wait,
+            Err(e) => {
+                tracing::warn!(error = %e, %endpoint, "reserving a send slot failed; pacing in this process");
+                self.fallback.reserve(endpoint, rate)
+            }
+        }
     }
 }

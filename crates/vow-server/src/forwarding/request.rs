@@ -4,6 +4,9 @@
 //! (`vow listen --source`, [`crate::relay`]) is handed to its listener through the [`Hub`]
 //! instead, the same bytes signed the same way; with no listener connected it fails as an
 //! unreachable destination does (retryable: nothing was sent).
+//!
+//! Each forward is an `inbound.forward` span, a child of the provider's `traceparent` when it
+//! sent one; the destination gets the forward's own trace context ([`trace_context`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,8 +20,11 @@ use vow_store::inbound::{Destination, InboundContent, InboundEvent};
 use vow_store::relay::RelayTarget;
 use vow_store::EndpointSecret;
 
+use tracing::Instrument;
+
 use crate::delivery::request;
 use crate::relay::{is_relay, Handed, Hub};
+use crate::telemetry::trace_context::{self, TRACEPARENT};
 
 /// The header naming the source an event came through.
 pub const SOURCE_HEADER: &str = "vow-source";
@@ -51,7 +57,8 @@ pub struct Senders {
     pub relay: Arc<Hub>,
 }
 
-/// Sends `event` to `destination`, signed at unix time `timestamp`.
+/// Sends `event` to `destination`, signed at unix time `timestamp`, within an `inbound.forward`
+/// span.
 pub async fn send(
     senders: &Senders,
     timeout: Duration,
@@ -60,7 +67,41 @@ pub async fn send(
     destination: &Destination,
     timestamp: u64,
 ) -> Result<EgressResponse, EgressError> {
-    let headers = headers(event, content, destination, timestamp)?;
+    let span = tracing::info_span!(
+        "inbound.forward",
+        source_id = %event.source_id,
+        event_id = %event.id,
+        destination_id = %destination.id,
+        status_code = tracing::field::Empty,
+    );
+    let provider = content
+        .headers
+        .iter()
+        .find(|(name, _)| name == TRACEPARENT)
+        .map(|(_, value)| value.as_str());
+    trace_context::follow(&span, provider);
+    let sent = async {
+        let mut headers = headers(event, content, destination, timestamp)?;
+        trace_context::outbound(&tracing::Span::current(), provider, &mut headers);
+        forward(senders, timeout, event, content, destination, headers).await
+    }
+    .instrument(span.clone())
+    .await;
+    if let Ok(response) = &sent {
+        span.record("status_code", response.status);
+    }
+    sent
+}
+
+/// Sends the signed `headers` and `event`'s bytes to `destination`.
+async fn forward(
+    senders: &Senders,
+    timeout: Duration,
+    event: &InboundEvent,
+    content: &InboundContent,
+    destination: &Destination,
+    headers: HeaderMap,
+) -> Result<EgressResponse, EgressError> {
     if is_relay(&destination.url) {
         let handed = Handed {
             target: RelayTarget::Destination {

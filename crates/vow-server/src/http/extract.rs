@@ -1,7 +1,7 @@
 //! Extractors that turn bad input into precise [`ApiError`]s instead of axum's plain-text
 //! rejections: JSON bodies (400 for syntax, 413 over the limit, 415 for another media type, 422
-//! naming the field for wrong types or missing fields) and query strings (422 naming the
-//! parameter).
+//! naming the field for wrong types, missing fields and fields vow does not have, unless they
+//! are `null`) and query strings (422 naming the parameter).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -98,10 +98,15 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             detail: "the request body is empty; expected a JSON object".into(),
         });
     }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let result: Result<T, _> = serde_path_to_error::deserialize(de);
+    let mut ignored = Vec::new();
+    let result: Result<T, _> = {
+        let mut note = |path: serde_ignored::Path<'_>| ignored.push(ignored_segments(&path));
+        let mut json = serde_json::Deserializer::from_slice(bytes);
+        serde_path_to_error::deserialize(serde_ignored::Deserializer::new(&mut json, &mut note))
+    };
     let err = match result {
-        Ok(v) => return Ok(v),
+        Ok(v) if ignored.is_empty() => return Ok(v),
+        Ok(v) => return refuse_unsupported(bytes, &ignored).map(|()| v),
         Err(err) => err,
     };
     let inner = err.inner();
@@ -127,6 +132,57 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         msg,
         kind: kind.into(),
     }]))
+}
+
+/// A field the target type does not have, as its path from the body's root.
+fn ignored_segments(path: &serde_ignored::Path<'_>) -> Vec<String> {
+    use serde_ignored::Path;
+    let (parent, segment) = match path {
+        Path::Root => return Vec::new(),
+        Path::Seq { parent, index } => (parent, Some(index.to_string())),
+        Path::Map { parent, key } => (parent, Some(key.clone())),
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => (parent, None),
+    };
+    let mut segments = ignored_segments(parent);
+    segments.extend(segment);
+    segments
+}
+
+/// Fields vow does not have are refused, each named, unless they are `null` (what a client
+/// sends for a field it leaves unset): a field vow would drop silently is a request it would
+/// not carry out as asked (a Svix field vow does not support, or a misspelt one).
+fn refuse_unsupported(bytes: &[u8], ignored: &[Vec<String>]) -> Result<(), ApiError> {
+    let body: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::BadRequest {
+            code: "invalid_json",
+            detail: format!("the request body is not valid JSON: {e}"),
+        })?;
+    let items: Vec<ValidationItem> = ignored
+        .iter()
+        .filter(|path| {
+            let value = path.iter().try_fold(&body, |v, key| match v {
+                serde_json::Value::Array(items) => {
+                    key.parse().ok().and_then(|i: usize| items.get(i))
+                }
+                other => other.get(key),
+            });
+            value.is_some_and(|v| !v.is_null())
+        })
+        .map(|path| ValidationItem {
+            loc: std::iter::once("body".to_string())
+                .chain(path.iter().cloned())
+                .collect(),
+            msg: "vow does not support this field; leave it out".into(),
+            kind: "value_error.unsupported_field".into(),
+        })
+        .collect();
+    if items.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(items))
+    }
 }
 
 fn path_segments(path: &serde_path_to_error::Path) -> Vec<String> {
@@ -213,6 +269,21 @@ mod tests {
         let (loc, kind) = locs(parse_json::<In>(b"{}").unwrap_err());
         assert_eq!(loc, ["body", "name"]);
         assert_eq!(kind, "value_error.missing");
+    }
+
+    #[test]
+    fn an_unsupported_field_is_named_unless_null() {
+        let e = parse_json::<In>(br#"{"name":"a","tags":["x"],"nested":{"a":1}}"#).unwrap_err();
+        let ApiError::Validation(items) = e else {
+            panic!("expected validation");
+        };
+        let locs: Vec<_> = items.iter().map(|i| i.loc.join(".")).collect();
+        assert_eq!(locs, ["body.tags", "body.nested"]);
+        assert!(items
+            .iter()
+            .all(|i| i.kind == "value_error.unsupported_field"));
+        let ok = parse_json::<In>(br#"{"name":"a","tags":null}"#).unwrap();
+        assert_eq!(ok.name, "a");
     }
 
     #[test]

@@ -7,17 +7,24 @@
 //! pages, behind their own session); they parse input with the [`extract`] extractors into
 //! `vow-core` types, call one [`Store`](vow_store::Store) method, and map the result to Svix's
 //! wire shapes.
+//! Every route but the console's is declared with its OpenAPI operation ([`openapi`]), served at
+//! `GET /api/v1/openapi.json` and rendered for people at `GET /docs` ([`reference`]); a query
+//! parameter an operation does not declare is refused ([`query_guard`]).
 //! [`request_context`] gives every request an id, logs every error once with its cause chain, and
 //! makes 5xx bodies carry that id instead of internals; it logs paths with any portal token in
-//! them masked.
+//! them masked. Its `http.request` span continues the caller's trace (`traceparent`) and names
+//! the route template and the status.
 
 pub mod api;
 pub mod console;
 pub mod extract;
 pub mod idempotency;
 pub mod inbound;
+pub mod openapi;
 pub mod portal_scope;
 pub mod principal;
+pub mod query_guard;
+pub mod reference;
 
 pub use crate::state::{ApiSettings, AppState, Clock};
 
@@ -32,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::auth::TokenHash;
-use crate::error::{ApiError, ErrorReport};
+use crate::error::{ApiError, ErrorReport, HttpErrorOut};
 use extract::BodyLimit;
 
 /// The whole HTTP application.
@@ -45,18 +52,29 @@ pub fn router(state: AppState, admin: TokenHash) -> Router {
     );
     crate::metrics::recorder();
     let gate = principal::Gate::new(admin, state.clone());
-    let authenticated = api::routes()
-        .merge(idempotency::status::routes())
-        .merge(crate::metrics::routes())
-        .route_layer(middleware::from_fn_with_state(
-            gate,
-            principal::authenticate,
-        ));
-    Router::new()
+    let authenticated = openapi::require_bearer(
+        api::routes()
+            .merge(idempotency::status::routes())
+            .merge(crate::metrics::routes()),
+    )
+    .route_layer(middleware::from_fn_with_state(
+        gate,
+        principal::authenticate,
+    ));
+    let (api, doc) = openapi::base()
         .merge(api::health::routes())
         .merge(inbound::routes())
-        .merge(console)
         .merge(authenticated)
+        .split_for_parts();
+    let doc = openapi::finish(doc);
+    let api = api.route_layer(middleware::from_fn_with_state(
+        query_guard::DeclaredQuery::of(&doc),
+        query_guard::refuse_undeclared,
+    ));
+    Router::new()
+        .merge(api)
+        .merge(openapi::routes(&doc))
+        .merge(console)
         .route_layer(middleware::from_fn(crate::metrics::time_request))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(state)
@@ -98,9 +116,18 @@ pub async fn request_context(req: Request, next: Next) -> Response {
         .map(str::to_string)
         .unwrap_or_else(|| format!("req_{}", ulid::Ulid::new()));
     let path = crate::portal::redact_path(req.uri().path());
-    let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %path);
+    let span = tracing::info_span!(
+        "http.request",
+        id = %id,
+        method = %req.method(),
+        path = %path,
+        route = tracing::field::Empty,
+        status = tracing::field::Empty,
+    );
+    crate::telemetry::trace_context::continue_from(&span, req.headers());
     let mut response = next.run(req).instrument(span.clone()).await;
     let status = response.status();
+    span.record("status", status.as_u16());
     if let Some(report) = response.extensions().get::<ErrorReport>().cloned() {
         let _enter = span.enter();
         if status.is_server_error() {
@@ -122,9 +149,5 @@ fn server_error_body(status: StatusCode, code: &str, id: &str) -> Response {
     } else {
         "internal error; quote the request id when reporting it"
     };
-    (
-        status,
-        Json(serde_json::json!({ "code": code, "detail": detail, "requestId": id })),
-    )
-        .into_response()
+    (status, Json(HttpErrorOut::server_error(code, detail, id))).into_response()
 }

@@ -389,6 +389,7 @@ mod tests {
             lease_until: now,
             event_type: "order.created".into(),
             payload: Some("{\"a\": 1}".into()),
+            traceparent: None,
             endpoint: DeliveryTarget {
                 url: "relay://listen".into(),
                 headers: BTreeMap::new(),

@@ -60,7 +60,7 @@ pub fn encode_body(payload: &[u8]) -> (String, bool) {
 }
 
 /// What the listener's local URL answered to attempt `id`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RelayResult {
     /// The attempt ([`Relayed::id`]).
@@ -73,7 +73,7 @@ pub struct RelayResult {
 }
 
 /// The local URL's answer, or why there was none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "outcome", rename_all = "camelCase")]
 pub enum Answer {
     /// A response.

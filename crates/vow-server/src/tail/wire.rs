@@ -53,7 +53,7 @@ pub struct TailEvent {
 }
 
 /// How an attempt went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// A 2xx response.
@@ -106,4 +106,12 @@ impl From<TailedAttempt> for TailEvent {
             next_attempt: a.next_attempt_at,
         }
     }
+}
+
+/// A source stream's `status`: only `fail`.
+#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Failures {
+    /// Only the refusals and failed forwards.
+    Fail,
 }

@@ -76,7 +76,13 @@ impl TestApp {
     /// Starts a server with `config` on a fresh, empty store.
     pub async fn spawn_with(backend: Backend, config: Config) -> TestApp {
         if std::env::var_os("TEST_LOG").is_some() {
-            vow_server::telemetry::init("debug", vow_server::config::LogFormat::Text);
+            // Logs only: the subscriber is process-wide, the servers many.
+            let logs = Config {
+                log: "debug".into(),
+                otel_endpoint: String::new(),
+                ..config.clone()
+            };
+            drop(vow_server::telemetry::init(&logs));
         }
         let (stores, guard): (Stores, Box<dyn Any + Send>) = match backend {
             Backend::Sqlite => {

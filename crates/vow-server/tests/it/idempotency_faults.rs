@@ -572,6 +572,7 @@ async fn owner_writes(
         payload: r#"{"amount":9,"currency":"EUR"}"#.into(),
         payload_expires_at: at + chrono::Duration::days(30),
         now: at,
+        traceparent: None,
     };
     let body = format!(r#"{{"id":"{id}"}}"#).into_bytes();
     let completion = Completion {

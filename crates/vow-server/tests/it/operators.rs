@@ -370,7 +370,7 @@ async fn metrics_count_dead_letters_and_disabled_endpoints_behind_the_admin_toke
 
 /// The sum of the samples of `name` whose labels include every pair of `labels`, 0 when there
 /// is none.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     text.lines()
         .filter_map(|l| {
             let rest = l.strip_prefix(name)?;
@@ -384,7 +384,7 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-async fn scrape(app: &TestApp) -> String {
+pub(crate) async fn scrape(app: &TestApp) -> String {
     let resp = app
         .request(reqwest::Method::GET, "/metrics")
         .send()

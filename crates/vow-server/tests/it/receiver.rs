@@ -23,6 +23,8 @@ use tokio::sync::Notify;
 pub struct Received {
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 impl Received {
@@ -45,6 +47,8 @@ struct Inner {
     delay: Mutex<Duration>,
     /// The status every answer has, whatever the script says.
     status: Mutex<Option<u16>>,
+    /// The body every answer has (empty unless set).
+    body: Mutex<String>,
 }
 
 /// A receiver listening on 127.0.0.1.
@@ -75,6 +79,11 @@ impl Receiver {
     /// Makes every later answer wait `delay` first (after recording the request).
     pub fn answer_after(&self, delay: Duration) {
         *self.inner.delay.lock().unwrap() = delay;
+    }
+
+    /// Makes every later answer carry `body`.
+    pub fn answer_body(&self, body: &str) {
+        *self.inner.body.lock().unwrap() = body.to_owned();
     }
 
     /// Makes every later answer `status` (`None`: back to the script, then 200).
@@ -113,11 +122,11 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> impl IntoResponse {
-    inner
-        .received
-        .lock()
-        .unwrap()
-        .push(Received { headers, body });
+    inner.received.lock().unwrap().push(Received {
+        headers,
+        body,
+        at: std::time::Instant::now(),
+    });
     inner.arrived.notify_waiters();
     let fixed = *inner.status.lock().unwrap();
     let status = fixed.unwrap_or_else(|| inner.script.lock().unwrap().pop_front().unwrap_or(200));
@@ -131,7 +140,8 @@ async fn receive(
     if let Some((name, value)) = inner.header.lock().unwrap().clone() {
         answer.insert(name, value.parse().unwrap());
     }
-    (StatusCode::from_u16(status).unwrap(), answer)
+    let body = inner.body.lock().unwrap().clone();
+    (StatusCode::from_u16(status).unwrap(), answer, body)
 }
 
 fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {

@@ -95,7 +95,8 @@ async fn numbers_are_exact_in_the_fingerprint_and_on_the_way_to_the_endpoint(app
 
 /// A query parameter the route reads is part of the request: `?with_content=false` and then no
 /// query under one key is a 422 naming the parameter, not a replay of the content-less answer;
-/// the same query again replays. One message is stored.
+/// the same query again replays; one the route does not declare is refused. One message is
+/// stored.
 async fn a_query_the_route_reads_is_part_of_the_request(app: TestApp) {
     let app_id = app.create_app("Shop").await;
     let body = message(r#"{"amount":10}"#);
@@ -111,8 +112,13 @@ async fn a_query_the_route_reads_is_part_of_the_request(app: TestApp) {
         problem["detail"].as_str().unwrap().contains("with_content"),
         "{problem}"
     );
-    // A parameter the route does not read is not part of it.
-    let again = send(&app, &app_id, "q-1", "?with_content=false&utm=x", &body).await;
+    // A parameter the route does not declare is refused when it has a value (never dropped
+    // silently), and, empty, is not part of the request.
+    let (status, refused) =
+        status_and_json(send(&app, &app_id, "q-1", "?with_content=false&utm=x", &body).await).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["detail"][0]["loc"], json!(["query", "utm"]));
+    let again = send(&app, &app_id, "q-1", "?with_content=false&utm=", &body).await;
     assert_eq!(again.headers()["idempotent-replayed"], "true");
     let (status, replayed) = status_and_json(again).await;
     assert_eq!((status, replayed), (202, first));

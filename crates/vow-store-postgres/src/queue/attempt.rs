@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use sqlx::{Postgres, QueryBuilder};
 use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 use vow_store::queue::Attempts;
-use vow_store::queue::{Attempt, AttemptFilter, RecentAttempt, TailFilter, TailedAttempt};
+use vow_store::queue::{
+    Attempt, AttemptFilter, RecentAttempt, StatusClass, TailFilter, TailedAttempt,
+};
 use vow_store::rows::FromColumns;
 use vow_store::{Seek, StoreResult};
 
@@ -47,6 +49,29 @@ impl Attempts for PgStore {
         }
         if let Some(after) = filter.after {
             qb.push(" AND started_at > ").push_bind(after);
+        }
+        match filter.status_class.map(StatusClass::range) {
+            None => {}
+            Some(None) => {
+                qb.push(" AND response_status IS NULL");
+            }
+            Some(Some((low, high))) => {
+                qb.push(" AND response_status BETWEEN ")
+                    .push_bind(i32::from(low))
+                    .push(" AND ")
+                    .push_bind(i32::from(high));
+            }
+        }
+        // The application is bound again in the subqueries so each runs once, not per row.
+        if !filter.event_types.is_empty() {
+            qb.push(" AND msg_id IN (SELECT id FROM messages WHERE app_id = ")
+                .push_bind(app.to_string())
+                .push(" AND event_type = ANY(")
+                .push_bind(filter.event_types.clone())
+                .push("))");
+        }
+        if let Some(channel) = &filter.channel {
+            crate::message::push_on_channel(&mut qb, "msg_id", app, channel);
         }
         push_seek(&mut qb, "id", seek);
         qb.build()

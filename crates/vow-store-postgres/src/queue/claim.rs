@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
-use vow_core::DeliveryId;
+use vow_core::{DeliveryId, EndpointId};
 use vow_store::queue::DeliveryClaims;
 use vow_store::queue::{ClaimRequest, ClaimedDelivery, DeliveryTarget, LeaseToken};
 use vow_store::rows::{FromColumns, Reader};
@@ -46,6 +46,7 @@ struct MessagePart {
     event_type: String,
     /// NULL when expunged or expired at the claim's `now`.
     payload: Option<String>,
+    traceparent: Option<String>,
 }
 
 /// An endpoint as a claim reads it: [`DeliveryTarget::COLUMNS`], then its id and its secrets
@@ -132,7 +133,7 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
     msg_ids.dedup();
     let messages: HashMap<String, MessagePart> = sqlx::query_as::<_, MessagePart>(
         "SELECT id, event_type,
-                CASE WHEN payload_expires_at > $2 THEN payload END AS payload
+                CASE WHEN payload_expires_at > $2 THEN payload END AS payload, traceparent
          FROM messages WHERE id = ANY($1)",
     )
     .bind(&msg_ids)
@@ -188,6 +189,7 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
             lease_until,
             event_type,
             payload,
+            traceparent: message.traceparent.clone(),
             endpoint,
         });
     }
@@ -272,5 +274,13 @@ impl DeliveryClaims for PgStore {
 
     async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
         next_due(&self.pool).await
+    }
+
+    async fn reserve_send_slot(
+        &self,
+        endpoint: EndpointId,
+        rate: u16,
+    ) -> StoreResult<std::time::Duration> {
+        super::pace::reserve(&self.pool, endpoint, rate).await
     }
 }

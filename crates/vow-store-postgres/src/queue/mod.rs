@@ -12,6 +12,7 @@
 //!
 //! # Layout
 //! - `claim`: claiming, lease renewal and `next_due`.
+//! - `pace`: the send slots of throttled endpoints, shared by every process.
 //! - `activity`: the delivery activity per minute that recording adds to (the Overview's).
 //! - `record`: recording outcomes, dead-letter counting and auto-disabling.
 //! - `attempt`: the attempt rows: listing, reading, expunging one.
@@ -24,5 +25,6 @@ mod attempt;
 mod attempted;
 pub(crate) mod claim;
 pub(crate) mod operator;
+mod pace;
 mod record;
 mod retention;

@@ -12,7 +12,8 @@
 //!    counts replayed through the batch's outcomes in order (the rule:
 //!    `vow_store::rules::dead_letter`), written back, and an endpoint that it disabled gets an
 //!    `updated_at` that strictly grows (so workers caching by it notice) and its pending
-//!    deliveries that hold no lease moved to `held`;
+//!    deliveries that hold no lease moved to `held`; each dead-letter is noted for the rate
+//!    alert (`vow_store::dead_letters`);
 //! 4. the batch's tally is added to the Overview's activity minutes (`activity`), last, so
 //!    that row lock is held only until the commit.
 
@@ -28,6 +29,7 @@ use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
 use vow_store::StoreResult;
 
 use crate::convert;
+use crate::dead_letters;
 use crate::error::{corrupt, db_error};
 use crate::queue::activity;
 use crate::PgStore;
@@ -250,6 +252,7 @@ pub(crate) async fn record(
 #[derive(sqlx::FromRow)]
 struct CountRow {
     id: String,
+    app_id: String,
     consecutive_dead_letters: i32,
     disabled: bool,
 }
@@ -265,7 +268,7 @@ async fn count_dead_letters(
 ) -> StoreResult<()> {
     let endpoint_ids: Vec<&str> = events.keys().map(String::as_str).collect();
     let rows = sqlx::query_as::<_, CountRow>(
-        "SELECT id, consecutive_dead_letters, disabled FROM endpoints
+        "SELECT id, app_id, consecutive_dead_letters, disabled FROM endpoints
          WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
     )
     .bind(&endpoint_ids)
@@ -281,6 +284,8 @@ async fn count_dead_letters(
     // Endpoints to sweep into `held`, with the time of the dead-letter that disabled them.
     let mut hold_ids = Vec::new();
     let mut hold_at = Vec::new();
+    // One note per dead-letter, for the rate alert.
+    let (mut noted, mut noted_apps, mut noted_at) = (Vec::new(), Vec::new(), Vec::new());
     for row in rows {
         // A missing endpoint was deleted, and its deliveries with it: nothing to count.
         let Some(evs) = events.get(&row.id) else {
@@ -300,6 +305,11 @@ async fn count_dead_letters(
         let mut last_change = None;
         let mut reason = None;
         for &(i, event, now) in evs {
+            if let CountEvent::DeadLetter { .. } = event {
+                noted.push(row.id.clone());
+                noted_apps.push(row.app_id.clone());
+                noted_at.push(now);
+            }
             if health.record(event, disable_after) {
                 last_change = Some(now);
                 reason = Some(event.disable_reason(disable_after));
@@ -362,7 +372,7 @@ async fn count_dead_letters(
         .await
         .map_err(db_error)?;
     }
-    Ok(())
+    dead_letters::note(tx, &noted, &noted_apps, &noted_at).await
 }
 
 #[async_trait]

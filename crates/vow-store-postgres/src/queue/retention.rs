@@ -9,6 +9,7 @@ use vow_store::queue::Retention;
 use vow_store::StoreResult;
 
 use crate::convert::{self, not_found};
+use crate::dead_letters;
 use crate::error::db_error;
 use crate::queue::activity;
 use crate::PgStore;
@@ -60,9 +61,11 @@ impl Retention for PgStore {
                               LIMIT $3 FOR UPDATE SKIP LOCKED)
                    AND response <> ''
                  RETURNING 1
-             ), a AS ({})
-             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM r) + (SELECT count(*) FROM a)",
-            activity::PURGE
+             ), a AS ({}), n AS ({})
+             SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM r) + (SELECT count(*) FROM a)
+                    + (SELECT count(*) FROM n)",
+            activity::PURGE,
+            dead_letters::PURGE
         ))
         .bind(now)
         .bind(responses_before)

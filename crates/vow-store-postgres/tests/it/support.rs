@@ -95,5 +95,6 @@ pub fn message(app: AppId, event_type: &str, event_id: Option<&str>) -> NewMessa
         payload: r#"{"hello":"world"}"#.into(),
         payload_expires_at: now + chrono::Duration::days(90),
         now,
+        traceparent: None,
     }
 }

@@ -9,13 +9,15 @@ use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 use vow_store::queue::Attempts;
 use vow_store::queue::Retention;
 use vow_store::queue::{
-    Attempt, AttemptFilter, NewAttempt, RecentAttempt, TailFilter, TailScope, TailedAttempt,
+    Attempt, AttemptFilter, NewAttempt, RecentAttempt, StatusClass, TailFilter, TailScope,
+    TailedAttempt,
 };
 use vow_store::rows::FromColumns;
 use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
-use crate::convert::{micros, read, seek_sql};
+use crate::convert::{micros, read, seek_sql, to_json};
+use crate::dead_letters;
 use crate::error::Result;
 use crate::queue::activity;
 use crate::SqliteStore;
@@ -88,13 +90,34 @@ impl Attempts for SqliteStore {
             if filter.after.is_some() {
                 filters.push("started_at > ?7");
             }
+            match filter.status_class.map(StatusClass::range) {
+                None => {}
+                Some(None) => filters.push("response_status IS NULL"),
+                Some(Some(_)) => filters.push("response_status BETWEEN ?10 AND ?11"),
+            }
+            if !filter.event_types.is_empty() {
+                filters.push(
+                    "msg_id IN (SELECT id FROM messages WHERE app_id = ?1
+                     AND event_type IN (SELECT value FROM json_each(?8)))",
+                );
+            }
+            if filter.channel.is_some() {
+                filters.push(
+                    "msg_id IN (SELECT msg_id FROM message_channels
+                     WHERE app_id = ?1 AND channel = ?9)",
+                );
+            }
+            let class = filter.status_class.and_then(StatusClass::range);
+            let event_types = (!filter.event_types.is_empty())
+                .then(|| to_json(&filter.event_types))
+                .transpose()?;
             let sql = seek_sql(
                 &format!("{COLUMNS} FROM attempts"),
                 &filters,
                 "id",
                 seek,
-                8,
-                9,
+                12,
+                13,
             );
             let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(
@@ -106,6 +129,10 @@ impl Attempts for SqliteStore {
                     filter.status_code,
                     filter.before.map(micros),
                     filter.after.map(micros),
+                    event_types,
+                    filter.channel,
+                    class.map(|(low, _)| low),
+                    class.map(|(_, high)| high),
                     seek.after,
                     seek.fetch(),
                 ],
@@ -285,7 +312,8 @@ impl Retention for SqliteStore {
                 )?
                 .execute(params![micros(responses_before), batch])?;
             let minutes = activity::purge(conn, now, batch)?;
-            Ok((payloads + responses + minutes) as u64)
+            let notes = dead_letters::purge(conn, now, batch)?;
+            Ok((payloads + responses + minutes + notes) as u64)
         })
         .await
     }

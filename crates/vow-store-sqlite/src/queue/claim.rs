@@ -133,20 +133,20 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Claimed
     // Handed out earliest due first.
     claimed.sort_by_key(|d| (d.next_attempt_at, d.id));
 
-    let mut messages: HashMap<MessageId, (String, Option<String>)> = HashMap::new();
+    let mut messages: HashMap<MessageId, MessagePart> = HashMap::new();
     let mut targets: HashMap<EndpointId, DeliveryTarget> = HashMap::new();
     let mut message_stmt = conn.prepare_cached(
-        "SELECT event_type, CASE WHEN payload_expires_at > ?3 THEN payload END
+        "SELECT event_type, CASE WHEN payload_expires_at > ?3 THEN payload END, traceparent
          FROM messages WHERE app_id = ?1 AND id = ?2",
     )?;
     let mut out = Vec::with_capacity(claimed.len());
     for delivery in claimed {
-        let (event_type, payload) = match messages.entry(delivery.msg_id) {
+        let (event_type, payload, traceparent) = match messages.entry(delivery.msg_id) {
             Entry::Occupied(found) => found.get().clone(),
             Entry::Vacant(slot) => {
                 let app_msg = params![delivery.app_id.to_string(), slot.key().to_string(), now];
-                let found: (String, Option<String>) = message_stmt
-                    .query_row(app_msg, |r| Ok((r.get(0)?, r.get(1)?)))
+                let found: MessagePart = message_stmt
+                    .query_row(app_msg, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                     .optional()?
                     .ok_or_else(|| orphan(delivery.id, "message"))?;
                 slot.insert(found).clone()
@@ -166,11 +166,16 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Claimed
             lease_until,
             event_type,
             payload,
+            traceparent,
             endpoint,
         });
     }
     Ok(out)
 }
+
+/// The part of a message a claim needs: its event type, its payload (`None` once expired) and
+/// its `traceparent`.
+type MessagePart = (String, Option<String>, Option<String>);
 
 /// A delivery whose message or endpoint row is missing: the foreign keys forbid it.
 fn orphan(delivery: DeliveryId, what: &str) -> crate::error::Error {
@@ -229,6 +234,14 @@ impl DeliveryClaims for SqliteStore {
 
     async fn next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
         self.read(next_due).await
+    }
+
+    async fn reserve_send_slot(
+        &self,
+        endpoint: EndpointId,
+        rate: u16,
+    ) -> StoreResult<std::time::Duration> {
+        Ok(self.pace.reserve(endpoint, rate))
     }
 }
 

@@ -12,6 +12,7 @@ use vow_store::rules::dead_letter::{CountEvent, EndpointHealth};
 use vow_store::StoreResult;
 
 use crate::convert::micros;
+use crate::dead_letters;
 use crate::error::Result;
 use crate::queue::activity;
 use crate::queue::attempt::{self, Owner};
@@ -82,7 +83,7 @@ fn record_one(conn: &Connection, o: &AttemptOutcome, disable_after: u32) -> Resu
 }
 
 /// Runs `event` through the endpoint's dead-letter count ([`EndpointHealth::record`]) and
-/// writes back what changed; whether this disabled the endpoint, whose waiting deliveries are
+/// writes back what changed (noting a dead-letter for the rate alert); whether this disabled the endpoint, whose waiting deliveries are
 /// then held.
 fn count(
     conn: &Connection,
@@ -104,6 +105,9 @@ fn count(
     let Some(before) = health else {
         return Ok(false);
     };
+    if let CountEvent::DeadLetter { .. } = event {
+        dead_letters::note(conn, app, endpoint, now)?;
+    }
     let mut after = before;
     if !after.record(event, disable_after) {
         if after != before {

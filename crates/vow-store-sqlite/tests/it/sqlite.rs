@@ -38,6 +38,7 @@ fn new_message(app: AppId, event_id: Option<String>) -> NewMessage {
         payload: r#"{"n":1}"#.into(),
         payload_expires_at: t0(),
         now: t0(),
+        traceparent: None,
     }
 }
 

@@ -398,6 +398,39 @@ pub async fn concurrent_creates_with_one_event_id_store_exactly_one_message(stor
     }
 }
 
+/// A message's `traceparent` is read back as written, by the message and by the claim of each of
+/// its deliveries (the attempt joins the trace in whichever process claims it); a message
+/// without one has none.
+pub async fn a_message_keeps_its_traceparent_for_its_attempts(store: &dyn Store) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let traced = NewMessage {
+        traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+        ..new_message(app.id, "user.created")
+    };
+    let untraced = new_message(app.id, "user.deleted");
+    for new in [&traced, &untraced] {
+        let created = store.create_message(new.clone()).await.unwrap();
+        assert_eq!(created.message.traceparent, new.traceparent);
+        let read = store
+            .get_message(app.id, &MessageKey::Id(new.id))
+            .await
+            .unwrap()
+            .expect("the message");
+        assert_eq!(read.traceparent, new.traceparent);
+    }
+    let claimed = super::queue::claim(store, 6).await;
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    for c in &claimed {
+        let new = if c.delivery.msg_id == traced.id {
+            &traced
+        } else {
+            &untraced
+        };
+        assert_eq!(c.traceparent, new.traceparent, "{:?}", c.delivery.msg_id);
+    }
+}
+
 /// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
 /// added to this module is listed here, and nowhere else.
 #[doc(hidden)]
@@ -413,6 +446,7 @@ macro_rules! __conformance_cases_messages {
             listing_messages_filters_by_event_type_channel_and_time,
             messages_are_listed_newest_first_and_page_without_gaps,
             concurrent_creates_with_one_event_id_store_exactly_one_message,
+            a_message_keeps_its_traceparent_for_its_attempts,
         );
     };
 }

@@ -36,15 +36,19 @@
 //! - `operators`: resend, endpoint stats.
 //! - `replay`: replay, its filters and dry runs.
 //! - `attempted`: attempted destinations and messages, a message to one endpoint.
+//! - `dead_letter_alerts`: dead-letters noted and counted per endpoint; alerts raised once.
+//! - `pace`: send slots of throttled endpoints: spacing, concurrency, one pace per endpoint.
 //! - this file: the fixtures the cases share.
 
 mod attempted;
 mod attempts;
 mod batches;
 mod claims;
+mod dead_letter_alerts;
 mod leases;
 mod operators;
 mod outcomes;
+mod pace;
 mod replay;
 mod retention;
 
@@ -52,9 +56,11 @@ pub use attempted::*;
 pub use attempts::*;
 pub use batches::*;
 pub use claims::*;
+pub use dead_letter_alerts::*;
 pub use leases::*;
 pub use operators::*;
 pub use outcomes::*;
+pub use pace::*;
 pub use replay::*;
 pub use retention::*;
 
@@ -234,15 +240,16 @@ pub(crate) async fn round(
     status: u16,
     next: impl Fn() -> NextState,
 ) -> Vec<Attempt> {
-    round_answered(store, at, started, status, None, next).await
+    round_answered(store, at, started, Some(status), None, next).await
 }
 
-/// As [`round`], each response's body being `response` when given.
+/// As [`round`], with no answer at all when `status` is `None`, each response's body being
+/// `response` when given.
 pub(crate) async fn round_answered(
     store: &dyn Store,
     at: i64,
     started: i64,
-    status: u16,
+    status: Option<u16>,
     response: Option<&str>,
     next: impl Fn() -> NextState,
 ) -> Vec<Attempt> {
@@ -250,8 +257,8 @@ pub(crate) async fn round_answered(
     let mut outcomes = Vec::new();
     let mut written = Vec::new();
     for (i, c) in claimed.iter().enumerate() {
-        let mut o = outcome(c, Some(status), next(), at);
-        let a = o.attempt.as_mut().expect("an attempt");
+        let mut o = outcome(c, None, next(), at);
+        let a = o.attempt.insert(attempt(status, at));
         a.started_at = t(started + i as i64);
         if let Some(body) = response {
             a.response = body.to_string();

@@ -100,6 +100,7 @@ pub(crate) fn new_message(app: AppId, event_type: &str) -> NewMessage {
         payload: r#"{"hello":"world"}"#.to_string(),
         payload_expires_at: t(5 + 90 * 24 * 3600),
         now: t(5),
+        traceparent: None,
     }
 }
 

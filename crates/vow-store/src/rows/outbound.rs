@@ -135,7 +135,8 @@ impl FromColumns for FanOutEndpoint {
 
 impl FromColumns for Message {
     const COLUMNS: &'static str =
-        "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at";
+        "id, app_id, event_id, event_type, channels, payload, payload_expires_at, created_at, \
+         traceparent";
 
     fn read_from<C: Columns + ?Sized>(r: &mut Reader<'_, C>) -> Result<Self, C::Error> {
         Ok(Message {
@@ -147,6 +148,7 @@ impl FromColumns for Message {
             payload: r.opt_text()?,
             payload_expires_at: r.time()?,
             created_at: r.time()?,
+            traceparent: r.opt_text()?,
         })
     }
 }

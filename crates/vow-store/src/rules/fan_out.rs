@@ -58,6 +58,7 @@ mod tests {
             payload: "{}".into(),
             payload_expires_at: Utc::now(),
             now: Utc::now(),
+            traceparent: None,
         }
     }
 

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{AppId, Patch};
@@ -21,27 +20,25 @@ use super::lookup::{find_app, resolve_app};
 use super::validate::{check_uid, Metadata, Problems};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Application routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/v1/app",
-            get(list_applications).post(create_application),
-        )
-        .route(
-            "/api/v1/app/{app_id}",
-            get(get_application)
-                .put(update_application)
-                .patch(patch_application)
-                .delete(delete_application),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_applications, create_application))
+        .routes(routes!(
+            get_application,
+            update_application,
+            patch_application,
+            delete_application
+        ))
 }
 
 /// `ApplicationIn`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationIn {
     name: String,
@@ -52,7 +49,7 @@ pub struct ApplicationIn {
 }
 
 /// `ApplicationPatch`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationPatch {
     name: Option<String>,
@@ -64,7 +61,7 @@ pub struct ApplicationPatch {
 }
 
 /// `ApplicationOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationOut {
     id: AppId,
@@ -120,12 +117,18 @@ impl ApplicationIn {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct CreateParams {
+    /// With a `uid` that is taken: answer 200 with that application instead of 409.
     #[serde(default)]
     get_if_exists: bool,
 }
 
+/// List applications.
+#[utoipa::path(get, path = "/api/v1/app", tag = "Application",
+    operation_id = "v1.application.list", params(ListParams),
+    responses((status = 200, body = ListResponse<ApplicationOut>)))]
 async fn list_applications(
     State(state): State<AppState>,
     ValidQuery(params): ValidQuery<ListParams>,
@@ -137,6 +140,14 @@ async fn list_applications(
     Ok(Json(page.map(ApplicationOut::from).into()))
 }
 
+/// Create an application.
+#[utoipa::path(post, path = "/api/v1/app", tag = "Application",
+    operation_id = "v1.application.create", params(CreateParams, KeyedHeaders),
+    request_body = ApplicationIn,
+    responses(
+        (status = 201, description = "Created.", body = ApplicationOut),
+        (status = 200, description = "`get_if_exists`: the application with that uid.", body = ApplicationOut),
+    ))]
 async fn create_application(
     State(state): State<AppState>,
     once: Once,
@@ -175,6 +186,10 @@ fn rendered(status: StatusCode, app: &Application) -> StoredResponse {
     idempotency::json(status, &out, Some(app.id.to_string()))
 }
 
+/// Get an application.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}", tag = "Application",
+    operation_id = "v1.application.get",
+    responses((status = 200, body = ApplicationOut)))]
 async fn get_application(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -182,7 +197,13 @@ async fn get_application(
     Ok(Json(find_app(&state, &app_key(&app_id)?).await?.into()))
 }
 
-/// PUT: update, or create when absent (with the path's uid), as Svix does.
+/// Update an application, or create it when absent (with the path's uid), as Svix does.
+#[utoipa::path(put, path = "/api/v1/app/{app_id}", tag = "Application",
+    operation_id = "v1.application.update", request_body = ApplicationIn,
+    responses(
+        (status = 200, description = "Updated.", body = ApplicationOut),
+        (status = 201, description = "Created.", body = ApplicationOut),
+    ))]
 async fn update_application(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -218,6 +239,10 @@ pub async fn create_named(
     Ok(state.store.create_application(new).await?)
 }
 
+/// Partially update an application.
+#[utoipa::path(patch, path = "/api/v1/app/{app_id}", tag = "Application",
+    operation_id = "patch_application", request_body = ApplicationPatch,
+    responses((status = 200, body = ApplicationOut)))]
 async fn patch_application(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -236,6 +261,10 @@ async fn patch_application(
     Ok(Json(app.into()))
 }
 
+/// Delete an application.
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}", tag = "Application",
+    operation_id = "v1.application.delete",
+    responses((status = 204, description = "Deleted.")))]
 async fn delete_application(
     State(state): State<AppState>,
     Path(app_id): Path<String>,

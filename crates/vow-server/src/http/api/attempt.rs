@@ -4,69 +4,45 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use vow_core::{AttemptId, EndpointId, MessageId, ReplayId};
 use vow_store::page::Page;
-use vow_store::queue::{Attempt, AttemptFilter, AttemptTrigger, ReplayFilter, StatsFilter};
-use vow_store::{Delivery, Order};
+use vow_store::queue::{
+    Attempt, AttemptFilter, AttemptTrigger, ReplayFilter, StatsFilter, StatusClass,
+};
+use vow_store::{Delivery, MessageFilter, Order};
 
 use super::list::{ListParams, ListResponse};
 use super::lookup::{find_endpoint, find_message, resolve_app};
+use super::message::{checked_filter, event_types_of};
 use crate::actions::replay::Replay;
 use crate::actions::resend::Resend;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJsonBytes, ValidQuery};
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Attempt, stats and replay routes.
-pub fn routes() -> Router<AppState> {
-    let app = "/api/v1/app/{app_id}";
-    Router::new()
-        .route(
-            &format!("{app}/attempt/msg/{{msg_id}}"),
-            get(list_attempts_by_msg),
-        )
-        .route(
-            &format!("{app}/attempt/endpoint/{{endpoint_id}}"),
-            get(list_attempts_by_endpoint),
-        )
-        .route(
-            &format!("{app}/msg/{{msg_id}}/attempt/{{attempt_id}}"),
-            get(get_attempt),
-        )
-        .route(
-            &format!("{app}/msg/{{msg_id}}/attempt/{{attempt_id}}/content"),
-            delete(expunge_attempt_content),
-        )
-        .route(
-            &format!("{app}/msg/{{msg_id}}/content"),
-            delete(expunge_message_content),
-        )
-        .route(
-            &format!("{app}/msg/{{msg_id}}/endpoint/{{endpoint_id}}/resend"),
-            post(resend_message),
-        )
-        .route(
-            &format!("{app}/endpoint/{{endpoint_id}}/stats"),
-            get(get_endpoint_stats),
-        )
-        .route(
-            &format!("{app}/endpoint/{{endpoint_id}}/recover"),
-            post(recover_endpoint),
-        )
-        .route(
-            &format!("{app}/endpoint/{{endpoint_id}}/replay"),
-            post(replay_endpoint),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_attempts_by_msg))
+        .routes(routes!(list_attempts_by_endpoint))
+        .routes(routes!(get_attempt))
+        .routes(routes!(expunge_attempt_content))
+        .routes(routes!(expunge_message_content))
+        .routes(routes!(resend_message))
+        .routes(routes!(get_endpoint_stats))
+        .routes(routes!(recover_endpoint))
+        .routes(routes!(replay_endpoint))
 }
 
 /// `MessageAttemptOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageAttemptOut {
     id: AttemptId,
@@ -106,16 +82,28 @@ impl From<Attempt> for MessageAttemptOut {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct AttemptQuery {
+    /// 0 (success) or 2 (fail).
     status: Option<u8>,
     endpoint_id: Option<String>,
     before: Option<DateTime<Utc>>,
     after: Option<DateTime<Utc>>,
+    /// Only attempts whose answer is in this class: 0 (no answer), 100, 200, 300, 400 or 500.
+    status_code_class: Option<u16>,
+    /// Only attempts of messages of these event types.
+    #[serde(default)]
+    event_types: Vec<String>,
+    /// Only attempts of messages sent on this channel.
+    channel: Option<String>,
+    /// Whether each attempt's `response` body is included (the default); without it the
+    /// `response` is empty.
+    with_content: Option<bool>,
 }
 
 impl AttemptQuery {
-    fn filter(self) -> ApiResult<AttemptFilter> {
+    fn filter(&self) -> ApiResult<AttemptFilter> {
         let success = match self.status {
             None => None,
             Some(0) => Some(true),
@@ -128,58 +116,106 @@ impl AttemptQuery {
                 ))
             }
         };
-        let endpoint_id = self
-            .endpoint_id
-            .map(|e| EndpointId::parse(&e))
+        let status_class = match self.status_code_class {
+            None => None,
+            Some(0) => Some(StatusClass::NoResponse),
+            Some(c @ (100 | 200 | 300 | 400 | 500)) => Some(StatusClass::Answered(c)),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    &["query", "status_code_class"],
+                    "must be 0 (no answer), 100, 200, 300, 400 or 500",
+                    "value_error.const",
+                ))
+            }
+        };
+        let endpoint_id = (self.endpoint_id.as_deref())
+            .map(EndpointId::parse)
             .transpose()
             .map_err(|e| {
                 ApiError::invalid(&["query", "endpoint_id"], e.to_string(), "value_error.id")
             })?;
+        let of_messages = checked_filter(MessageFilter {
+            event_types: event_types_of(&self.event_types),
+            channel: self.channel.clone(),
+            ..MessageFilter::default()
+        })?;
         Ok(AttemptFilter {
             endpoint_id,
             success,
+            status_class,
             before: self.before,
             after: self.after,
+            event_types: of_messages.event_types,
+            channel: of_messages.channel,
             ..Default::default()
         })
     }
+}
+
+/// `expanded_statuses`, which Svix's SDKs send with every attempt read: vow never cancels an
+/// attempt (Svix's status 4), so `true` and `false` give the same answer.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExpandedStatuses {
+    #[allow(dead_code)] // checked to be a boolean; no answer depends on it
+    expanded_statuses: Option<bool>,
 }
 
 async fn list_attempts(
     state: &AppState,
     app: vow_core::AppId,
     list: ListParams,
-    filter: AttemptFilter,
+    query: &AttemptQuery,
+    scope: impl FnOnce(&mut AttemptFilter),
 ) -> ApiResult<Json<ListResponse<MessageAttemptOut>>> {
+    let mut filter = query.filter()?;
+    scope(&mut filter);
+    let with_content = query.with_content.unwrap_or(true);
     let order = list.order(Order::Descending);
     let seek = list.seek(order, |it| AttemptId::parse(it).map(|_| ()))?;
     let rows = state.queue.list_attempts(app, &filter, &seek).await?;
     let page = Page::build(rows, &seek, order, |a| a.id.to_string());
-    Ok(Json(page.map(MessageAttemptOut::from).into()))
+    let out = |a: Attempt| {
+        let mut out = MessageAttemptOut::from(a);
+        if !with_content {
+            out.response.clear();
+        }
+        out
+    };
+    Ok(Json(page.map(out).into()))
 }
 
+/// List the delivery attempts of a message.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/msg/{msg_id}", tag = "Message Attempt", operation_id = "v1.message-attempt.list-by-msg", params(ListParams, AttemptQuery, ExpandedStatuses),
+    responses((status = 200, description = "A page of attempts.", body = ListResponse<MessageAttemptOut>)))]
 async fn list_attempts_by_msg(
     State(state): State<AppState>,
     Path((app_id, msg_id)): Path<(String, String)>,
     ValidQuery(list): ValidQuery<ListParams>,
     ValidQuery(query): ValidQuery<AttemptQuery>,
+    ValidQuery(_statuses): ValidQuery<ExpandedStatuses>,
 ) -> ApiResult<Json<ListResponse<MessageAttemptOut>>> {
     let app = resolve_app(&state, &app_id).await?;
-    let mut filter = query.filter()?;
-    filter.msg_id = Some(find_message(&state, app, &msg_id).await?);
-    list_attempts(&state, app, list, filter).await
+    let msg = find_message(&state, app, &msg_id).await?;
+    list_attempts(&state, app, list, &query, |f| f.msg_id = Some(msg)).await
 }
 
+/// List the delivery attempts to an endpoint.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/endpoint/{endpoint_id}", tag = "Message Attempt", operation_id = "v1.message-attempt.list-by-endpoint", params(ListParams, AttemptQuery, ExpandedStatuses),
+    responses((status = 200, description = "A page of attempts.", body = ListResponse<MessageAttemptOut>)))]
 async fn list_attempts_by_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
     ValidQuery(list): ValidQuery<ListParams>,
     ValidQuery(query): ValidQuery<AttemptQuery>,
+    ValidQuery(_statuses): ValidQuery<ExpandedStatuses>,
 ) -> ApiResult<Json<ListResponse<MessageAttemptOut>>> {
     let app = resolve_app(&state, &app_id).await?;
-    let mut filter = query.filter()?;
-    filter.endpoint_id = Some(find_endpoint(&state, app, &endpoint_id).await?);
-    list_attempts(&state, app, list, filter).await
+    let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
+    list_attempts(&state, app, list, &query, |f| {
+        f.endpoint_id = Some(endpoint)
+    })
+    .await
 }
 
 fn attempt_id(raw: &str) -> ApiResult<AttemptId> {
@@ -187,9 +223,13 @@ fn attempt_id(raw: &str) -> ApiResult<AttemptId> {
         .map_err(|e| ApiError::invalid(&["path", "attempt_id"], e.to_string(), "value_error.id"))
 }
 
+/// Get a delivery attempt.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}", tag = "Message Attempt", operation_id = "v1.message-attempt.get", params(ExpandedStatuses),
+    responses((status = 200, description = "The attempt.", body = MessageAttemptOut)))]
 async fn get_attempt(
     State(state): State<AppState>,
     Path((app_id, msg_id, attempt)): Path<(String, String, String)>,
+    ValidQuery(_statuses): ValidQuery<ExpandedStatuses>,
 ) -> ApiResult<Json<MessageAttemptOut>> {
     let app = resolve_app(&state, &app_id).await?;
     let msg = find_message(&state, app, &msg_id).await?;
@@ -202,6 +242,9 @@ async fn get_attempt(
     ))
 }
 
+/// Delete an attempt's response body.
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/msg/{msg_id}/attempt/{attempt_id}/content", tag = "Message Attempt", operation_id = "v1.message-attempt.expunge-content",
+    responses((status = 204, description = "Expunged.")))]
 async fn expunge_attempt_content(
     State(state): State<AppState>,
     Path((app_id, msg_id, attempt)): Path<(String, String, String)>,
@@ -215,6 +258,9 @@ async fn expunge_attempt_content(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Delete a message's payload.
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/msg/{msg_id}/content", tag = "Message", operation_id = "v1.message.expunge-content",
+    responses((status = 204, description = "Expunged.")))]
 async fn expunge_message_content(
     State(state): State<AppState>,
     Path((app_id, msg_id)): Path<(String, String)>,
@@ -225,6 +271,9 @@ async fn expunge_message_content(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Resend a message to an endpoint.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/msg/{msg_id}/endpoint/{endpoint_id}/resend", tag = "Message Attempt", operation_id = "v1.message-attempt.resend", params(KeyedHeaders),
+    responses((status = 202, description = "Queued.", body = Object)))]
 async fn resend_message(
     State(state): State<AppState>,
     Path((app_id, msg_id, endpoint_id)): Path<(String, String, String)>,
@@ -246,7 +295,8 @@ async fn resend_message(
     .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StatsQuery {
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
@@ -255,7 +305,8 @@ struct StatsQuery {
 }
 
 /// `EndpointStats`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = EndpointStats)]
 pub struct EndpointStatsOut {
     success: u64,
     pending: u64,
@@ -264,6 +315,9 @@ pub struct EndpointStatsOut {
     canceled: u64,
 }
 
+/// Get the delivery statistics of an endpoint.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/stats", tag = "Endpoint", operation_id = "v1.endpoint.get-stats", params(StatsQuery),
+    responses((status = 200, description = "Attempt counts by outcome.", body = EndpointStatsOut)))]
 async fn get_endpoint_stats(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -289,14 +343,14 @@ async fn get_endpoint_stats(
 }
 
 /// `RecoverIn`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct RecoverIn {
     since: DateTime<Utc>,
     until: Option<DateTime<Utc>>,
 }
 
 /// `RecoverOut`: the work is done by the time vow answers (it only re-queues rows).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct RecoverOut {
     id: String,
@@ -305,6 +359,9 @@ struct RecoverOut {
     updated_at: DateTime<Utc>,
 }
 
+/// Resend the failed messages of an endpoint since a time.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/recover", tag = "Endpoint", operation_id = "v1.endpoint.recover", params(KeyedHeaders), request_body = RecoverIn,
+    responses((status = 202, description = "Queued.", body = RecoverOut)))]
 async fn recover_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -343,7 +400,7 @@ async fn recover_endpoint(
 }
 
 /// vow's replay: dead-lettered and held deliveries of an endpoint, filtered.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ReplayIn {
     since: Option<DateTime<Utc>>,
@@ -355,7 +412,7 @@ struct ReplayIn {
     dry_run: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ReplayOut {
     /// The replay's id, to follow it with `GET …/stats?replay_id=`; none for a dry run.
@@ -365,6 +422,9 @@ struct ReplayOut {
     dry_run: bool,
 }
 
+/// Send an endpoint the messages it never got since a time.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/replay", tag = "Endpoint", operation_id = "v1.endpoint.replay-missing", params(KeyedHeaders), request_body = Option<ReplayIn>,
+    responses((status = 200, description = "Queued.", body = ReplayOut)))]
 async fn replay_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,

@@ -10,8 +10,7 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{EndpointId, EventTypeName, MessageId};
@@ -19,6 +18,7 @@ use vow_store::page::Page;
 use vow_store::queue::{DeliveryState, MessageStatus};
 use vow_store::{DeliveryStatus, Order};
 
+use super::attempt::ExpandedStatuses;
 use super::endpoint::EndpointOut;
 use super::list::{ListParams, ListResponse};
 use super::lookup::{find_endpoint, find_message, resolve_app};
@@ -27,29 +27,22 @@ use super::validate::Problems;
 use crate::actions::endpoint::Example;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJsonBytes, ValidQuery};
-use crate::http::idempotency::Once;
+use crate::http::idempotency::{KeyedHeaders, Once};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Attempted destinations, attempted messages and send-example.
-pub fn routes() -> Router<AppState> {
-    let app = "/api/v1/app/{app_id}";
-    Router::new()
-        .route(
-            &format!("{app}/msg/{{msg_id}}/endpoint"),
-            get(list_attempted_destinations),
-        )
-        .route(
-            &format!("{app}/endpoint/{{endpoint_id}}/msg"),
-            get(list_attempted_messages),
-        )
-        .route(
-            &format!("{app}/endpoint/{{endpoint_id}}/send-example"),
-            post(send_example),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_attempted_destinations))
+        .routes(routes!(list_attempted_messages))
+        .routes(routes!(send_example))
 }
 
 /// `status`, `statusText` and `nextAttempt` of a delivery.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = MessageStatus)]
 #[serde(rename_all = "camelCase")]
 struct StatusOut {
     status: u8,
@@ -75,7 +68,7 @@ impl From<&DeliveryState> for StatusOut {
 }
 
 /// `MessageEndpointOut`: the endpoint as it is now, and the message's delivery to it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct MessageEndpointOut {
     #[serde(flatten)]
     endpoint: EndpointOut,
@@ -86,7 +79,7 @@ struct MessageEndpointOut {
 }
 
 /// `EndpointMessageOut`: the message (as `MessageOut`), and its delivery to the endpoint.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct EndpointMessageOut {
     #[serde(flatten)]
     message: MessageOut,
@@ -94,6 +87,9 @@ struct EndpointMessageOut {
     status: StatusOut,
 }
 
+/// List the endpoints a message was sent to.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/msg/{msg_id}/endpoint", tag = "Message Attempt", operation_id = "v1.message-attempt.list-attempted-destinations", params(ListParams),
+    responses((status = 200, description = "A page of endpoints with their delivery status.", body = ListResponse<MessageEndpointOut>)))]
 async fn list_attempted_destinations(
     State(state): State<AppState>,
     Path((app_id, msg_id)): Path<(String, String)>,
@@ -119,7 +115,8 @@ async fn list_attempted_destinations(
 }
 
 /// `status` of an attempted-messages listing: Svix's `MessageStatus`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StatusQuery {
     status: Option<u8>,
 }
@@ -143,12 +140,16 @@ impl StatusQuery {
     }
 }
 
+/// List the messages sent to an endpoint.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/msg", tag = "Message Attempt", operation_id = "v1.message-attempt.list-attempted-messages", params(ListParams, ListMessagesParams, StatusQuery, ExpandedStatuses),
+    responses((status = 200, description = "A page of messages with their delivery status.", body = ListResponse<EndpointMessageOut>)))]
 async fn list_attempted_messages(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
     ValidQuery(list): ValidQuery<ListParams>,
     ValidQuery(params): ValidQuery<ListMessagesParams>,
     ValidQuery(status): ValidQuery<StatusQuery>,
+    ValidQuery(_statuses): ValidQuery<ExpandedStatuses>,
 ) -> ApiResult<Json<ListResponse<EndpointMessageOut>>> {
     let app = resolve_app(&state, &app_id).await?;
     let endpoint = find_endpoint(&state, app, &endpoint_id).await?;
@@ -172,7 +173,7 @@ async fn list_attempted_messages(
 }
 
 /// `EventExampleIn`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct EventExampleIn {
     event_type: String,
@@ -182,6 +183,9 @@ struct EventExampleIn {
 
 /// Sends an event type's example to one endpoint only: a real message, signed, retried and
 /// listed like any other, with a single delivery (written with it in one store transaction).
+/// Send an example message of an event type to an endpoint.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/send-example", tag = "Endpoint", operation_id = "v1.endpoint.send-example", params(KeyedHeaders), request_body = EventExampleIn,
+    responses((status = 202, description = "Sent: the example message.", body = MessageOut)))]
 async fn send_example(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,

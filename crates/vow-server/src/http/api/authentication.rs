@@ -13,8 +13,7 @@ use axum::http::header::{CACHE_CONTROL, HOST};
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
-use axum::routing::post;
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use chrono::Duration;
 use serde::{Deserialize, Serialize};
 use vow_store::ApplicationFields;
@@ -29,15 +28,14 @@ use crate::http::portal_scope::LOGOUT;
 use crate::http::principal::Principal;
 use crate::portal::{issue_token, portal_url};
 use crate::state::{AppState, PortalSettings};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The authentication routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/v1/auth/app-portal-access/{app_id}",
-            post(app_portal_access),
-        )
-        .route(LOGOUT, post(logout))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(app_portal_access))
+        .routes(routes!(logout))
 }
 
 /// The shortest and longest `expiry` a request may ask for, seconds (Svix's bounds).
@@ -45,7 +43,7 @@ const EXPIRY_SECONDS: std::ops::RangeInclusive<i64> = 3600..=604_800;
 
 /// `AppPortalAccessIn`. Svix's `capabilities` and `sessionId` are named so that a request
 /// using them is refused rather than silently given more than it asked for.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppPortalAccessIn {
     application: Option<ApplicationIn>,
@@ -57,7 +55,7 @@ pub struct AppPortalAccessIn {
 }
 
 /// `AppPortalAccessOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AppPortalAccessOut {
     url: String,
     token: String,
@@ -112,6 +110,9 @@ impl AppPortalAccessIn {
     }
 }
 
+/// Get a token and URL for an application's portal.
+#[utoipa::path(post, path = "/api/v1/auth/app-portal-access/{app_id}", tag = "Authentication", operation_id = "v1.authentication.app-portal-access", request_body = Option<AppPortalAccessIn>,
+    responses((status = 200, description = "A portal token and URL for the application.", body = AppPortalAccessOut)))]
 async fn app_portal_access(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -160,6 +161,9 @@ fn base_url(settings: &PortalSettings, headers: &HeaderMap, uri: &Uri) -> ApiRes
         })
 }
 
+/// Revoke the portal token this request carries.
+#[utoipa::path(post, path = LOGOUT, tag = "Authentication", operation_id = "logout_api_v1_auth_logout__post",
+    responses((status = 204, description = "The portal token is revoked.")))]
 async fn logout(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,

@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{
@@ -28,42 +27,35 @@ use crate::actions;
 use crate::actions::endpoint::{CreateEndpoint, Rotation};
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJson, ValidJsonBytes, ValidQuery};
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The longest per-attempt timeout an endpoint may ask for.
 const MAX_TIMEOUT_MS: u32 = 60_000;
 
 /// Endpoint routes.
-pub fn routes() -> Router<AppState> {
-    let one = "/api/v1/app/{app_id}/endpoint/{endpoint_id}";
-    Router::new()
-        .route(
-            "/api/v1/app/{app_id}/endpoint",
-            get(list_endpoints).post(create_endpoint),
-        )
-        .route(
-            one,
-            get(get_endpoint)
-                .put(update_endpoint)
-                .patch(patch_endpoint)
-                .delete(delete_endpoint),
-        )
-        .route(
-            &format!("{one}/headers"),
-            get(get_endpoint_headers)
-                .put(update_endpoint_headers)
-                .patch(patch_endpoint_headers),
-        )
-        .route(&format!("{one}/secret"), get(get_endpoint_secret))
-        .route(
-            &format!("{one}/secret/rotate"),
-            post(rotate_endpoint_secret),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_endpoints, create_endpoint))
+        .routes(routes!(
+            get_endpoint,
+            update_endpoint,
+            patch_endpoint,
+            delete_endpoint
+        ))
+        .routes(routes!(
+            get_endpoint_headers,
+            update_endpoint_headers,
+            patch_endpoint_headers
+        ))
+        .routes(routes!(get_endpoint_secret))
+        .routes(routes!(rotate_endpoint_secret))
 }
 
 /// `EndpointIn` / `EndpointUpdate` (the latter ignores `secret`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointIn {
     url: String,
@@ -75,6 +67,8 @@ pub struct EndpointIn {
     event_types: Option<Vec<String>>,
     channels: Option<Vec<String>>,
     throttle_rate: Option<u16>,
+    /// `throttleRate` under its older name (see [`throttle_rate`]).
+    rate_limit: Option<u16>,
     #[serde(default)]
     metadata: Metadata,
     #[serde(default)]
@@ -87,7 +81,7 @@ pub struct EndpointIn {
 }
 
 /// `EndpointPatch`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointPatch {
     url: Option<String>,
@@ -101,6 +95,9 @@ pub struct EndpointPatch {
     channels: Patch<Vec<String>>,
     #[serde(default)]
     throttle_rate: Patch<u16>,
+    /// `throttleRate` under its older name (see [`throttle_rate`]).
+    #[serde(default)]
+    rate_limit: Patch<u16>,
     metadata: Option<Metadata>,
     signature_style: Option<SignatureStyle>,
     #[serde(default)]
@@ -110,7 +107,7 @@ pub struct EndpointPatch {
 }
 
 /// `EndpointOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointOut {
     id: EndpointId,
@@ -121,6 +118,8 @@ pub struct EndpointOut {
     event_types: Option<Vec<String>>,
     channels: Option<Vec<String>>,
     throttle_rate: Option<u16>,
+    /// `throttleRate` again under its older name, for older SDKs that read that one.
+    rate_limit: Option<u16>,
     metadata: Metadata,
     signature_style: SignatureStyle,
     timeout_ms: Option<u32>,
@@ -141,12 +140,35 @@ impl From<Endpoint> for EndpointOut {
             event_types: f.event_types,
             channels: f.channels,
             throttle_rate: f.throttle_rate,
+            rate_limit: f.throttle_rate,
             metadata: f.metadata,
             signature_style: f.delivery.signature_style,
             timeout_ms: f.delivery.timeout_ms,
             retry_schedule: f.delivery.retry_schedule.map(|s| s.to_string()),
             created_at: e.created_at,
             updated_at: e.updated_at,
+        }
+    }
+}
+
+/// `throttleRate` given under either of its names: `rateLimit` is its older one (Svix's), which
+/// older SDKs send. Both may be given only with the same value.
+fn throttle_rate(
+    p: &mut Problems,
+    throttle_rate: Patch<u16>,
+    rate_limit: Patch<u16>,
+) -> Patch<u16> {
+    match (throttle_rate, rate_limit) {
+        (Patch::Absent, alias) => alias,
+        (given, Patch::Absent) => given,
+        (given, alias) => {
+            p.require(
+                given == alias,
+                &["body", "rateLimit"],
+                "differs from throttleRate: rateLimit is the older name of throttleRate; give one of them",
+                "value_error.conflict",
+            );
+            given
         }
     }
 }
@@ -203,6 +225,7 @@ impl EndpointIn {
             event_types: f.event_types,
             channels: f.channels,
             throttle_rate: f.throttle_rate,
+            rate_limit: None,
             metadata: f.metadata,
             headers: f.headers,
             secret: None,
@@ -270,8 +293,11 @@ impl EndpointIn {
         let uid = self
             .uid
             .and_then(|u| check_uid(&mut p, &["body", "uid"], &u));
+        let given = |rate: Option<u16>| rate.map_or(Patch::Absent, Patch::Value);
+        let throttle_rate =
+            throttle_rate(&mut p, given(self.throttle_rate), given(self.rate_limit)).apply_to(None);
         p.require(
-            self.throttle_rate != Some(0),
+            throttle_rate != Some(0),
             &["body", "throttleRate"],
             "must be at least 1",
             "value_error.number.not_ge",
@@ -326,7 +352,7 @@ impl EndpointIn {
             disabled: self.disabled,
             event_types,
             channels,
-            throttle_rate: self.throttle_rate,
+            throttle_rate,
             metadata: self.metadata,
             headers: self.headers,
             delivery: DeliveryOptions {
@@ -345,6 +371,9 @@ async fn find(state: &AppState, app_id: &str, endpoint_id: &str) -> ApiResult<En
     find_endpoint_in(state, app, &endpoint_key(endpoint_id)?).await
 }
 
+/// List the endpoints of an application.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint", tag = "Endpoint", operation_id = "v1.endpoint.list", params(ListParams),
+    responses((status = 200, description = "A page of endpoints.", body = ListResponse<EndpointOut>)))]
 async fn list_endpoints(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -358,6 +387,9 @@ async fn list_endpoints(
     Ok(Json(page.map(EndpointOut::from).into()))
 }
 
+/// Create an endpoint.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint", tag = "Endpoint", operation_id = "v1.endpoint.create", params(KeyedHeaders), request_body = EndpointIn,
+    responses((status = 201, description = "Created.", body = EndpointOut)))]
 async fn create_endpoint(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -377,6 +409,9 @@ async fn create_endpoint(
     .await
 }
 
+/// Get an endpoint.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint", operation_id = "v1.endpoint.get",
+    responses((status = 200, description = "The endpoint.", body = EndpointOut)))]
 async fn get_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -386,6 +421,8 @@ async fn get_endpoint(
 
 /// PUT: replace, or create when absent (with the path's uid), as Svix does. Headers are kept:
 /// they have their own routes.
+#[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint", operation_id = "v1.endpoint.update", request_body = EndpointIn,
+    responses((status = 200, description = "Updated.", body = EndpointOut), (status = 201, description = "Created (the path named a uid).", body = EndpointOut)))]
 async fn update_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -408,11 +445,17 @@ async fn update_endpoint(
     Ok((StatusCode::CREATED, Json(EndpointOut::from(created))))
 }
 
+/// Partially update an endpoint.
+#[utoipa::path(patch, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint", operation_id = "patch_endpoint", request_body = EndpointPatch,
+    responses((status = 200, description = "Updated.", body = EndpointOut)))]
 async fn patch_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
     ValidJson(patch): ValidJson<EndpointPatch>,
 ) -> ApiResult<Json<EndpointOut>> {
+    let mut p = Problems::default();
+    let throttle = throttle_rate(&mut p, patch.throttle_rate, patch.rate_limit);
+    p.finish()?;
     let current = find(&state, &app_id, &endpoint_id).await?;
     let f = EndpointIn::from_fields(current.fields.clone());
     let merged = EndpointIn {
@@ -422,7 +465,7 @@ async fn patch_endpoint(
         disabled: patch.disabled.unwrap_or(f.disabled),
         event_types: patch.event_types.apply_to(f.event_types),
         channels: patch.channels.apply_to(f.channels),
-        throttle_rate: patch.throttle_rate.apply_to(f.throttle_rate),
+        throttle_rate: throttle.apply_to(f.throttle_rate),
         metadata: patch.metadata.unwrap_or(f.metadata),
         signature_style: patch.signature_style.unwrap_or(f.signature_style),
         timeout_ms: patch.timeout_ms.apply_to(f.timeout_ms),
@@ -452,6 +495,9 @@ async fn style_fits_secrets(
     actions::endpoint::require_style_fits(style, &keys, &["body", "signatureStyle"])
 }
 
+/// Delete an endpoint.
+#[utoipa::path(delete, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}", tag = "Endpoint", operation_id = "v1.endpoint.delete",
+    responses((status = 204, description = "Deleted.")))]
 async fn delete_endpoint(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -464,6 +510,9 @@ async fn delete_endpoint(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Get the custom headers of an endpoint.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint", operation_id = "v1.endpoint.get-headers",
+    responses((status = 200, description = "The custom headers (sensitive values redacted).", body = HeadersOut)))]
 async fn get_endpoint_headers(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -472,6 +521,9 @@ async fn get_endpoint_headers(
     Ok(Json(HeadersOut::redacted(&current.fields.headers)))
 }
 
+/// Replace the custom headers of an endpoint.
+#[utoipa::path(put, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint", operation_id = "v1.endpoint.update-headers", request_body = HeadersIn,
+    responses((status = 204, description = "Replaced.")))]
 async fn update_endpoint_headers(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -482,6 +534,9 @@ async fn update_endpoint_headers(
     save_headers(&state, current, headers).await
 }
 
+/// Set or remove some custom headers of an endpoint.
+#[utoipa::path(patch, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/headers", tag = "Endpoint", operation_id = "v1.endpoint.patch-headers", request_body = HeadersPatchIn,
+    responses((status = 204, description = "Updated.")))]
 async fn patch_endpoint_headers(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -509,11 +564,14 @@ async fn save_headers(
 }
 
 /// `EndpointSecretOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct EndpointSecretOut {
     key: String,
 }
 
+/// Get the signing secret of an endpoint.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret", tag = "Endpoint", operation_id = "v1.endpoint.get-secret",
+    responses((status = 200, description = "The current signing secret.", body = EndpointSecretOut)))]
 async fn get_endpoint_secret(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -532,13 +590,16 @@ async fn get_endpoint_secret(
 }
 
 /// `EndpointSecretRotateIn`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointSecretRotateIn {
     key: Option<String>,
     grace_period_seconds: Option<u32>,
 }
 
+/// Rotate the signing secret of an endpoint.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/endpoint/{endpoint_id}/secret/rotate", tag = "Endpoint", operation_id = "v1.endpoint.rotate-secret", params(KeyedHeaders), request_body = Option<EndpointSecretRotateIn>,
+    responses((status = 200, description = "Rotated: the new secret.", body = EndpointSecretOut)))]
 async fn rotate_endpoint_secret(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,

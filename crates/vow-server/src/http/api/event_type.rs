@@ -8,8 +8,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::{EventTypeName, Patch};
@@ -21,36 +20,55 @@ use super::list::{ListParams, ListResponse};
 use super::validate::Problems;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Event type routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/v1/event-type",
-            get(list_event_types).post(create_event_type),
-        )
-        .route(
-            "/api/v1/event-type/{event_type_name}",
-            get(get_event_type)
-                .put(update_event_type)
-                .patch(patch_event_type)
-                .delete(delete_event_type),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_event_types, create_event_type))
+        .routes(routes!(
+            get_event_type,
+            update_event_type,
+            patch_event_type,
+            delete_event_type
+        ))
 }
 
-/// `EventTypeIn` (and, without `name`, `EventTypeUpdate`).
-#[derive(Debug, Deserialize)]
+/// `EventTypeIn`: `EventTypeUpdate` with the `name`. Its fields are spelt out rather than
+/// flattened, so a field it does not have is noticed and refused (`http::extract`).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventTypeIn {
     name: EventTypeName,
-    #[serde(flatten)]
-    body: EventTypeUpdate,
+    description: String,
+    #[serde(default)]
+    archived: bool,
+    #[serde(default)]
+    deprecated: bool,
+    feature_flag: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    schemas: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl EventTypeIn {
+    /// Its name, and the rest as an `EventTypeUpdate`.
+    fn split(self) -> (EventTypeName, EventTypeUpdate) {
+        let update = EventTypeUpdate {
+            description: self.description,
+            archived: self.archived,
+            deprecated: self.deprecated,
+            feature_flag: self.feature_flag,
+            schemas: self.schemas,
+        };
+        (self.name, update)
+    }
 }
 
 /// `EventTypeUpdate`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventTypeUpdate {
     description: String,
@@ -59,11 +77,12 @@ pub struct EventTypeUpdate {
     #[serde(default)]
     deprecated: bool,
     feature_flag: Option<String>,
+    #[schema(value_type = Option<Object>)]
     schemas: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `EventTypePatch`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventTypePatch {
     description: Option<String>,
@@ -72,11 +91,12 @@ pub struct EventTypePatch {
     #[serde(default)]
     feature_flag: Patch<String>,
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     schemas: Patch<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `EventTypeOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventTypeOut {
     name: String,
@@ -155,7 +175,8 @@ async fn find(state: &AppState, name: &str) -> ApiResult<EventType> {
         .ok_or_else(|| ApiError::not_found("Event type"))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListEventTypesParams {
     #[serde(default)]
     include_archived: bool,
@@ -163,6 +184,9 @@ struct ListEventTypesParams {
     with_content: bool,
 }
 
+/// List event types.
+#[utoipa::path(get, path = "/api/v1/event-type", tag = "Event Type", operation_id = "v1.event-type.list", params(ListParams, ListEventTypesParams),
+    responses((status = 200, description = "A page of event types.", body = ListResponse<EventTypeOut>)))]
 async fn list_event_types(
     State(state): State<AppState>,
     ValidQuery(list): ValidQuery<ListParams>,
@@ -188,14 +212,18 @@ async fn list_event_types(
 }
 
 /// Creates an event type, or revives an archived one of the same name.
+/// Create an event type.
+#[utoipa::path(post, path = "/api/v1/event-type", tag = "Event Type", operation_id = "v1.event-type.create", params(KeyedHeaders), request_body = EventTypeIn,
+    responses((status = 201, description = "Created.", body = EventTypeOut)))]
 async fn create_event_type(
     State(state): State<AppState>,
     once: Once,
     ValidJsonBytes(body, raw): ValidJsonBytes<EventTypeIn>,
 ) -> ApiResult<Response> {
     let now = state.now();
-    let name = body.name.into_string();
-    let event_type = body.body.into_event_type(name.clone(), now, now)?;
+    let (name, body) = body.split();
+    let name = name.into_string();
+    let event_type = body.into_event_type(name.clone(), now, now)?;
     once.run(&state, None, &raw, move |commit| async move {
         let existing = commit.state().store.get_event_type(&name).await?;
         let write = |store: Arc<dyn Store>, keyed| async move {
@@ -219,6 +247,9 @@ async fn create_event_type(
     .await
 }
 
+/// Get an event type.
+#[utoipa::path(get, path = "/api/v1/event-type/{event_type_name}", tag = "Event Type", operation_id = "v1.event-type.get",
+    responses((status = 200, description = "The event type.", body = EventTypeOut)))]
 async fn get_event_type(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -227,6 +258,8 @@ async fn get_event_type(
 }
 
 /// PUT: update, or create when absent.
+#[utoipa::path(put, path = "/api/v1/event-type/{event_type_name}", tag = "Event Type", operation_id = "v1.event-type.update", request_body = EventTypeUpdate,
+    responses((status = 200, description = "Updated.", body = EventTypeOut), (status = 201, description = "Created.", body = EventTypeOut)))]
 async fn update_event_type(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -248,6 +281,9 @@ async fn update_event_type(
     }
 }
 
+/// Partially update an event type.
+#[utoipa::path(patch, path = "/api/v1/event-type/{event_type_name}", tag = "Event Type", operation_id = "patch_event_type", request_body = EventTypePatch,
+    responses((status = 200, description = "Updated.", body = EventTypeOut)))]
 async fn patch_event_type(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -270,12 +306,16 @@ async fn patch_event_type(
     Ok(Json(state.store.update_event_type(updated).await?.into()))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct DeleteParams {
     #[serde(default)]
     expunge: bool,
 }
 
+/// Archive (or expunge) an event type.
+#[utoipa::path(delete, path = "/api/v1/event-type/{event_type_name}", tag = "Event Type", operation_id = "v1.event-type.delete", params(DeleteParams),
+    responses((status = 204, description = "Archived, or with `expunge` deleted.")))]
 async fn delete_event_type(
     State(state): State<AppState>,
     Path(name): Path<String>,

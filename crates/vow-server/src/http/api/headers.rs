@@ -72,7 +72,8 @@ pub fn check_headers(p: &mut Problems, loc: &[&str], headers: &BTreeMap<String, 
 }
 
 /// `EndpointHeadersIn`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = EndpointHeadersIn)]
 pub struct HeadersIn {
     headers: BTreeMap<String, String>,
 }
@@ -88,7 +89,8 @@ impl HeadersIn {
 }
 
 /// `EndpointHeadersPatchIn`: a `null` value removes the header.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = EndpointHeadersPatchIn)]
 pub struct HeadersPatchIn {
     headers: BTreeMap<String, Option<String>>,
 }
@@ -115,7 +117,8 @@ impl HeadersPatchIn {
 }
 
 /// `EndpointHeadersOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = EndpointHeadersOut)]
 pub struct HeadersOut {
     headers: BTreeMap<String, String>,
     sensitive: Vec<String>,

@@ -9,34 +9,54 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Map, Value};
 
 use crate::error::ApiResult;
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// How long readiness waits for the store before calling it unreachable.
 pub const STORE_WAIT: Duration = Duration::from_secs(2);
 
 /// Health routes (unauthenticated).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/health", get(get_health))
-        .route("/api/v1/health/ping", get(get_health))
-        .route("/health/live", get(live))
-        .route("/health/ready", get(ready))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_health))
+        .routes(routes!(ping))
+        .routes(routes!(live))
+        .routes(routes!(ready))
 }
 
+/// Whether the server and its store answer.
+#[utoipa::path(get, path = "/api/v1/health", tag = "Health", operation_id = "v1.health.get",
+    responses((status = 204, description = "The store answers.")))]
 async fn get_health(State(state): State<AppState>) -> ApiResult<StatusCode> {
     state.store.ping().await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Whether the server and its store answer (as `GET /api/v1/health`).
+#[utoipa::path(get, path = "/api/v1/health/ping", tag = "Health", operation_id = "v1.health.ping",
+    responses((status = 204, description = "The store answers.")))]
+async fn ping(state: State<AppState>) -> ApiResult<StatusCode> {
+    get_health(state).await
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/health/live", tag = "Health", operation_id = "v1.health.live",
+    responses((status = 200, description = "`{\"status\": \"live\"}`.", body = Object)))]
 async fn live() -> Json<Value> {
     Json(json!({ "status": "live" }))
 }
 
+/// Readiness: the store answers with a current schema, the workers run, no shutdown is under way.
+#[utoipa::path(get, path = "/health/ready", tag = "Health", operation_id = "v1.health.ready",
+    responses(
+        (status = 200, description = "Ready; each check named.", body = Object),
+        (status = 503, description = "Not ready; each check named.", body = Object),
+    ))]
 async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let mut checks = Map::new();
     let mut ready = true;

@@ -20,8 +20,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use tokio_stream::{Stream, StreamExt};
 use vow_core::EndpointId;
@@ -39,6 +38,8 @@ use crate::http::principal::Principal;
 use crate::relay::is_relay;
 use crate::relay::wire::{Answer, RelayResult, DELIVERY_EVENT, READY_EVENT};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// How often an idle stream sends a comment, so a connection that died is noticed.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
@@ -47,16 +48,15 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 const MAX_RESULTS: usize = 4096;
 
 /// Listen routes.
-pub fn routes() -> Router<AppState> {
-    let one = "/api/v1/app/{app_id}/listen/{endpoint_id}";
-    Router::new()
-        .route("/api/v1/app/{app_id}/listen", post(create_listen))
-        .route(one, get(stream))
-        .route(&format!("{one}/result"), post(report))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_listen))
+        .routes(routes!(stream))
+        .routes(routes!(report))
 }
 
 /// `ListenIn`: which messages the relay endpoint gets (all, by default).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenIn {
     event_types: Option<Vec<String>>,
@@ -67,7 +67,7 @@ pub struct ListenIn {
 
 /// `ListenOut`: the relay endpoint (or a source's relay destination), its signing secret, and
 /// where to stream and report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenOut {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,13 +104,16 @@ impl ListenOut {
 
 /// What a report did: results matched to a waiting attempt, and results that came too late
 /// (their attempt timed out) or named no attempt of this endpoint.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReportOut {
     accepted: usize,
     unmatched: usize,
 }
 
+/// Create a relay endpoint that a local listener receives deliveries through.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/listen", tag = "Listen", operation_id = "v1.listen.create", request_body = Option<ListenIn>,
+    responses((status = 201, description = "A relay endpoint to listen on.", body = ListenOut)))]
 async fn create_listen(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -148,6 +151,9 @@ async fn relay_endpoint(state: &AppState, app_id: &str, endpoint_id: &str) -> Ap
     Ok(endpoint)
 }
 
+/// Stream a relay endpoint's deliveries (server-sent events).
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/listen/{endpoint_id}", tag = "Listen", operation_id = "v1.listen.stream",
+    responses((status = 200, description = "The deliveries, as server-sent events.", content_type = "text/event-stream", body = crate::http::openapi::ServerSentEvent)))]
 async fn stream(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,
@@ -191,6 +197,9 @@ pub(super) async fn stream_to(
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
+/// Report what the local URL answered to relayed deliveries.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/listen/{endpoint_id}/result", tag = "Listen", operation_id = "v1.listen.report", request_body = Vec<RelayResult>,
+    responses((status = 200, description = "How many results were recorded.", body = ReportOut)))]
 async fn report(
     State(state): State<AppState>,
     Path((app_id, endpoint_id)): Path<(String, String)>,

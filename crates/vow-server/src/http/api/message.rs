@@ -9,13 +9,13 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use tracing::Instrument;
 use vow_core::{Channel, EventTypeName, MessageId};
 use vow_store::idempotency::StoredResponse;
 use vow_store::page::Page;
@@ -29,24 +29,25 @@ use super::lookup::resolve_app;
 use super::validate::Problems;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJsonBytes, ValidQuery};
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
+use crate::telemetry::trace_context;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Message routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/v1/app/{app_id}/msg",
-            get(list_messages).post(create_message),
-        )
-        .route("/api/v1/app/{app_id}/msg/{msg_id}", get(get_message))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_messages, create_message))
+        .routes(routes!(get_message))
 }
 
 /// `MessageIn`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageIn {
     event_type: String,
+    #[schema(value_type = Object)]
     payload: Box<RawValue>,
     event_id: Option<String>,
     channels: Option<Vec<String>>,
@@ -55,13 +56,14 @@ pub struct MessageIn {
 }
 
 /// `MessageOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageOut {
     id: MessageId,
     event_type: String,
     event_id: Option<String>,
     channels: Option<Vec<String>>,
+    #[schema(value_type = Object)]
     payload: Box<RawValue>,
     timestamp: DateTime<Utc>,
 }
@@ -85,64 +87,91 @@ impl MessageOut {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ContentParams {
     with_content: Option<bool>,
 }
 
+/// Send a message to the endpoints that subscribe to its event type.
+#[utoipa::path(post, path = "/api/v1/app/{app_id}/msg", tag = "Message", operation_id = "v1.message.create", params(ContentParams, KeyedHeaders), request_body = MessageIn,
+    responses((status = 202, description = "Accepted: stored, deliveries queued.", body = MessageOut)))]
 async fn create_message(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
     once: Once,
+    headers: HeaderMap,
     ValidQuery(params): ValidQuery<ContentParams>,
     ValidJsonBytes(body, raw): ValidJsonBytes<MessageIn>,
 ) -> ApiResult<Response> {
     let with_content = params.with_content.unwrap_or(true);
     let (new, app) = new_message(&state, &app_id, body).await?;
     let retry = app.is_some().then(|| (once.clone(), new.clone()));
-    match create(&state, once, new, app, &raw, with_content).await {
+    let input = Input {
+        raw: &raw,
+        headers: &headers,
+        with_content,
+    };
+    match create(&state, once, new, app, &input).await {
         // Another request created the application between the lookup and this write, which
         // wrote nothing: the message goes to theirs, as if the uid had resolved at once.
         Err(e) if is_application_race(&e) => {
             let (once, mut new) = retry.ok_or(e)?;
             new.app_id = resolve_app(&state, &app_id).await?;
-            create(&state, once, new, None, &raw, with_content).await
+            create(&state, once, new, None, &input).await
         }
         outcome => outcome,
     }
 }
 
-/// Writes `new` (creating `app` first, in the same transaction) at most once per key.
+/// What a create request brings besides the message: its raw body (for its key), its headers
+/// (for its trace context) and whether the answer shows the payload.
+struct Input<'a> {
+    raw: &'a [u8],
+    headers: &'a HeaderMap,
+    with_content: bool,
+}
+
+/// Writes `new` (creating `app` first, in the same transaction) at most once per key, within a
+/// `store.create_message` span whose trace context the message keeps for its attempts.
 async fn create(
     state: &AppState,
     once: Once,
-    new: NewMessage,
+    mut new: NewMessage,
     app: Option<NewApplication>,
-    raw: &[u8],
-    with_content: bool,
+    input: &Input<'_>,
 ) -> ApiResult<Response> {
     let creates_app = app.is_some();
-    once.run(state, Some(new.app_id), raw, move |commit| async move {
-        let response = accepted(new.clone().into_stored(), with_content);
-        let create = MessageCreate {
-            new,
-            only: None,
-            app,
-        };
-        let write = |store: Arc<dyn Store>, keyed| async move {
-            store.create_message_keyed(create, keyed).await
-        };
-        let (_, response) = match commit.write_answering(write, response).await {
-            // A new application has no messages, so its uid is the only rule a conflict can be:
-            // not this request's outcome (nothing was written), so never stored for its key.
-            Err(ApiError::Conflict(_)) if creates_app => {
-                return Err(ApiError::Internal(Box::new(ApplicationRace)))
-            }
-            outcome => outcome?,
-        };
-        metrics::counter!(crate::metrics::MESSAGES).increment(1);
-        Ok(response)
-    })
+    let with_content = input.with_content;
+    let span = tracing::info_span!("store.create_message", msg_id = %new.id, app_id = %new.app_id);
+    new.traceparent = trace_context::for_message(&span, input.headers);
+    once.run(
+        state,
+        Some(new.app_id),
+        input.raw,
+        move |commit| async move {
+            let response = accepted(new.clone().into_stored(), with_content);
+            let create = MessageCreate {
+                new,
+                only: None,
+                app,
+            };
+            let write = |store: Arc<dyn Store>, keyed| async move {
+                store.create_message_keyed(create, keyed).await
+            };
+            let (_, response) = match commit.write_answering(write, response).await {
+                // A new application has no messages, so its uid is the only rule a conflict can be:
+                // not this request's outcome (nothing was written), so never stored for its key.
+                Err(ApiError::Conflict(_)) if creates_app => {
+                    return Err(ApiError::Internal(Box::new(ApplicationRace)))
+                }
+                outcome => outcome?,
+            };
+            metrics::counter!(crate::metrics::MESSAGES).increment(1);
+            Ok(response)
+        },
+    )
+    .instrument(span)
     .await
 }
 
@@ -237,6 +266,7 @@ async fn new_message(
         payload: body.payload.get().to_string(),
         payload_expires_at: now + Duration::days(retention),
         now,
+        traceparent: None,
     };
     Ok((new, new_app))
 }
@@ -272,9 +302,20 @@ pub fn checked_filter(filter: MessageFilter) -> ApiResult<MessageFilter> {
     Ok(filter)
 }
 
+/// The event types of an `event_types` query parameter: repeated keys
+/// (`event_types=a&event_types=b`) and the SDKs' `event_types=a,b` alike.
+pub fn event_types_of(given: &[String]) -> Vec<String> {
+    given
+        .iter()
+        .flat_map(|t| t.split(','))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The filters of a message listing (`event_types`, `channel`, `before`, `after`) and
 /// `with_content`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListMessagesParams {
     #[serde(default)]
     event_types: Vec<String>,
@@ -287,15 +328,8 @@ pub struct ListMessagesParams {
 impl ListMessagesParams {
     /// The validated filter: 422 naming every bad event type or channel.
     pub fn filter(&self) -> ApiResult<MessageFilter> {
-        // Repeated keys (`event_types=a&event_types=b`) and the SDKs' `event_types=a,b` alike.
-        let event_types: Vec<String> = self
-            .event_types
-            .iter()
-            .flat_map(|t| t.split(','))
-            .map(str::to_string)
-            .collect();
         checked_filter(MessageFilter {
-            event_types,
+            event_types: event_types_of(&self.event_types),
             channel: self.channel.clone(),
             before: self.before,
             after: self.after,
@@ -308,6 +342,9 @@ impl ListMessagesParams {
     }
 }
 
+/// List the messages of an application.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/msg", tag = "Message", operation_id = "v1.message.list", params(ListParams, ListMessagesParams),
+    responses((status = 200, description = "A page of messages.", body = ListResponse<MessageOut>)))]
 async fn list_messages(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -325,6 +362,9 @@ async fn list_messages(
     Ok(Json(page.into()))
 }
 
+/// Get a message (by id or eventId).
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/msg/{msg_id}", tag = "Message", operation_id = "v1.message.get", params(ContentParams),
+    responses((status = 200, description = "The message.", body = MessageOut)))]
 async fn get_message(
     State(state): State<AppState>,
     Path((app_id, msg_id)): Path<(String, String)>,

@@ -28,13 +28,13 @@ pub mod source_work;
 pub mod tail;
 pub mod validate;
 
-use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::state::AppState;
 
 /// All authenticated routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
         .merge(application::routes())
         .merge(attempt::routes())
         .merge(attempted::routes())

@@ -15,8 +15,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -33,11 +32,13 @@ use super::lookup::find_source;
 use super::validate::{check_secret, Problems};
 use crate::error::ApiResult;
 use crate::http::extract::{ValidJson, ValidJsonBytes, ValidQuery};
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::http::inbound::replay::{self, Protection};
 use crate::http::inbound::scheme;
 use crate::relay::is_relay;
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// At most this many secrets per source.
 const MAX_SECRETS: usize = 10;
@@ -51,21 +52,20 @@ const MAX_REPLAY_WINDOW_SECS: u32 = 365 * 86_400;
 const TOKEN_BYTES: usize = 24;
 
 /// Source routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/source", get(list_sources).post(create_source))
-        .route(
-            "/api/v1/source/{source_id}",
-            get(get_source)
-                .put(update_source)
-                .patch(patch_source)
-                .delete(delete_source),
-        )
-        .route("/api/v1/source/{source_id}/secret", get(get_source_secret))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_sources, create_source))
+        .routes(routes!(
+            get_source,
+            update_source,
+            patch_source,
+            delete_source
+        ))
+        .routes(routes!(get_source_secret))
 }
 
 /// `SourceIn`. No `Debug`: it holds secrets.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceIn {
     #[serde(default)]
@@ -85,7 +85,7 @@ pub struct SourceIn {
 
 /// `DestinationIn`: a destination, new (no `id`) or kept (its `id`; its secret stays unless
 /// one is given). No `Debug`: it holds a secret.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DestinationIn {
     id: Option<DestinationId>,
@@ -96,7 +96,7 @@ pub struct DestinationIn {
 }
 
 /// `SourcePatch`. No `Debug`: it may hold secrets.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourcePatch {
     description: Option<String>,
@@ -120,7 +120,7 @@ pub struct SourcePatch {
 
 /// `SourceOut`: everything but the secrets (their count only). No `Debug`: it may hold the
 /// token path.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceOut {
     id: SourceId,
@@ -147,7 +147,7 @@ pub struct SourceOut {
 }
 
 /// `DestinationOut`: a destination without its secret.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DestinationOut {
     id: DestinationId,
@@ -351,6 +351,9 @@ fn new_token() -> String {
     hex::encode(bytes)
 }
 
+/// List inbound sources.
+#[utoipa::path(get, path = "/api/v1/source", tag = "Source", operation_id = "v1.source.list", params(ListParams),
+    responses((status = 200, description = "A page of sources.", body = ListResponse<SourceOut>)))]
 async fn list_sources(
     State(state): State<AppState>,
     ValidQuery(params): ValidQuery<ListParams>,
@@ -362,6 +365,9 @@ async fn list_sources(
     Ok(Json(page.map(|s| SourceOut::of(&s, false)).into()))
 }
 
+/// Create an inbound source.
+#[utoipa::path(post, path = "/api/v1/source", tag = "Source", operation_id = "v1.source.create", params(KeyedHeaders), request_body = SourceIn,
+    responses((status = 201, description = "Created.", body = SourceOut)))]
 async fn create_source(
     State(state): State<AppState>,
     once: Once,
@@ -386,6 +392,9 @@ async fn create_source(
     .await
 }
 
+/// Get an inbound source.
+#[utoipa::path(get, path = "/api/v1/source/{source_id}", tag = "Source", operation_id = "v1.source.get",
+    responses((status = 200, description = "The source.", body = SourceOut)))]
 async fn get_source(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -397,6 +406,8 @@ async fn get_source(
 }
 
 /// PUT: replaces every field (a destination keeps its id and secret when it names its id).
+#[utoipa::path(put, path = "/api/v1/source/{source_id}", tag = "Source", operation_id = "v1.source.update", request_body = SourceIn,
+    responses((status = 200, description = "Replaced.", body = SourceOut)))]
 async fn update_source(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -419,6 +430,9 @@ async fn replace(
     Ok(Json(SourceOut::of(&updated, true)))
 }
 
+/// Partially update an inbound source.
+#[utoipa::path(patch, path = "/api/v1/source/{source_id}", tag = "Source", operation_id = "v1.source.patch", request_body = SourcePatch,
+    responses((status = 200, description = "Updated.", body = SourceOut)))]
 async fn patch_source(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -457,6 +471,9 @@ async fn patch_source(
     replace(&state, current.id, &f.destinations, merged).await
 }
 
+/// Delete an inbound source.
+#[utoipa::path(delete, path = "/api/v1/source/{source_id}", tag = "Source", operation_id = "v1.source.delete",
+    responses((status = 204, description = "Deleted.")))]
 async fn delete_source(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -467,19 +484,22 @@ async fn delete_source(
 
 /// `SourceSecretOut`: the Standard Webhooks secret of each destination, which its receiver
 /// verifies forwarded events with. The provider's secrets are never shown.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct SourceSecretOut {
     destinations: Vec<DestinationSecretOut>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct DestinationSecretOut {
     id: DestinationId,
     secret: String,
 }
 
+/// Get the signing secrets of a source's destinations.
+#[utoipa::path(get, path = "/api/v1/source/{source_id}/secret", tag = "Source", operation_id = "v1.source.get-secret",
+    responses((status = 200, description = "The source's destinations' signing secrets.", body = SourceSecretOut)))]
 async fn get_source_secret(
     State(state): State<AppState>,
     Path(source_id): Path<String>,

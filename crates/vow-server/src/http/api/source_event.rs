@@ -11,8 +11,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -32,26 +31,24 @@ use super::lookup::find_source;
 use crate::actions::inbound::Resolve;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::ValidQuery;
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes of a source's events and rejections.
-pub fn routes() -> Router<AppState> {
-    let one = "/api/v1/source/{source_id}/event/{event_id}";
-    Router::new()
-        .route("/api/v1/source/{source_id}/event", get(list_source_events))
-        .route(one, get(get_source_event))
-        .route(&format!("{one}/release"), post(release_source_event))
-        .route(&format!("{one}/discard"), post(discard_source_event))
-        .route(
-            "/api/v1/source/{source_id}/rejection",
-            get(list_source_rejections),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_source_events))
+        .routes(routes!(get_source_event))
+        .routes(routes!(release_source_event))
+        .routes(routes!(discard_source_event))
+        .routes(routes!(list_source_rejections))
 }
 
 /// `InboundEventOut`; `headers` and the payload only for one event, until retention removes
 /// them. The payload is `payload` when it is UTF-8 text, else `payloadBase64`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InboundEventOut {
     id: InboundEventId,
@@ -113,7 +110,7 @@ impl From<InboundEvent> for InboundEventOut {
 
 /// `ForwardOut`: what became of an event at one destination (`destinationId` null: its pull
 /// consumer).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ForwardOut {
     destination_id: Option<DestinationId>,
@@ -173,7 +170,7 @@ impl InboundEventOut {
 }
 
 /// `RejectionOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RejectionOut {
     id: RejectionId,
@@ -195,7 +192,8 @@ impl From<Rejection> for RejectionOut {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct EventQuery {
     state: Option<String>,
 }
@@ -229,6 +227,9 @@ fn parse_state(name: &str) -> ApiResult<InboundState> {
     })
 }
 
+/// List the inbound events of a source.
+#[utoipa::path(get, path = "/api/v1/source/{source_id}/event", tag = "Source Event", operation_id = "v1.source.event.list", params(ListParams, EventQuery),
+    responses((status = 200, description = "A page of inbound events.", body = ListResponse<InboundEventOut>)))]
 async fn list_source_events(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -249,6 +250,9 @@ async fn list_source_events(
     Ok(Json(page.map(InboundEventOut::from).into()))
 }
 
+/// Get an inbound event.
+#[utoipa::path(get, path = "/api/v1/source/{source_id}/event/{event_id}", tag = "Source Event", operation_id = "v1.source.event.get",
+    responses((status = 200, description = "The event with its forwards.", body = InboundEventOut)))]
 async fn get_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
@@ -274,6 +278,9 @@ async fn resolve(
     .await
 }
 
+/// Release a quarantined event to its destinations.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/event/{event_id}/release", tag = "Source Event", operation_id = "v1.source.event.release", params(KeyedHeaders),
+    responses((status = 200, description = "Released.", body = InboundEventOut)))]
 async fn release_source_event(
     State(state): State<AppState>,
     Path(ids): Path<(String, String)>,
@@ -282,6 +289,9 @@ async fn release_source_event(
     resolve(&state, once, ids, InboundState::Received).await
 }
 
+/// Discard a quarantined event.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/event/{event_id}/discard", tag = "Source Event", operation_id = "v1.source.event.discard", params(KeyedHeaders),
+    responses((status = 200, description = "Discarded.", body = InboundEventOut)))]
 async fn discard_source_event(
     State(state): State<AppState>,
     Path(ids): Path<(String, String)>,
@@ -290,6 +300,9 @@ async fn discard_source_event(
     resolve(&state, once, ids, InboundState::Discarded).await
 }
 
+/// List the deliveries a source refused.
+#[utoipa::path(get, path = "/api/v1/source/{source_id}/rejection", tag = "Source Event", operation_id = "v1.source.rejection.list", params(ListParams),
+    responses((status = 200, description = "A page of rejected deliveries.", body = ListResponse<RejectionOut>)))]
 async fn list_source_rejections(
     State(state): State<AppState>,
     Path(source_id): Path<String>,

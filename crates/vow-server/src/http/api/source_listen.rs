@@ -14,8 +14,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use vow_store::relay::RelayTarget;
 
 use super::keys::destination_key;
@@ -27,16 +26,20 @@ use crate::http::extract::ValidJson;
 use crate::relay::wire::RelayResult;
 use crate::relay::{is_relay, targets};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Source listen routes.
-pub fn routes() -> Router<AppState> {
-    let one = "/api/v1/source/{source_id}/listen/{destination_id}";
-    Router::new()
-        .route("/api/v1/source/{source_id}/listen", post(create_listen))
-        .route(one, get(stream).delete(delete_listen))
-        .route(&format!("{one}/result"), post(report))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_listen))
+        .routes(routes!(stream, delete_listen))
+        .routes(routes!(report))
 }
 
+/// Create a relay destination that a local listener receives a source's events through.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/listen", tag = "Listen", operation_id = "v1.source.listen.create",
+    responses((status = 201, description = "A relay destination to listen on.", body = ListenOut)))]
 async fn create_listen(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -92,6 +95,9 @@ async fn relay_destination(
     })
 }
 
+/// Stream a relay destination's forwards (server-sent events).
+#[utoipa::path(get, path = "/api/v1/source/{source_id}/listen/{destination_id}", tag = "Listen", operation_id = "v1.source.listen.stream",
+    responses((status = 200, description = "The events, as server-sent events.", content_type = "text/event-stream", body = crate::http::openapi::ServerSentEvent)))]
 async fn stream(
     State(state): State<AppState>,
     Path((source_id, destination_id)): Path<(String, String)>,
@@ -100,6 +106,9 @@ async fn stream(
     stream_to(&state, target).await
 }
 
+/// Report what the local URL answered to relayed forwards.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/listen/{destination_id}/result", tag = "Listen", operation_id = "v1.source.listen.report", request_body = Vec<RelayResult>,
+    responses((status = 200, description = "How many results were recorded.", body = ReportOut)))]
 async fn report(
     State(state): State<AppState>,
     Path((source_id, destination_id)): Path<(String, String)>,
@@ -110,6 +119,9 @@ async fn report(
     Ok(report_to(&state, target, results))
 }
 
+/// Delete a relay destination.
+#[utoipa::path(delete, path = "/api/v1/source/{source_id}/listen/{destination_id}", tag = "Listen", operation_id = "v1.source.listen.delete",
+    responses((status = 204, description = "Deleted.")))]
 async fn delete_listen(
     State(state): State<AppState>,
     Path((source_id, destination_id)): Path<(String, String)>,

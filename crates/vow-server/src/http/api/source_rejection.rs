@@ -6,8 +6,7 @@
 //! with when the reason was first and last seen.
 
 use axum::extract::{Path, State};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use vow_store::inbound::RejectionCount;
@@ -15,17 +14,16 @@ use vow_store::inbound::RejectionCount;
 use super::lookup::find_source;
 use crate::error::ApiResult;
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The counts route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route(
-        "/api/v1/source/{source_id}/rejection/counts",
-        get(get_rejection_counts),
-    )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_rejection_counts))
 }
 
 /// `RejectionCountsOut`: every reason the source was refused for, by reason, and their total.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RejectionCountsOut {
     total: u64,
@@ -34,7 +32,7 @@ pub struct RejectionCountsOut {
 }
 
 /// `RejectionCountOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RejectionCountOut {
     reason: String,
@@ -54,6 +52,9 @@ impl From<RejectionCount> for RejectionCountOut {
     }
 }
 
+/// Count the deliveries a source refused, by reason.
+#[utoipa::path(get, path = "/api/v1/source/{source_id}/rejection/counts", tag = "Source Event", operation_id = "v1.source.rejection.counts",
+    responses((status = 200, description = "Refusals by reason.", body = RejectionCountsOut)))]
 async fn get_rejection_counts(
     State(state): State<AppState>,
     Path(source_id): Path<String>,

@@ -10,8 +10,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::ReplayId;
@@ -24,19 +23,20 @@ use crate::actions::replay::Replay;
 use crate::actions::source_replay::SourceReplay;
 use crate::error::ApiResult;
 use crate::http::extract::MaybeJson;
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The bulk replay routes of a source.
-pub fn routes() -> Router<AppState> {
-    let replay = "/api/v1/source/{source_id}/replay";
-    Router::new()
-        .route(replay, post(replay_source))
-        .route(&format!("{replay}/{{replay_id}}"), get(get_source_replay))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(replay_source))
+        .routes(routes!(get_source_replay))
 }
 
 /// `SourceReplayIn`: the body, which may be left out (everything of the source).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SourceReplayIn {
     since: Option<DateTime<Utc>>,
@@ -47,7 +47,7 @@ struct SourceReplayIn {
 }
 
 /// `SourceReplayOut`, as the endpoint replay's `ReplayOut` with what was skipped.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct SourceReplayOut {
     /// The replay's id, to follow it with `GET …/replay/{id}`; none for a dry run.
@@ -61,7 +61,7 @@ struct SourceReplayOut {
 }
 
 /// `SourceReplayStatsOut`: where a replay's forwards stand.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct SourceReplayStatsOut {
     completed: u64,
@@ -85,6 +85,9 @@ impl From<SourceReplayStats> for SourceReplayStatsOut {
     }
 }
 
+/// Forward a source's events again since a time.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/replay", tag = "Source Event", operation_id = "v1.source.replay.create", params(KeyedHeaders), request_body = Option<SourceReplayIn>,
+    responses((status = 200, description = "The replay, started.", body = SourceReplayOut)))]
 async fn replay_source(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -126,6 +129,9 @@ async fn replay_source(
     .await
 }
 
+/// Get the progress of a replay.
+#[utoipa::path(get, path = "/api/v1/source/{source_id}/replay/{replay_id}", tag = "Source Event", operation_id = "v1.source.replay.get",
+    responses((status = 200, description = "How far the replay got.", body = SourceReplayStatsOut)))]
 async fn get_source_replay(
     State(state): State<AppState>,
     Path((source_id, replay_id)): Path<(String, String)>,

@@ -32,8 +32,6 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_core::retry::next_try;
@@ -49,8 +47,10 @@ use super::source_event::{decided_answer, event_answer, event_key, InboundEventO
 use crate::actions::inbound::Settle;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{MaybeJson, ValidJsonBytes};
-use crate::http::idempotency::{self, Once};
+use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The longest a pull consumer may lease an event, in seconds.
 const MAX_LEASE_SECONDS: u32 = 3600;
@@ -60,20 +60,16 @@ const MAX_CLAIM: usize = 100;
 const MAX_ERROR_CHARS: usize = 1000;
 
 /// Routes of processing and pull mode.
-pub fn routes() -> Router<AppState> {
-    let one = "/api/v1/source/{source_id}/event/{event_id}";
-    Router::new()
-        .route(
-            "/api/v1/source/{source_id}/event/claim",
-            post(claim_source_events),
-        )
-        .route(&format!("{one}/complete"), post(complete_source_event))
-        .route(&format!("{one}/fail"), post(fail_source_event))
-        .route(&format!("{one}/resolve"), post(resolve_source_event))
-        .route(&format!("{one}/replay"), post(replay_source_event))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(claim_source_events))
+        .routes(routes!(complete_source_event))
+        .routes(routes!(fail_source_event))
+        .routes(routes!(resolve_source_event))
+        .routes(routes!(replay_source_event))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ResolveIn {
     outcome: String,
@@ -81,12 +77,16 @@ struct ResolveIn {
 }
 
 /// `ReplayIn`: the body of a replay, which may be left out.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = SourceEventReplayIn)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ReplayIn {
     destination: Option<String>,
 }
 
+/// Decide a dead event's fate.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/event/{event_id}/resolve", tag = "Source Event", operation_id = "v1.source.event.resolve", params(KeyedHeaders), request_body = ResolveIn,
+    responses((status = 200, description = "Resolved.", body = InboundEventOut)))]
 async fn resolve_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
@@ -114,6 +114,9 @@ async fn resolve_source_event(
     .await
 }
 
+/// Forward an event again.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/event/{event_id}/replay", tag = "Source Event", operation_id = "v1.source.event.replay", params(KeyedHeaders), request_body = Option<ReplayIn>,
+    responses((status = 200, description = "Queued again.", body = InboundEventOut)))]
 async fn replay_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
@@ -138,7 +141,7 @@ async fn replay_source_event(
     .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ClaimIn {
     #[serde(default = "default_limit")]
@@ -156,7 +159,7 @@ fn default_lease() -> u32 {
 }
 
 /// `ClaimedEventOut`: an event with its content, and the lease to answer with.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ClaimedEventOut {
     #[serde(flatten)]
@@ -165,7 +168,7 @@ struct ClaimedEventOut {
     lease_until: DateTime<Utc>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct ClaimedOut {
     data: Vec<ClaimedEventOut>,
 }
@@ -194,6 +197,9 @@ impl From<&WorkClaim> for ClaimedOut {
     }
 }
 
+/// Claim a batch of a source's events to process (pull mode).
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/event/claim", tag = "Source Pull", operation_id = "v1.source.event.claim", params(KeyedHeaders), request_body = ClaimIn,
+    responses((status = 200, description = "The events claimed, with their lease.", body = ClaimedOut)))]
 async fn claim_source_events(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -245,13 +251,13 @@ async fn claim_source_events(
     .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CompleteIn {
     lease: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct FailIn {
     lease: String,
@@ -260,6 +266,9 @@ struct FailIn {
     error: Option<String>,
 }
 
+/// Report a claimed event processed.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/event/{event_id}/complete", tag = "Source Pull", operation_id = "v1.source.event.complete", params(KeyedHeaders), request_body = CompleteIn,
+    responses((status = 200, description = "Completed.", body = InboundEventOut)))]
 async fn complete_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,
@@ -274,6 +283,9 @@ async fn complete_source_event(
     finish(&state, once, (&source_id, &event_id), &raw, answer).await
 }
 
+/// Report a claimed event failed.
+#[utoipa::path(post, path = "/api/v1/source/{source_id}/event/{event_id}/fail", tag = "Source Pull", operation_id = "v1.source.event.fail", params(KeyedHeaders), request_body = FailIn,
+    responses((status = 200, description = "Recorded; retried or dead.", body = InboundEventOut)))]
 async fn fail_source_event(
     State(state): State<AppState>,
     Path((source_id, event_id)): Path<(String, String)>,

@@ -19,8 +19,6 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::routing::get;
-use axum::Router;
 use chrono::Utc;
 use serde::Deserialize;
 use tokio_stream::{Stream, StreamExt};
@@ -35,24 +33,24 @@ use crate::state::AppState;
 use crate::tail::activity::{ActivityLine, SourceActivity, ACTIVITY_EVENT};
 use crate::tail::attempts::Attempts;
 use crate::tail::feed::{Cursor, Feed, Tailed};
-use crate::tail::wire::{Outcome, Ready, TailEvent, ATTEMPT_EVENT, READY_EVENT};
+use crate::tail::wire::{Failures, Outcome, Ready, TailEvent, ATTEMPT_EVENT, READY_EVENT};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// How often an idle stream sends a comment, so a connection that died is noticed.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// Tail routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/attempt/stream", get(stream_all))
-        .route("/api/v1/app/{app_id}/attempt/stream", get(stream_app))
-        .route(
-            "/api/v1/source/{source_id}/event/stream",
-            get(stream_source),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(stream_all))
+        .routes(routes!(stream_app))
+        .routes(routes!(stream_source))
 }
 
 /// A stream's query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct TailQuery {
     endpoint: Option<String>,
@@ -60,6 +58,9 @@ struct TailQuery {
     after: Option<AttemptId>,
 }
 
+/// Stream every delivery attempt as it happens (server-sent events).
+#[utoipa::path(get, path = "/api/v1/attempt/stream", tag = "Message Attempt", operation_id = "v1.message-attempt.stream", params(TailQuery),
+    responses((status = 200, description = "Attempts as they happen, as server-sent events.", content_type = "text/event-stream", body = crate::http::openapi::ServerSentEvent)))]
 async fn stream_all(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -79,6 +80,9 @@ async fn stream_all(
     open_attempts(&state, &headers, filter, query.after)
 }
 
+/// Stream an application's delivery attempts as they happen.
+#[utoipa::path(get, path = "/api/v1/app/{app_id}/attempt/stream", tag = "Message Attempt", operation_id = "v1.message-attempt.stream-app", params(TailQuery),
+    responses((status = 200, description = "Attempts as they happen, as server-sent events.", content_type = "text/event-stream", body = crate::http::openapi::ServerSentEvent)))]
 async fn stream_app(
     State(state): State<AppState>,
     Path(app_id): Path<String>,
@@ -98,20 +102,17 @@ async fn stream_app(
 }
 
 /// A source stream's query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct SourceTailQuery {
     status: Option<Failures>,
     after: Option<String>,
 }
 
-/// A source stream's `status`: only `fail`.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Failures {
-    Fail,
-}
-
+/// Stream a source's events as they happen.
+#[utoipa::path(get, path = "/api/v1/source/{source_id}/event/stream", tag = "Source Event", operation_id = "v1.source.event.stream", params(SourceTailQuery),
+    responses((status = 200, description = "Events and forwards as they happen, as server-sent events.", content_type = "text/event-stream", body = crate::http::openapi::ServerSentEvent)))]
 async fn stream_source(
     State(state): State<AppState>,
     Path(source_id): Path<String>,

@@ -82,6 +82,38 @@ fn principal_of(parts: &Parts) -> ApiResult<&'static str> {
         .ok_or_else(|| ApiError::Internal("a keyed route without a principal".into()))
 }
 
+/// The headers a keyed route reads, for its OpenAPI operation (`params(KeyedHeaders)`).
+pub struct KeyedHeaders;
+
+impl utoipa::IntoParams for KeyedHeaders {
+    fn into_params(
+        _: impl Fn() -> Option<utoipa::openapi::path::ParameterIn>,
+    ) -> Vec<utoipa::openapi::path::Parameter> {
+        use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+        use utoipa::PartialSchema;
+        let header = |name: &str, description: &str| {
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Header)
+                .description(Some(description))
+                .schema(Some(String::schema()))
+                .build()
+        };
+        vec![
+            header(
+                "idempotency-key",
+                "Makes a retry safe: the same key with the same request answers with the first \
+                 response (`Idempotent-Replayed: true`) instead of doing the work again.",
+            ),
+            header(
+                "prefer",
+                "`wait=<seconds>`: while the first request with this key is still running, wait up to \
+                 that long for its outcome instead of getting 409 at once.",
+            ),
+        ]
+    }
+}
+
 /// The `Idempotency-Key` side of a request to a keyed route, read from its head: the route,
 /// the key, `Prefer: wait`, the target and query its fingerprint covers, and who sent it.
 #[derive(Debug, Clone)]

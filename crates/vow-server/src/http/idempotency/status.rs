@@ -4,9 +4,8 @@
 //! application's routes the application (by id or uid). A free or unknown key is 404.
 
 use axum::extract::{Path, State};
-use axum::routing::get;
 use axum::Extension;
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use vow_idempotency::IdempotencyKey;
@@ -18,20 +17,23 @@ use crate::http::api::lookup::resolve_app;
 use crate::http::extract::ValidQuery;
 use crate::http::principal::Principal;
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The key-status route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/v1/idempotency-key/{key}", get(get_idempotency_key))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_idempotency_key))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StatusQuery {
     route: String,
     app_id: Option<String>,
 }
 
 /// `IdempotencyKeyOut`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct IdempotencyKeyOut {
     route: &'static str,
@@ -42,6 +44,9 @@ struct IdempotencyKeyOut {
     fingerprint_version: u16,
 }
 
+/// Get where an Idempotency-Key stands on a route.
+#[utoipa::path(get, path = "/api/v1/idempotency-key/{key}", tag = "Idempotency", operation_id = "v1.idempotency-key.get", params(StatusQuery),
+    responses((status = 200, description = "Where the key stands on the route.", body = IdempotencyKeyOut)))]
 async fn get_idempotency_key(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,

@@ -31,8 +31,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use vow_core::{InboundEventId, RejectionId, SourceId};
@@ -43,14 +42,19 @@ use vow_store::StoreResult;
 use crate::error::ApiError;
 use crate::metrics as names;
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The ingest routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/in/{source_id}", post(ingest_by_id))
-        .route("/in/t/{token}", post(ingest_by_token))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(ingest_by_id))
+        .routes(routes!(ingest_by_token))
 }
 
+/// Receive a provider's webhook for a source, by the source's id.
+#[utoipa::path(post, path = "/in/{source_id}", tag = "Ingest", operation_id = "v1.ingest.by-id", request_body(content = String, description = "The provider's webhook, as it signed it.", content_type = "*/*"),
+    responses((status = 200, description = "Received (or a duplicate of an event received before).", body = IngestOut), (status = 202, description = "Quarantined.", body = IngestOut)))]
 async fn ingest_by_id(
     State(state): State<AppState>,
     Path(source_id): Path<String>,
@@ -63,6 +67,9 @@ async fn ingest_by_id(
     ingest(state, found, request).await
 }
 
+/// Receive a provider's webhook for a source, by its ingest token.
+#[utoipa::path(post, path = "/in/t/{token}", tag = "Ingest", operation_id = "v1.ingest.by-token", request_body(content = String, description = "The provider's webhook, as it signed it.", content_type = "*/*"),
+    responses((status = 200, description = "Received (or a duplicate of an event received before).", body = IngestOut), (status = 202, description = "Quarantined.", body = IngestOut)))]
 async fn ingest_by_token(
     State(state): State<AppState>,
     Path(token): Path<String>,
@@ -176,6 +183,15 @@ async fn refuse_replay(
 
 /// The 2xx for a committed claim, counted; a quarantine is reported first; a refused replay
 /// is a 409. A new event of a source with destinations wakes the inbound workers.
+/// What a provider hears back for a delivery vow took.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct IngestOut {
+    /// The inbound event (for a duplicate: the one it duplicates).
+    id: InboundEventId,
+    /// `received`, `duplicate` or `quarantined`.
+    outcome: &'static str,
+}
+
 async fn acknowledge(
     state: &AppState,
     source: &Source,
@@ -209,8 +225,14 @@ async fn acknowledge(
     if !source.fields.destinations.is_empty() && outcome == "received" {
         state.inbound_wake.notify_one();
     }
-    let body = json!({ "id": event.id, "outcome": outcome });
-    (status, Json(body)).into_response()
+    (
+        status,
+        Json(IngestOut {
+            id: event.id,
+            outcome,
+        }),
+    )
+        .into_response()
 }
 
 /// Logs the quarantine and, with an operational webhook, stores `source.event.quarantined`

@@ -82,7 +82,7 @@ pub fn guard<H: Headers + ?Sized>(
 }
 
 /// What becomes of a captured delivery sent again, as the API says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Replays {
     /// The signed id makes it a duplicate of the event it repeats.
@@ -99,7 +99,7 @@ pub enum Replays {
 }
 
 /// `replayProtection` of a source: what its scheme signs and what the guard adds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Protection {
     /// A timestamp is signed and held to `toleranceSecs` (both directions).

@@ -5,11 +5,13 @@ use vow_core::AttemptId;
 
 use super::*;
 use crate::queue::{
-    AttemptFilter, NextState, RecentAttempt, TailFilter, TailScope, TailedAttempt, EXCERPT_CHARS,
+    AttemptFilter, NextState, RecentAttempt, StatusClass, TailFilter, TailScope, TailedAttempt,
+    EXCERPT_CHARS,
 };
 
 /// Attempts list by message and by endpoint, page through without gaps in both directions,
-/// and filter by success, status code and start time (strictly before / after).
+/// and filter by success, status code, class of status (or no answer), start time (strictly
+/// before / after), and the message's event type and channel.
 pub async fn attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filters(
     store: &dyn Store,
 ) {
@@ -18,10 +20,20 @@ pub async fn attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filt
     let b = create_endpoint(store, app.id).await.id;
     let m1 = message_at(store, app.id, 10).await;
     let m2 = message_at(store, app.id, 11).await;
+    let billing = NewMessage {
+        now: t(12),
+        channels: Some(vec!["billing".into()]),
+        ..new_message(app.id, "invoice.paid")
+    };
+    let m3 = store.create_message(billing).await.unwrap().message.id;
     let mut made = round(store, 100, 100, 500, retry_at(200)).await;
     made.extend(round(store, 200, 200, 404, retry_at(300)).await);
     made.extend(round(store, 300, 300, 200, || NextState::Delivered).await);
-    assert_eq!(made.len(), 12);
+    let m4 = message_at(store, app.id, 350).await;
+    let unanswered = round_answered(store, 400, 400, None, None, retry_at(500)).await;
+    assert!(unanswered.iter().all(|x| x.msg_id == m4));
+    made.extend(unanswered);
+    assert_eq!(made.len(), 20);
     let all = made;
 
     let by_message = |msg: MessageId| {
@@ -106,6 +118,51 @@ pub async fn attempts_are_listed_by_message_and_by_endpoint_with_paging_and_filt
         ),
         (
             AttemptFilter {
+                status_class: Some(StatusClass::Answered(400)),
+                ..f()
+            },
+            Box::new(|x| x.attempt.response_status == Some(404)),
+        ),
+        (
+            AttemptFilter {
+                status_class: Some(StatusClass::Answered(200)),
+                endpoint_id: Some(b),
+                ..f()
+            },
+            Box::new(|x| x.attempt.response_status == Some(200) && x.endpoint_id == b),
+        ),
+        (
+            AttemptFilter {
+                status_class: Some(StatusClass::NoResponse),
+                ..f()
+            },
+            Box::new(|x| x.attempt.response_status.is_none()),
+        ),
+        (
+            AttemptFilter {
+                event_types: vec!["invoice.paid".into()],
+                ..f()
+            },
+            Box::new(|x| x.msg_id == m3),
+        ),
+        (
+            AttemptFilter {
+                event_types: vec!["invoice.paid".into(), "user.created".into()],
+                status_code: Some(500),
+                ..f()
+            },
+            Box::new(|x| x.attempt.response_status == Some(500)),
+        ),
+        (
+            AttemptFilter {
+                channel: Some("billing".into()),
+                endpoint_id: Some(a),
+                ..f()
+            },
+            Box::new(|x| x.msg_id == m3 && x.endpoint_id == a),
+        ),
+        (
+            AttemptFilter {
                 before: Some(t(102)),
                 ..f()
             },
@@ -177,6 +234,10 @@ pub async fn attempts_are_invisible_through_another_application(store: &dyn Stor
             endpoint_id: Some(ep_a),
             ..AttemptFilter::default()
         },
+        AttemptFilter {
+            event_types: vec!["user.created".into()],
+            ..AttemptFilter::default()
+        },
     ] {
         let seen = listed(store, b.id, filter).await;
         assert!(!seen.contains(&mine.id.to_string()), "B sees A's attempt");
@@ -220,7 +281,7 @@ pub async fn recent_attempts_are_each_endpoints_newest_in_the_order_asked(store:
     message_at(store, other.id, 12).await;
     let long = "é".repeat(EXCERPT_CHARS + 50);
     let mut all = round(store, 100, 100, 500, retry_at(200)).await;
-    all.extend(round_answered(store, 200, 200, 503, Some(&long), retry_at(300)).await);
+    all.extend(round_answered(store, 200, 200, Some(503), Some(&long), retry_at(300)).await);
     all.extend(round(store, 300, 300, 200, || NextState::Delivered).await);
     assert_eq!(all.len(), 15, "5 deliveries, 3 attempts each");
 
