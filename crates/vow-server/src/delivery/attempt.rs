@@ -19,7 +19,7 @@ use tracing::{Instrument, Span};
 
 use super::request;
 use crate::relay::{self, Handed, Hub};
-use crate::telemetry::trace_context;
+use crate::telemetry::{self, trace_context};
 
 /// What an attempt needs besides the delivery.
 #[derive(Clone)]
@@ -41,14 +41,16 @@ pub async fn run(
     claimed: &ClaimedDelivery,
     now: DateTime<Utc>,
 ) -> AttemptOutcome {
-    let span = tracing::info_span!(
-        "delivery.attempt",
-        endpoint_id = %claimed.delivery.endpoint_id,
-        msg_id = %claimed.delivery.msg_id,
-        attempt = claimed.delivery.attempts + 1,
-        outcome = tracing::field::Empty,
-        status_code = tracing::field::Empty,
-    );
+    let span = telemetry::traced(|| {
+        tracing::info_span!(
+            "delivery.attempt",
+            endpoint_id = %claimed.delivery.endpoint_id,
+            msg_id = %claimed.delivery.msg_id,
+            attempt = claimed.delivery.attempts + 1,
+            outcome = tracing::field::Empty,
+            status_code = tracing::field::Empty,
+        )
+    });
     trace_context::follow(&span, claimed.traceparent.as_deref());
     let outcome = attempt(env, claimed, now, &span)
         .instrument(span.clone())

@@ -25,6 +25,7 @@ use tracing::Instrument;
 use crate::delivery::request;
 use crate::relay::{is_relay, Handed, Hub};
 use crate::telemetry::trace_context::{self, TRACEPARENT};
+use crate::telemetry::traced;
 
 /// The header naming the source an event came through.
 pub const SOURCE_HEADER: &str = "vow-source";
@@ -67,13 +68,15 @@ pub async fn send(
     destination: &Destination,
     timestamp: u64,
 ) -> Result<EgressResponse, EgressError> {
-    let span = tracing::info_span!(
-        "inbound.forward",
-        source_id = %event.source_id,
-        event_id = %event.id,
-        destination_id = %destination.id,
-        status_code = tracing::field::Empty,
-    );
+    let span = traced(|| {
+        tracing::info_span!(
+            "inbound.forward",
+            source_id = %event.source_id,
+            event_id = %event.id,
+            destination_id = %destination.id,
+            status_code = tracing::field::Empty,
+        )
+    });
     let provider = content
         .headers
         .iter()
@@ -82,7 +85,7 @@ pub async fn send(
     trace_context::follow(&span, provider);
     let sent = async {
         let mut headers = headers(event, content, destination, timestamp)?;
-        trace_context::outbound(&tracing::Span::current(), provider, &mut headers);
+        trace_context::outbound(&span, provider, &mut headers);
         forward(senders, timeout, event, content, destination, headers).await
     }
     .instrument(span.clone())

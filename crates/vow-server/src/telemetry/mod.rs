@@ -2,10 +2,12 @@
 //! `log` setting; with `otel_endpoint` set, vow's own spans also go to an OpenTelemetry collector
 //! over OTLP/HTTP ([`otlp`]).
 //!
-//! The spans are ordinary `tracing` spans (`http.request`, `store.create_message`,
-//! `delivery.attempt`, `inbound.forward`); without an exporter nothing more is done with them
-//! than logging does. [`trace_context`] carries W3C trace context in and out: a request's
-//! `traceparent`, the one stored with each message, the one each attempt sends.
+//! The spans are ordinary `tracing` spans. `http.request` is logging's too (its request id is
+//! in every log line of the request). `store.create_message`, `delivery.attempt` and
+//! `inbound.forward` serve traces only, so they are made only while an exporter is installed
+//! ([`traced`]): without one, a span per attempt is bookkeeping in the log layer for nothing.
+//! [`trace_context`] carries W3C trace context in and out: a request's `traceparent`, the one
+//! stored with each message, the one each attempt sends.
 //!
 //! # Layout
 //! - [`otlp`]: the exporter and its batch processor.
@@ -13,6 +15,10 @@
 
 pub mod otlp;
 pub mod trace_context;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tracing::Span;
 
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
@@ -34,6 +40,18 @@ impl Telemetry {
         if let Some(exporter) = self.exporter {
             exporter.shutdown();
         }
+    }
+}
+
+/// Whether [`init`] installed a trace exporter in this process.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// The span `make` makes while traces are exported; [`Span::none`] otherwise, at no cost.
+pub fn traced(make: impl FnOnce() -> Span) -> Span {
+    if EXPORTING.load(Ordering::Relaxed) {
+        make()
+    } else {
+        Span::none()
     }
 }
 
@@ -64,6 +82,8 @@ pub fn init(config: &Config) -> anyhow::Result<Telemetry> {
         .with(traces)
         .try_init();
     // A subscriber may already be set (tests); keeping it is right.
-    drop(result);
+    if result.is_ok() && exporter.is_some() {
+        EXPORTING.store(true, Ordering::Relaxed);
+    }
     Ok(Telemetry { exporter })
 }
