@@ -19,7 +19,7 @@ use tracing::{Instrument, Span};
 
 use super::request;
 use crate::relay::{self, Handed, Hub};
-use crate::telemetry::{self, trace_context};
+use crate::telemetry::trace_context::{self, traced};
 
 /// What an attempt needs besides the delivery.
 #[derive(Clone)]
@@ -41,7 +41,7 @@ pub async fn run(
     claimed: &ClaimedDelivery,
     now: DateTime<Utc>,
 ) -> AttemptOutcome {
-    let span = telemetry::traced(|| {
+    let span = traced(|| {
         tracing::info_span!(
             "delivery.attempt",
             endpoint_id = %claimed.delivery.endpoint_id,

@@ -24,8 +24,7 @@ use tracing::Instrument;
 
 use crate::delivery::request;
 use crate::relay::{is_relay, Handed, Hub};
-use crate::telemetry::trace_context::{self, TRACEPARENT};
-use crate::telemetry::traced;
+use crate::telemetry::trace_context::{self, traced, TRACEPARENT};
 
 /// The header naming the source an event came through.
 pub const SOURCE_HEADER: &str = "vow-source";

@@ -5,7 +5,7 @@
 //! The spans are ordinary `tracing` spans. `http.request` is logging's too (its request id is
 //! in every log line of the request). `store.create_message`, `delivery.attempt` and
 //! `inbound.forward` serve traces only, so they are made only while an exporter is installed
-//! ([`traced`]): without one, a span per attempt is bookkeeping in the log layer for nothing.
+//! ([`trace_context::traced`]): without one, a span per attempt is bookkeeping in the log layer for nothing.
 //! [`trace_context`] carries W3C trace context in and out: a request's `traceparent`, the one
 //! stored with each message, the one each attempt sends.
 //!
@@ -15,10 +15,6 @@
 
 pub mod otlp;
 pub mod trace_context;
-
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use tracing::Span;
 
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
@@ -40,18 +36,6 @@ impl Telemetry {
         if let Some(exporter) = self.exporter {
             exporter.shutdown();
         }
-    }
-}
-
-/// Whether [`init`] installed a trace exporter in this process.
-static EXPORTING: AtomicBool = AtomicBool::new(false);
-
-/// The span `make` makes while traces are exported; [`Span::none`] otherwise, at no cost.
-pub fn traced(make: impl FnOnce() -> Span) -> Span {
-    if EXPORTING.load(Ordering::Relaxed) {
-        make()
-    } else {
-        Span::none()
     }
 }
 
@@ -83,7 +67,7 @@ pub fn init(config: &Config) -> anyhow::Result<Telemetry> {
         .try_init();
     // A subscriber may already be set (tests); keeping it is right.
     if result.is_ok() && exporter.is_some() {
-        EXPORTING.store(true, Ordering::Relaxed);
+        trace_context::exporting();
     }
     Ok(Telemetry { exporter })
 }

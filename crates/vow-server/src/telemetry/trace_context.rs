@@ -13,6 +13,8 @@
 //! fresh span id (the attempt's, though no span of that id is exported): the endpoint still
 //! joins the creator's trace, at no cost for requests without the header.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use axum::http::{HeaderMap, HeaderValue};
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceState};
@@ -21,6 +23,24 @@ use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// Whether a trace exporter is installed in this process ([`exporting`]).
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Notes that spans are exported from now on (the telemetry's `init`, once its subscriber with
+/// an exporter is installed).
+pub(super) fn exporting() {
+    EXPORTING.store(true, Ordering::Relaxed);
+}
+
+/// The span `make` makes while traces are exported; [`Span::none`] otherwise, at no cost.
+pub fn traced(make: impl FnOnce() -> Span) -> Span {
+    if EXPORTING.load(Ordering::Relaxed) {
+        make()
+    } else {
+        Span::none()
+    }
+}
 
 /// The header that names the trace and the parent span.
 pub const TRACEPARENT: &str = "traceparent";

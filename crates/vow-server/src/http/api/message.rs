@@ -31,7 +31,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::http::extract::{ValidJsonBytes, ValidQuery};
 use crate::http::idempotency::{self, KeyedHeaders, Once};
 use crate::state::AppState;
-use crate::telemetry::{self, trace_context};
+use crate::telemetry::trace_context::{self, traced};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -143,7 +143,7 @@ async fn create(
 ) -> ApiResult<Response> {
     let creates_app = app.is_some();
     let with_content = input.with_content;
-    let span = telemetry::traced(
+    let span = traced(
         || tracing::info_span!("store.create_message", msg_id = %new.id, app_id = %new.app_id),
     );
     new.traceparent = trace_context::for_message(&span, input.headers);
