@@ -23,7 +23,9 @@ pub const BODY_BYTES: usize = 1024;
 pub enum PostOutcome {
     /// 2xx with the new message's id.
     Acked(String),
-    /// A non-2xx status.
+    /// 503 with `Retry-After`: vow shed the message (graceful overload).
+    Shed,
+    /// A non-2xx status (but a shed).
     Rejected(u16),
     /// No answer (connection error or timeout).
     Failed,
@@ -153,9 +155,14 @@ impl Api {
             return PostOutcome::Failed;
         };
         let status = resp.status();
+        let shed = status == reqwest::StatusCode::SERVICE_UNAVAILABLE
+            && resp.headers().contains_key(reqwest::header::RETRY_AFTER);
         let Ok(bytes) = resp.bytes().await else {
             return PostOutcome::Failed;
         };
+        if shed {
+            return PostOutcome::Shed;
+        }
         if !status.is_success() {
             return PostOutcome::Rejected(status.as_u16());
         }

@@ -31,8 +31,12 @@ pub struct Acked {
 pub struct LoadResult {
     /// POSTs started.
     pub sent: u64,
-    /// Non-2xx answers.
+    /// Non-2xx answers (sheds included).
     pub rejected: u64,
+    /// Of those, 503s with `Retry-After` (graceful overload).
+    pub shed: u64,
+    /// POST -> shed answer latency (µs).
+    pub shed_latency: Histogram<u64>,
     /// No answer.
     pub failed: u64,
     /// Acknowledged messages.
@@ -56,6 +60,8 @@ impl LoadResult {
         Self {
             sent: 0,
             rejected: 0,
+            shed: 0,
+            shed_latency: histogram(),
             failed: 0,
             acked: Vec::new(),
             ack_latency: histogram(),
@@ -80,6 +86,13 @@ impl LoadResult {
                     sent_us,
                 });
             }
+            PostOutcome::Shed => {
+                self.rejected += 1;
+                self.shed += 1;
+                let _ = self
+                    .shed_latency
+                    .record(done_us.saturating_sub(sent_us).max(1));
+            }
             PostOutcome::Rejected(status) => {
                 self.rejected += 1;
                 self.first_rejection.get_or_insert(status);
@@ -92,6 +105,8 @@ impl LoadResult {
     pub fn merge(&mut self, other: LoadResult) {
         self.sent += other.sent;
         self.rejected += other.rejected;
+        self.shed += other.shed;
+        let _ = self.shed_latency.add(&other.shed_latency);
         self.failed += other.failed;
         self.acked.extend(other.acked);
         let _ = self.ack_latency.add(&other.ack_latency);

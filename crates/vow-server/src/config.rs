@@ -27,6 +27,9 @@ pub struct Config {
     pub database_max_connections: u32,
     /// Admin token; empty = stored or generated.
     pub admin_token: String,
+    /// Graceful overload: the longest the oldest new write may wait before new ones are refused
+    /// (0 = never).
+    pub overload_max_wait_ms: u32,
     /// Request body limit in bytes.
     pub max_body_bytes: usize,
     /// Default grace period of a rotated-out endpoint secret.
@@ -274,6 +277,9 @@ impl Config {
         if !(1..=100_000).contains(&self.inbound_rejections_kept) {
             return invalid("inbound_rejections_kept", "must be between 1 and 100000");
         }
+        if self.overload_max_wait_ms > 60_000 {
+            return invalid("overload_max_wait_ms", "must be between 0 and 60000");
+        }
         if !(100..=120_000).contains(&self.delivery_timeout_ms) {
             return invalid("delivery_timeout_ms", "must be between 100 and 120000");
         }
@@ -377,6 +383,12 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// How long the oldest new write may wait before new ones are refused; `None`: never.
+    pub fn overload_max_wait(&self) -> Option<std::time::Duration> {
+        (self.overload_max_wait_ms > 0)
+            .then(|| std::time::Duration::from_millis(self.overload_max_wait_ms.into()))
     }
 
     /// The app portal's settings.

@@ -73,13 +73,17 @@ pub enum ApiError {
     /// 422: the body, query or path parsed but is not valid.
     #[error("validation failed")]
     Validation(Vec<ValidationItem>),
-    /// 503: the store cannot be reached; retrying later may work.
+    /// 503 with `Retry-After`: the store cannot be reached, or is over its write capacity;
+    /// retrying later may work.
     #[error("the store is unavailable")]
     Unavailable(#[source] StoreError),
     /// 500: a bug or an unexpected failure.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
+
+/// The code of a 503 refused by graceful overload ([`StoreError::Overloaded`]).
+pub const OVERLOADED: &str = "overloaded";
 
 impl ApiError {
     /// 422 with a single item.
@@ -118,6 +122,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Validation(_) => "validation",
+            ApiError::Unavailable(StoreError::Overloaded { .. }) => OVERLOADED,
             ApiError::Unavailable(_) => "store_unavailable",
             ApiError::Internal(_) => "internal_error",
         }
@@ -129,7 +134,9 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound(what) => ApiError::not_found(&capitalize(what)),
             StoreError::Conflict(detail) => ApiError::Conflict(detail),
-            e @ StoreError::Unavailable(_) => ApiError::Unavailable(e),
+            e @ (StoreError::Unavailable(_) | StoreError::Overloaded { .. }) => {
+                ApiError::Unavailable(e)
+            }
             e => ApiError::Internal(Box::new(e)),
         }
     }
@@ -149,6 +156,8 @@ pub struct ErrorReport {
     pub chain: Vec<String>,
     /// Stable code, for 5xx bodies.
     pub code: &'static str,
+    /// Seconds to wait before retrying, for a 503 (`Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 /// The body of every error but a validation failure (Svix's `HttpErrorOut`).
@@ -191,9 +200,14 @@ impl IntoResponse for ApiError {
             chain.push(cause.to_string());
             source = cause.source();
         }
+        let retry_after = match &self {
+            ApiError::Unavailable(cause) => cause.retry_after().map(|d| d.as_secs().max(1)),
+            _ => None,
+        };
         let report = ErrorReport {
             chain,
             code: self.code(),
+            retry_after,
         };
         let mut response = match &self {
             ApiError::Validation(items) => (

@@ -84,6 +84,10 @@ pub const DEAD_LETTER_ALERTS_RAISED: &str = "vow_dead_letter_alerts_raised";
 /// Counter: dead-letter alerts this process raised and cleared, by `event`.
 pub const DEAD_LETTER_ALERTS: &str = "vow_dead_letter_alerts_total";
 
+/// Counter: requests refused with 503 and `Retry-After` because the store was over its write
+/// capacity (graceful overload).
+pub const REQUESTS_SHED: &str = "vow_requests_shed_total";
+
 /// Buckets (seconds) of the request and attempt histograms.
 const FAST_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -152,6 +156,10 @@ fn describe() {
     describe_counter!(
         DEAD_LETTER_ALERTS,
         "Dead-letter rate alerts this process raised or cleared, by event."
+    );
+    describe_counter!(
+        REQUESTS_SHED,
+        "Requests refused with 503 and Retry-After because the store was over its write capacity."
     );
     describe_counter!(ATTEMPTS, "Delivery attempts recorded, by outcome.");
     describe_counter!(DEAD_LETTERED, "Deliveries dead-lettered.");

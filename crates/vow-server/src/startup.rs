@@ -40,6 +40,7 @@ pub async fn open_store(config: &Config, migrate: Migrate) -> anyhow::Result<Sto
             let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path))
                 .await?
                 .context("opening the SQLite store")?;
+            store.shed_intake_after(config.overload_max_wait());
             Ok(Stores::new(store))
         }
         Database::Postgres(url) => {
@@ -53,6 +54,7 @@ pub async fn open_store(config: &Config, migrate: Migrate) -> anyhow::Result<Sto
                     "the PostgreSQL schema is missing or out of date: run `vow migrate` or start with `vow serve --migrate`"
                 );
             }
+            store.shed_intake_after(config.overload_max_wait());
             let stores = Stores::new(store.clone());
             store.spawn_work_listener(stores.wake.clone());
             Ok(stores)

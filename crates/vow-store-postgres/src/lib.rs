@@ -47,6 +47,7 @@ mod error;
 mod event_type;
 mod idempotency;
 mod inbound;
+mod intake;
 mod listen;
 mod message;
 mod migrate;
@@ -89,6 +90,7 @@ pub struct PgStore {
     database: Option<String>,
     max_connections: u32,
     notifier: listen::WorkNotifier,
+    intake: std::sync::Arc<intake::Intake>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -134,9 +136,18 @@ impl PgStore {
             database: options.get_database().map(str::to_string),
             max_connections,
             notifier: listen::WorkNotifier::spawn(pool.clone()),
+            intake: std::sync::Arc::new(intake::Intake::new(max_connections)),
             pool,
         };
         Ok(store)
+    }
+
+    /// Refuses new messages and inbound events with [`StoreError::Overloaded`] when they wait
+    /// longer than `limit` for one of the intake's connections (three quarters of the pool; the
+    /// rest stay for deliveries' writes, which are never refused); `None`: they wait (the
+    /// default).
+    pub fn shed_intake_after(&self, limit: Option<Duration>) {
+        self.intake.shed_after(limit);
     }
 
     /// Listens for work made due by any process and notifies `wake` for each signal. Runs in

@@ -404,6 +404,7 @@ impl Messages for PgStore {
         create: MessageCreate,
         completion: Option<Completion<CreatedMessage>>,
     ) -> StoreResult<Applied<CreatedMessage>> {
+        let _permit = self.intake.admit().await?;
         let (ready, completion) = match completion.map(Completion::ready_claim) {
             Some(ReadyClaim::Ready(record, fresh, response)) => {
                 (Some((record, fresh, response)), None)
@@ -421,6 +422,16 @@ impl Messages for PgStore {
                 self.waking(keyed(&self.pool, completion, write)).await
             }
         }
+    }
+
+    async fn create_owed_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
+        let create = MessageCreate {
+            new,
+            only: None,
+            app: None,
+        };
+        let write = step(move |tx| Box::pin(create_with_app(tx, create)));
+        Ok(self.waking(keyed(&self.pool, None, write)).await?.0)
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {

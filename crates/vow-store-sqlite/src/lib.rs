@@ -69,7 +69,7 @@ use vow_store::{StoreError, StoreResult};
 
 use crate::checkpointer::Checkpointer;
 use crate::readers::Readers;
-use crate::writer::Writer;
+use crate::writer::{Lane, Writer};
 
 /// How many read connections a store keeps.
 const READERS: usize = 4;
@@ -218,12 +218,35 @@ impl SqliteStore {
         .await
     }
 
+    /// Refuses new messages and inbound events with [`StoreError::Overloaded`] while the
+    /// oldest one waiting for the writer has waited longer than `limit` (`None`: never, the
+    /// default). Deliveries' and other accepted work's writes are never refused, and go first.
+    pub fn shed_intake_after(&self, limit: Option<Duration>) {
+        self.writer.shed_intake_after(limit);
+    }
+
+    /// Intake jobs refused so far ([`SqliteStore::shed_intake_after`]).
+    pub fn intake_shed(&self) -> u64 {
+        self.writer.stats().shed.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` in the writer's work lane: first into every batch, never refused.
     async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         F: FnOnce(&Connection) -> error::Result<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.writer.run(f).await
+        self.writer.run(Lane::Work, f).await
+    }
+
+    /// Runs `f`, new work a client offers, in the writer's intake lane: refused while the
+    /// writer is overloaded.
+    async fn write_intake<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&Connection) -> error::Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.writer.run(Lane::Intake, f).await
     }
 
     async fn read<T, F>(&self, f: F) -> StoreResult<T>

@@ -203,7 +203,12 @@ impl Messages for SqliteStore {
             }
             create(c, new, only)
         };
-        self.write(move |c| keyed(c, completion, write)).await
+        self.write_intake(move |c| keyed(c, completion, write))
+            .await
+    }
+
+    async fn create_owed_message(&self, new: NewMessage) -> StoreResult<CreatedMessage> {
+        self.write(move |c| create(c, new, None)).await
     }
 
     async fn get_message(&self, app: AppId, key: &MessageKey) -> StoreResult<Option<Message>> {

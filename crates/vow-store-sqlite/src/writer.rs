@@ -1,22 +1,30 @@
 //! The one writer: a dedicated thread that owns the write connection and commits in groups.
 //!
-//! Callers hand it a closure over the connection ([`Writer::run`]). The thread takes one job,
-//! drains whatever else is queued (up to [`MAX_BATCH`]), and runs them all inside ONE
-//! `BEGIN IMMEDIATE` transaction, each inside its own `SAVEPOINT`: a job that fails is rolled back
-//! to its savepoint alone and gets its own error, the others keep their writes. Then it
-//! `COMMIT`s once (one fsync with `synchronous=FULL`) and only then answers every caller. So an
-//! acknowledged write is durable, and a rejected one left nothing behind. When the transaction
-//! itself fails (it cannot begin, SQLite aborts it, or the commit fails), every job of the batch
-//! gets an error and nothing of the batch is kept.
+//! Callers hand it a closure over the connection ([`Writer::run`]). The thread takes what is
+//! queued (up to [`MAX_BATCH`] jobs) and runs it all inside ONE `BEGIN IMMEDIATE` transaction,
+//! each job inside its own `SAVEPOINT`: a job that fails is rolled back to its savepoint alone
+//! and gets its own error, the others keep their writes. Then it `COMMIT`s once (one fsync with
+//! `synchronous=FULL`) and only then answers every caller. So an acknowledged write is durable,
+//! and a rejected one left nothing behind. When the transaction itself fails (it cannot begin,
+//! SQLite aborts it, or the commit fails), every job of the batch gets an error and nothing of
+//! the batch is kept.
 //!
-//! The thread stops when the [`Writer`] is dropped: the channel closes, the thread finishes the
+//! Jobs wait in one of two [`Lane`]s. Work already accepted (delivery claims and outcomes,
+//! forwarding, retention, management) goes first into every batch and is never refused, so an
+//! ingest flood cannot starve deliveries. Intake (new messages and inbound events) fills the
+//! rest of each batch, and is refused with [`StoreError::Overloaded`] while the oldest intake
+//! job has waited longer than the limit ([`Writer::shed_intake_after`]): past what the disk can
+//! commit, callers get a prompt "retry later" instead of an ever longer wait.
+//!
+//! The thread stops when the [`Writer`] is dropped: the queues close, the thread finishes the
 //! jobs already queued, and `Drop` joins it, so the database is closed when the store is gone.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -26,6 +34,18 @@ use crate::error::{batch_failed, Abandoned, Error, WriterGone};
 
 /// The most jobs one transaction carries. Bounds the latency a batch adds to its first job.
 pub(crate) const MAX_BATCH: usize = 256;
+
+/// Which queue a write waits in (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Work already accepted: first into every batch, never refused.
+    Work,
+    /// New work offered by a client: the rest of each batch; refused while overloaded.
+    Intake,
+}
+
+/// How long a refused intake write is told to wait before retrying.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// A queued write.
 trait Job: Send {
@@ -91,11 +111,61 @@ pub(crate) struct Stats {
     pub(crate) batches: AtomicU64,
     /// Jobs run (committed or not).
     pub(crate) jobs: AtomicU64,
+    /// Intake jobs refused because the writer was overloaded.
+    pub(crate) shed: AtomicU64,
+}
+
+/// The two lanes of waiting jobs, intake with the time each was queued.
+#[derive(Default)]
+struct Lanes {
+    work: VecDeque<Box<dyn Job>>,
+    intake: VecDeque<(Instant, Box<dyn Job>)>,
+    /// No more jobs are taken; the thread finishes what is queued.
+    closed: bool,
+}
+
+/// What the callers and the thread share.
+#[derive(Default)]
+struct Queue {
+    lanes: Mutex<Lanes>,
+    /// Signalled when a job is queued or the queue closes.
+    ready: Condvar,
+    /// The longest the oldest intake job may wait before new ones are refused, in microseconds;
+    /// 0: never refused.
+    intake_limit_us: AtomicU64,
+}
+
+impl Queue {
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+        // A panic never happens while the lock is held (jobs run outside it).
+        self.lanes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Waits for jobs and takes a batch of them, work first; `None` once closed and drained.
+    fn take(&self, batch: &mut Vec<Box<dyn Job>>) -> Option<()> {
+        let mut lanes = self.lanes();
+        while lanes.work.is_empty() && lanes.intake.is_empty() {
+            if lanes.closed {
+                return None;
+            }
+            lanes = self
+                .ready
+                .wait(lanes)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        let work = lanes.work.len().min(MAX_BATCH);
+        batch.extend(lanes.work.drain(..work));
+        let intake = lanes.intake.len().min(MAX_BATCH - batch.len());
+        batch.extend(lanes.intake.drain(..intake).map(|(_, job)| job));
+        Some(())
+    }
 }
 
 /// Handle to the writer thread.
 pub(crate) struct Writer {
-    queue: Option<mpsc::Sender<Box<dyn Job>>>,
+    queue: Arc<Queue>,
     thread: Option<JoinHandle<()>>,
     stats: Arc<Stats>,
 }
@@ -110,44 +180,85 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    /// Starts the writer thread over `conn` (already configured and migrated).
+    /// Starts the writer thread over `conn` (already configured and migrated). Intake is never
+    /// refused until [`Writer::shed_intake_after`] sets a limit.
     pub(crate) fn spawn(conn: Connection) -> std::io::Result<Self> {
-        let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
+        let queue = Arc::new(Queue::default());
         let stats = Arc::new(Stats::default());
-        let thread_stats = Arc::clone(&stats);
+        let (thread_queue, thread_stats) = (Arc::clone(&queue), Arc::clone(&stats));
         let thread = std::thread::Builder::new()
             .name("vow-sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, &thread_stats))?;
+            .spawn(move || writer_loop(conn, &thread_queue, &thread_stats))?;
         Ok(Writer {
-            queue: Some(tx),
+            queue,
             thread: Some(thread),
             stats,
         })
     }
 
+    /// Refuses intake jobs while the oldest one waiting has waited longer than `limit`
+    /// (`None`: never).
+    pub(crate) fn shed_intake_after(&self, limit: Option<Duration>) {
+        let us = limit.map_or(0, |l| {
+            u64::try_from(l.as_micros()).unwrap_or(u64::MAX).max(1)
+        });
+        self.queue.intake_limit_us.store(us, Ordering::Relaxed);
+    }
+
     /// Runs `f` in the next batch and returns its result once the batch is committed.
-    pub(crate) async fn run<T, F>(&self, f: F) -> StoreResult<T>
+    pub(crate) async fn run<T, F>(&self, lane: Lane, f: F) -> StoreResult<T>
     where
         F: FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
         T: Send + 'static,
     {
-        let answer = self.submit(f)?;
+        let answer = self.submit(lane, f)?;
         answer
             .await
             .map_err(|_| StoreError::Backend(Box::new(Abandoned)))?
     }
 
-    /// Queues `f` without waiting; the receiver yields its committed result.
-    pub(crate) fn submit<T, F>(&self, f: F) -> StoreResult<oneshot::Receiver<StoreResult<T>>>
+    /// Queues `f` in `lane` without waiting; the receiver yields its committed result.
+    pub(crate) fn submit<T, F>(
+        &self,
+        lane: Lane,
+        f: F,
+    ) -> StoreResult<oneshot::Receiver<StoreResult<T>>>
     where
         F: FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
         T: Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job: Box<dyn Job> = Box::new(Pending { f, reply });
-        let queue = self.queue.as_ref().ok_or_else(gone)?;
-        queue.send(job).map_err(|_| gone())?;
+        {
+            let mut lanes = self.queue.lanes();
+            if lanes.closed {
+                return Err(gone());
+            }
+            match lane {
+                Lane::Work => lanes.work.push_back(job),
+                Lane::Intake => {
+                    let now = Instant::now();
+                    if self.overloaded(&lanes, now) {
+                        self.stats.shed.fetch_add(1, Ordering::Relaxed);
+                        return Err(StoreError::Overloaded {
+                            retry_after: RETRY_AFTER,
+                        });
+                    }
+                    lanes.intake.push_back((now, job));
+                }
+            }
+        }
+        self.queue.ready.notify_one();
         Ok(answer)
+    }
+
+    /// Whether the oldest intake job waiting has waited past the limit.
+    fn overloaded(&self, lanes: &Lanes, now: Instant) -> bool {
+        let limit = self.queue.intake_limit_us.load(Ordering::Relaxed);
+        limit != 0
+            && lanes.intake.front().is_some_and(|(queued, _)| {
+                now.saturating_duration_since(*queued) > Duration::from_micros(limit)
+            })
     }
 
     /// Whether the thread is still alive.
@@ -164,7 +275,8 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         // Closing the queue lets the thread finish what is queued and return.
-        self.queue.take();
+        self.queue.lanes().closed = true;
+        self.queue.ready.notify_all();
         if let Some(thread) = self.thread.take() {
             if thread.join().is_err() {
                 tracing::error!("the SQLite writer thread panicked");
@@ -177,16 +289,9 @@ fn gone() -> StoreError {
     StoreError::Unavailable(Box::new(WriterGone))
 }
 
-fn writer_loop(conn: Connection, queue: mpsc::Receiver<Box<dyn Job>>, stats: &Stats) {
+fn writer_loop(conn: Connection, queue: &Queue, stats: &Stats) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
-    while let Ok(first) = queue.recv() {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+    while queue.take(&mut batch).is_some() {
         run_batch(&conn, &mut batch, stats);
     }
     if let Err((_, e)) = conn.close() {
@@ -289,6 +394,8 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::mpsc;
+
     use super::*;
     use crate::error::Error;
 
@@ -322,22 +429,22 @@ mod tests {
         let (open_gate, gate) = mpsc::channel::<()>();
         let (started, has_started) = mpsc::channel::<()>();
         let first = w
-            .submit(move |c| {
+            .submit(Lane::Work, move |c| {
                 started.send(()).unwrap();
                 gate.recv().unwrap();
                 insert(1)(c)
             })
             .unwrap();
         has_started.recv().unwrap();
-        let second = w.submit(insert(2)).unwrap();
+        let second = w.submit(Lane::Work, insert(2)).unwrap();
         // Writes 3, then fails on the duplicate 2: the 3 must go too.
         let bad = w
-            .submit(|c: &Connection| {
+            .submit(Lane::Work, |c: &Connection| {
                 insert(3)(c)?;
                 insert(2)(c)
             })
             .unwrap();
-        let third = w.submit(insert(4)).unwrap();
+        let third = w.submit(Lane::Work, insert(4)).unwrap();
         open_gate.send(()).unwrap();
 
         first.await.unwrap().unwrap();
@@ -357,36 +464,119 @@ mod tests {
         let (w, reader, _dir) = writer();
         let (open_gate, gate) = mpsc::channel::<()>();
         let hold = w
-            .submit(move |_c: &Connection| {
+            .submit(Lane::Work, move |_c: &Connection| {
                 gate.recv().unwrap();
                 Ok(())
             })
             .unwrap();
         let boom = w
-            .submit(|c: &Connection| -> Result<(), Error> {
+            .submit(Lane::Work, |c: &Connection| -> Result<(), Error> {
                 insert(7)(c)?;
                 panic!("a bug in a write");
             })
             .unwrap();
-        let fine = w.submit(insert(8)).unwrap();
+        let fine = w.submit(Lane::Work, insert(8)).unwrap();
         open_gate.send(()).unwrap();
         hold.await.unwrap().unwrap();
         assert!(boom.await.is_err(), "a panicked job gets no answer");
         fine.await.unwrap().unwrap();
         assert_eq!(values(&reader), vec![8]);
         assert!(w.is_running());
-        w.run(insert(9)).await.unwrap();
+        w.run(Lane::Work, insert(9)).await.unwrap();
         assert_eq!(values(&reader), vec![8, 9]);
     }
 
     #[tokio::test]
     async fn dropping_the_writer_finishes_queued_jobs_and_stops_the_thread() {
         let (w, reader, _dir) = writer();
-        let answers: Vec<_> = (0..10).map(|v| w.submit(insert(v)).unwrap()).collect();
+        let answers: Vec<_> = (0..10)
+            .map(|v| w.submit(Lane::Work, insert(v)).unwrap())
+            .collect();
         drop(w);
         for a in answers {
             a.await.unwrap().unwrap();
         }
         assert_eq!(values(&reader).len(), 10);
+    }
+
+    /// Holds the writer inside a first batch until the returned gate is opened.
+    fn hold(w: &Writer) -> (mpsc::Sender<()>, oneshot::Receiver<StoreResult<()>>) {
+        let (open_gate, gate) = mpsc::channel::<()>();
+        let (started, has_started) = mpsc::channel::<()>();
+        let held = w
+            .submit(Lane::Work, move |_c: &Connection| {
+                started.send(()).unwrap();
+                gate.recv().unwrap();
+                Ok(())
+            })
+            .unwrap();
+        has_started.recv().unwrap();
+        (open_gate, held)
+    }
+
+    #[tokio::test]
+    async fn work_queued_after_intake_is_written_before_it() {
+        let (w, reader, _dir) = writer();
+        let (open_gate, held) = hold(&w);
+        let intake: Vec<_> = (10..13)
+            .map(|v| w.submit(Lane::Intake, insert(v)).unwrap())
+            .collect();
+        // Each work job writes the count of intake rows it found: none, though queued later.
+        let work = w
+            .submit(Lane::Work, |c: &Connection| {
+                let seen: i64 =
+                    c.query_row("SELECT count(*) FROM t WHERE v >= 10", [], |r| r.get(0))?;
+                insert(100 + seen)(c)
+            })
+            .unwrap();
+        open_gate.send(()).unwrap();
+        held.await.unwrap().unwrap();
+        work.await.unwrap().unwrap();
+        for answer in intake {
+            answer.await.unwrap().unwrap();
+        }
+        assert_eq!(values(&reader), vec![10, 11, 12, 100]);
+        assert_eq!(
+            w.stats().batches.load(Ordering::Relaxed),
+            2,
+            "one batch after the hold"
+        );
+    }
+
+    #[tokio::test]
+    async fn intake_is_refused_while_its_oldest_waited_past_the_limit_and_work_never_is() {
+        let (w, reader, _dir) = writer();
+        w.shed_intake_after(Some(Duration::from_millis(20)));
+        let (open_gate, held) = hold(&w);
+        let first = w.submit(Lane::Intake, insert(1)).unwrap();
+        // Not yet waited past the limit: still taken.
+        let second = w.submit(Lane::Intake, insert(2)).unwrap();
+        std::thread::sleep(Duration::from_millis(40));
+        let refused = w.submit(Lane::Intake, insert(3)).unwrap_err();
+        assert!(
+            matches!(refused, StoreError::Overloaded { retry_after } if retry_after == RETRY_AFTER),
+            "{refused:?}"
+        );
+        let work = w.submit(Lane::Work, insert(4)).unwrap();
+        assert_eq!(w.stats().shed.load(Ordering::Relaxed), 1);
+        open_gate.send(()).unwrap();
+        held.await.unwrap().unwrap();
+        for answer in [first, second, work] {
+            answer.await.unwrap().unwrap();
+        }
+        // Drained: intake is taken again, and nothing of the refused write exists.
+        w.run(Lane::Intake, insert(5)).await.unwrap();
+        assert_eq!(values(&reader), vec![1, 2, 4, 5]);
+
+        w.shed_intake_after(None);
+        let (open_gate, held) = hold(&w);
+        let queued = w.submit(Lane::Intake, insert(6)).unwrap();
+        std::thread::sleep(Duration::from_millis(40));
+        let unlimited = w.submit(Lane::Intake, insert(7)).unwrap();
+        open_gate.send(()).unwrap();
+        held.await.unwrap().unwrap();
+        queued.await.unwrap().unwrap();
+        unlimited.await.unwrap().unwrap();
+        assert_eq!(values(&reader), vec![1, 2, 4, 5, 6, 7]);
     }
 }

@@ -211,6 +211,11 @@ pub trait Messages: Send + Sync + 'static {
         Ok(self.create_message_keyed(create, None).await?.0)
     }
 
+    /// [`Messages::create_message`] for a message vow owes rather than one a client offers (an
+    /// operational event): never refused when the store is overloaded
+    /// ([`crate::StoreError::Overloaded`]), which `create_message` may be.
+    async fn create_owed_message(&self, new: NewMessage) -> StoreResult<CreatedMessage>;
+
     /// [`Messages::create_message`] as [`MessageCreate`] says (to one endpoint only, after
     /// creating its application), completing `keyed`'s record in its transaction.
     async fn create_message_keyed(

@@ -17,6 +17,13 @@ pub enum StoreError {
     /// Retrying later may succeed.
     #[error("the store is unavailable")]
     Unavailable(#[source] BoxError),
+    /// The store refused new work: the writes already waiting would take longer than its limit
+    /// (graceful overload). Nothing was written; retrying after `retry_after` may succeed.
+    #[error("the store is over its write capacity; retry in {} s", retry_after.as_secs())]
+    Overloaded {
+        /// How long the caller should wait before retrying.
+        retry_after: std::time::Duration,
+    },
     /// The idempotency lease this write was fenced by is no longer the caller's (another request
     /// took the record over, or it was released): nothing was written.
     #[error("the idempotency record is no longer owned by this request")]
@@ -24,6 +31,18 @@ pub enum StoreError {
     /// Anything else the backend reported: a bug or corrupt data.
     #[error("the store failed")]
     Backend(#[source] BoxError),
+}
+
+impl StoreError {
+    /// How long a caller should wait before retrying, for the errors that say to retry later
+    /// (overloaded: its own hint; unavailable: a second).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            StoreError::Overloaded { retry_after } => Some(*retry_after),
+            StoreError::Unavailable(_) => Some(std::time::Duration::from_secs(1)),
+            _ => None,
+        }
+    }
 }
 
 /// Shorthand for store results.

@@ -85,6 +85,17 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
     r.line(e2e);
     let ack = r.latency("ack", &load.ack_latency);
     r.line(ack);
+    if load.shed > 0 {
+        r.metric("shed", load.shed as f64);
+        r.line(format!(
+            "shed (503 with Retry-After): {} of {} POSTs ({:.1} %)",
+            load.shed,
+            load.sent,
+            100.0 * load.shed as f64 / load.sent.max(1) as f64
+        ));
+        let refusal = r.latency("shed", &load.shed_latency);
+        r.line(refusal);
+    }
     let met = second_half >= 10_000.0 && flat;
     r.line(format!(
         "target >= 10,000 deliveries/s sustained with a flat backlog: {}",

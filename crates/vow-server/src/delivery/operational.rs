@@ -197,7 +197,7 @@ impl Operational {
             now,
             traceparent: None,
         };
-        match self.store.create_message(new).await {
+        match self.store.create_owed_message(new).await {
             Ok(_) => self.wake.notify_one(),
             Err(e) => {
                 tracing::warn!(error = %e, event_type, "could not queue an operational event")

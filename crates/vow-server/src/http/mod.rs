@@ -29,6 +29,7 @@ pub mod reference;
 pub use crate::state::{ApiSettings, AppState, Clock};
 
 use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -39,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::auth::TokenHash;
-use crate::error::{ApiError, ErrorReport, HttpErrorOut};
+use crate::error::{ApiError, ErrorReport, HttpErrorOut, OVERLOADED};
 use extract::BodyLimit;
 
 /// The whole HTTP application.
@@ -130,9 +131,13 @@ pub async fn request_context(req: Request, next: Next) -> Response {
     span.record("status", status.as_u16());
     if let Some(report) = response.extensions().get::<ErrorReport>().cloned() {
         let _enter = span.enter();
-        if status.is_server_error() {
+        if report.code == OVERLOADED {
+            // Shedding is vow working as configured, not a failure: counted, not logged.
+            metrics::counter!(crate::metrics::REQUESTS_SHED).increment(1);
+            response = server_error_body(status, &report, &id);
+        } else if status.is_server_error() {
             tracing::error!(status = status.as_u16(), error = ?report.chain, "request failed");
-            response = server_error_body(status, report.code, &id);
+            response = server_error_body(status, &report, &id);
         } else {
             tracing::info!(status = status.as_u16(), error = ?report.chain, "request rejected");
         }
@@ -143,11 +148,16 @@ pub async fn request_context(req: Request, next: Next) -> Response {
     response
 }
 
-fn server_error_body(status: StatusCode, code: &str, id: &str) -> Response {
-    let detail = if status == StatusCode::SERVICE_UNAVAILABLE {
-        "the store is unavailable; retry later"
-    } else {
-        "internal error; quote the request id when reporting it"
+fn server_error_body(status: StatusCode, report: &ErrorReport, id: &str) -> Response {
+    let detail = match (status, report.code) {
+        (_, OVERLOADED) => "vow is over its write capacity; nothing was written, retry later",
+        (StatusCode::SERVICE_UNAVAILABLE, _) => "the store is unavailable; retry later",
+        _ => "internal error; quote the request id when reporting it",
     };
-    (status, Json(HttpErrorOut::server_error(code, detail, id))).into_response()
+    let body = HttpErrorOut::server_error(report.code, detail, id);
+    let mut response = (status, Json(body)).into_response();
+    if let Some(secs) = report.retry_after {
+        response.headers_mut().insert(RETRY_AFTER, secs.into());
+    }
+    response
 }

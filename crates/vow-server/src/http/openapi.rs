@@ -159,7 +159,11 @@ const PROBLEMS: &[(&str, &str)] = &[
         "500",
         "An internal error; the body names the request id to quote.",
     ),
-    ("503", "The store is unavailable; retry later."),
+    (
+        "503",
+        "The store is unavailable, or over its write capacity (code `overloaded`); nothing was \
+         written: retry after `Retry-After`.",
+    ),
 ];
 
 const PROBLEM: &str = "IdempotencyProblem";

@@ -42,6 +42,7 @@ mod listen_api;
 mod messages;
 mod openapi;
 mod operators;
+mod overload;
 mod portal_api;
 mod probes;
 mod receiver;

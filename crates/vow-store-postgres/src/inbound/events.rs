@@ -410,6 +410,7 @@ pub(crate) async fn purge(pool: &PgPool, before: DateTime<Utc>, batch: usize) ->
 #[async_trait]
 impl InboundEvents for PgStore {
     async fn claim_inbound(&self, new: NewInboundEvent) -> StoreResult<Claim> {
+        let _permit = self.intake.admit().await?;
         claim(&self.pool, new).await
     }
 

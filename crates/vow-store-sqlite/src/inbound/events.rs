@@ -322,7 +322,7 @@ pub(crate) fn purge(conn: &Connection, before: DateTime<Utc>, batch: usize) -> R
 #[async_trait]
 impl InboundEvents for SqliteStore {
     async fn claim_inbound(&self, new: NewInboundEvent) -> StoreResult<Claim> {
-        self.write(move |c| claim(c, new)).await
+        self.write_intake(move |c| claim(c, new)).await
     }
 
     async fn get_inbound_event(

@@ -57,6 +57,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::{FromRequestParts, MatchedPath, RawPathParams};
+use axum::http::header::RETRY_AFTER;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use vow_core::AppId;
@@ -212,9 +213,20 @@ where
     }
 }
 
-/// 503: the records cannot be read or written, so nothing runs (fail closed).
+/// 503 with `Retry-After`: the records cannot be read or written, or the store is over its
+/// write capacity, so nothing runs (fail closed).
 fn unavailable(request: &Keyed, cause: &StoreError) -> Response {
-    tracing::warn!(error = %cause, key = %request.scope.key.hash(),
-        "idempotency records unavailable; refusing the request");
-    problem(Problem::StoreUnavailable)
+    if matches!(cause, StoreError::Overloaded { .. }) {
+        metrics::counter!(crate::metrics::REQUESTS_SHED).increment(1);
+    } else {
+        tracing::warn!(error = %cause, key = %request.scope.key.hash(),
+            "idempotency records unavailable; refusing the request");
+    }
+    let mut response = problem(Problem::StoreUnavailable);
+    if let Some(wait) = cause.retry_after() {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, wait.as_secs().max(1).into());
+    }
+    response
 }

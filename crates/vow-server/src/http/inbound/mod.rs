@@ -12,7 +12,8 @@
 //! 200 for a new event or a duplicate (same id, same payload), 202 for a quarantined one (same
 //! id, another payload; `source.event.quarantined` goes to the operational webhook), 409 for a
 //! replay the source's replay guard refuses (a new id, signed content it accepted within its
-//! window; nothing is stored, see [`replay`]). Every
+//! window; nothing is stored, see [`replay`]), 503 with `Retry-After` when the store is over its
+//! write capacity (graceful overload; nothing is stored, the provider retries). Every
 //! refusal of a known source is recorded (reason, status, body size; never a secret, a
 //! signature or the body) in the source's bounded log (its newest `inbound_rejections_kept`
 //! rows, with exact counts by reason), and every refusal is counted

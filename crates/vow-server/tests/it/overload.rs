@@ -1,0 +1,158 @@
+//! Graceful overload on both stores, end to end: past the store's write capacity a new message is
+//! refused at once with 503, `Retry-After` and the code `overloaded` (a keyed one with the
+//! idempotency problem, its key left free), nothing of it is written, and
+//! `vow_requests_shed_total` counts it; every message acknowledged is delivered once, and a
+//! refused one sent again is accepted. The limit here is a microsecond, so on SQLite every
+//! message that finds another waiting for the writer is refused, and on PostgreSQL every one
+//! that finds the intake's connections all taken.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use vow_server::stores::Stores;
+
+use crate::delivery::setup;
+use crate::helpers::{delivery_config, eventually, Backend, TestApp};
+use crate::operators::{sample, scrape};
+use crate::receiver::Receiver;
+
+const SHED: &str = "vow_requests_shed_total";
+
+/// Held while a test sheds, so the process-wide counter's growth is one test's.
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+const MESSAGES: usize = 400;
+
+/// What one create answered.
+struct Answer {
+    event_id: String,
+    keyed: bool,
+    status: u16,
+    retry_after: Option<String>,
+    content_type: String,
+    body: Value,
+}
+
+/// The create of message `i` (every other one keyed).
+fn create(app: &TestApp, app_id: &str, i: usize) -> reqwest::RequestBuilder {
+    let request = app
+        .request(reqwest::Method::POST, &format!("/api/v1/app/{app_id}/msg"))
+        .json(&json!({"eventType": "a.b", "eventId": format!("evt-{i}"), "payload": {"i": i}}));
+    if i.is_multiple_of(2) {
+        request.header("idempotency-key", format!("key-{i}"))
+    } else {
+        request
+    }
+}
+
+/// Sends create `i` and reads its answer.
+async fn answer(i: usize, request: reqwest::RequestBuilder) -> Answer {
+    let response = request.send().await.unwrap();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let (retry_after, content_type) = (header("retry-after"), header("content-type"));
+    Answer {
+        event_id: format!("evt-{i}"),
+        keyed: i.is_multiple_of(2),
+        status: response.status().as_u16(),
+        retry_after,
+        content_type: content_type.unwrap_or_default(),
+        body: response.json().await.unwrap_or(Value::Null),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_past_the_write_capacity_new_messages_are_refused_with_retry_after() {
+    let (store, dir) = vow_store_sqlite::testing::fresh_store();
+    store.shed_intake_after(Some(LIMIT));
+    refused_with_retry_after_and_none_lost(Backend::Sqlite, Stores::new(store), Box::new(dir))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_past_the_write_capacity_new_messages_are_refused_with_retry_after() {
+    let (store, _url) = vow_store_postgres::testing::fresh_store().await;
+    store.shed_intake_after(Some(LIMIT));
+    refused_with_retry_after_and_none_lost(Backend::Postgres, Stores::new(store), Box::new(()))
+        .await;
+}
+
+const LIMIT: Duration = Duration::from_micros(1);
+
+async fn refused_with_retry_after_and_none_lost(
+    backend: Backend,
+    stores: Stores,
+    guard: Box<dyn std::any::Any + Send>,
+) {
+    let receiver = Receiver::start(&[]).await;
+    let app = TestApp::spawn_on(backend, delivery_config("none", &[]), stores, guard).await;
+    let s = setup(&app, &receiver.url, json!({})).await;
+    // The counter is the process's, and the other store's test sheds too: each counts only
+    // while it holds the lock.
+    let alone = ALONE.lock().await;
+    let shed_before = sample(&scrape(&app).await, SHED, &[]);
+
+    let mut sends = tokio::task::JoinSet::new();
+    for i in 0..MESSAGES {
+        sends.spawn(answer(i, create(&app, &s.app_id, i)));
+    }
+    let answers = sends.join_all().await;
+    let (accepted, refused): (Vec<_>, Vec<_>) = answers.iter().partition(|a| a.status == 202);
+    assert!(
+        !accepted.is_empty() && !refused.is_empty(),
+        "{} accepted",
+        accepted.len()
+    );
+    for a in &refused {
+        assert_eq!(a.status, 503, "{}: {}", a.event_id, a.body);
+        assert_eq!(a.retry_after.as_deref(), Some("1"), "{}", a.event_id);
+        if a.keyed {
+            assert_eq!(a.content_type, "application/problem+json", "{}", a.event_id);
+        } else {
+            assert_eq!(a.body["code"], "overloaded", "{}", a.body);
+        }
+    }
+    let shed = sample(&scrape(&app).await, SHED, &[]) - shed_before;
+    assert_eq!(shed, refused.len() as f64);
+    drop(alone);
+
+    // Nothing of a refused message was written; every accepted one was.
+    for a in &answers {
+        let (status, _) = app
+            .get(&format!("/api/v1/app/{}/msg/{}", s.app_id, a.event_id))
+            .await;
+        assert_eq!(
+            status,
+            if a.status == 202 { 200 } else { 404 },
+            "{}",
+            a.event_id
+        );
+    }
+    // Sent again, one at a time (nothing waits then), each refused message is accepted; a keyed
+    // one under its same key, which the refusal left free.
+    for a in &refused {
+        let i: usize = a.event_id["evt-".len()..].parse().unwrap();
+        let again = answer(i, create(&app, &s.app_id, i)).await;
+        assert_eq!(again.status, 202, "{}: {}", a.event_id, again.body);
+    }
+
+    // Every message is delivered once.
+    let received = eventually(
+        "every message delivered",
+        Duration::from_millis(100),
+        Duration::from_secs(30),
+        || async { Some(receiver.received()).filter(|r| r.len() >= MESSAGES) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ids: HashSet<String> = received
+        .iter()
+        .map(|r| r.header("webhook-id").to_string())
+        .collect();
+    assert_eq!(receiver.received().len(), MESSAGES);
+    assert_eq!(ids.len(), MESSAGES);
+}
