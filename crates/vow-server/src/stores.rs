@@ -25,7 +25,12 @@ pub struct Stores {
 impl Stores {
     /// Wraps a backend.
     pub fn new<S: Store>(backend: S) -> Self {
-        let backend = Arc::new(backend);
+        Self::from_arc(Arc::new(backend))
+    }
+
+    /// Wraps a backend the caller keeps a handle to too (a test that reaches behind the
+    /// traits).
+    pub fn from_arc<S: Store>(backend: Arc<S>) -> Self {
         Self {
             store: backend.clone(),
             queue: backend.clone(),

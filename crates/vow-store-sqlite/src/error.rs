@@ -113,6 +113,13 @@ fn unique_violation(e: &rusqlite::Error) -> Option<&str> {
 
 /// Whether retrying later may succeed: contention, IO, a full disk, an unopenable file.
 fn is_unavailable(e: &rusqlite::Error) -> bool {
+    if let rusqlite::Error::SqliteFailure(f, _) = e {
+        // A transaction SQLite rolled back after one of the codes below (the writer's
+        // `transaction_lost`).
+        if f.extended_code == rusqlite::ffi::SQLITE_ABORT_ROLLBACK {
+            return true;
+        }
+    }
     match e.sqlite_error_code() {
         Some(code) => matches!(
             code,

@@ -375,15 +375,20 @@ fn run_batch(conn: &Connection, jobs: &mut Vec<Box<dyn Job>>, stats: &Stats) {
 }
 
 /// The error to report when SQLite ended the transaction under a job.
+/// SQLite rolls a transaction back by itself only after a full disk, an I/O error, busy or out
+/// of memory, all of which may pass: `SQLITE_ABORT_ROLLBACK`, which counts as unavailable.
 fn transaction_lost(outcome: &std::thread::Result<Box<dyn Ran>>) -> rusqlite::Error {
-    let detail = match outcome {
-        Ok(done) if done.failed() => "SQLite rolled the transaction back after a failed write",
-        _ => "the write transaction ended unexpectedly",
+    let (code, detail) = match outcome {
+        Ok(done) if done.failed() => (
+            rusqlite::ffi::SQLITE_ABORT_ROLLBACK,
+            "SQLite rolled the transaction back after a failed write",
+        ),
+        _ => (
+            rusqlite::ffi::SQLITE_ABORT,
+            "the write transaction ended unexpectedly",
+        ),
     };
-    rusqlite::Error::SqliteFailure(
-        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-        Some(detail.to_string()),
-    )
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some(detail.to_string()))
 }
 
 /// Runs one statement without parameters through the statement cache.

@@ -27,6 +27,7 @@ mod crash;
 mod dead_letter_alert;
 mod delivery;
 mod demo;
+mod disk_full;
 mod ed25519;
 mod endpoints;
 mod event_types;
