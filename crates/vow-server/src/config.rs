@@ -30,6 +30,9 @@ pub struct Config {
     /// Graceful overload: the longest the oldest new write may wait before new ones are refused
     /// (0 = never).
     pub overload_max_wait_ms: u32,
+    /// Backpressure: the due delivery backlog at which new messages and inbound deliveries are
+    /// refused (0 = never).
+    pub overload_max_due_deliveries: u32,
     /// Request body limit in bytes.
     pub max_body_bytes: usize,
     /// Default grace period of a rotated-out endpoint secret.
@@ -277,6 +280,9 @@ impl Config {
         if !(1..=100_000).contains(&self.inbound_rejections_kept) {
             return invalid("inbound_rejections_kept", "must be between 1 and 100000");
         }
+        if u64::from(self.overload_max_due_deliveries) > vow_store::overview::COUNT_CAP {
+            return invalid("overload_max_due_deliveries", "must be between 0 and 10000");
+        }
         if self.overload_max_wait_ms > 60_000 {
             return invalid("overload_max_wait_ms", "must be between 0 and 60000");
         }
@@ -383,6 +389,11 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// The due backlog at which intake is refused ([`crate::admission`]); `None`: never.
+    pub fn overload_max_due(&self) -> Option<u64> {
+        (self.overload_max_due_deliveries > 0).then(|| self.overload_max_due_deliveries.into())
     }
 
     /// How long the oldest new write may wait before new ones are refused; `None`: never.

@@ -22,6 +22,7 @@
 //! - [`error`]: [`ApiError`](error::ApiError), the one error type of the API, and its wire shape.
 //! - [`http`]: router, middleware, extractors, the API handlers and the inbound ingest routes.
 //! - [`metrics`]: the Prometheus metrics vow records and `GET /metrics`.
+//! - [`admission`]: refusing new messages while the delivery backlog is over its limit.
 //! - [`readiness`]: whether this process's workers run and whether it is stopping, for
 //!   `/health/ready`.
 //! - [`retention`]: the cleaner that deletes expired payloads, response bodies and raw inbound
@@ -32,6 +33,7 @@
 //!   delivery and inbound workers instantiate.
 
 pub mod actions;
+pub mod admission;
 pub mod auth;
 pub mod cli;
 pub mod config;

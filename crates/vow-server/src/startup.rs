@@ -125,6 +125,8 @@ pub struct Server {
     cleaner: Cleaner,
     expiry: Expiry,
     alert: Option<DeadLetterAlert>,
+    /// The due backlog at which intake is refused, if any ([`crate::admission`]).
+    due_limit: Option<u64>,
 }
 
 impl Server {
@@ -187,6 +189,7 @@ impl Server {
             in_flight: Arc::default(),
             relay: relay.clone(),
             readiness: Arc::new(Readiness::with_workers(&started(&dispatcher, &forwarder))),
+            admission: Arc::default(),
         };
         let expiry = Expiry::new(
             stores.store.clone(),
@@ -201,6 +204,7 @@ impl Server {
         );
         Ok(Server {
             listener,
+            due_limit: config.overload_max_due(),
             state,
             admin,
             dispatcher,
@@ -250,6 +254,12 @@ impl Server {
         tokio::spawn(self.expiry.run(shutdown.clone()));
         if let Some(alert) = self.alert {
             tokio::spawn(alert.run(shutdown.clone()));
+        }
+        if let Some(limit) = self.due_limit {
+            let clock = self.state.clock.clone();
+            let (admission, store) = (self.state.admission.clone(), self.state.store.clone());
+            let now = move || clock.now();
+            tokio::spawn(admission.watch(store, now, limit, shutdown.clone()));
         }
         let router = http::router(self.state, self.admin.hash());
         let served = http::serve(self.listener, router, shutdown).await;

@@ -38,6 +38,8 @@ pub struct AppState {
     pub relay: Arc<crate::relay::Hub>,
     /// Whether this process's workers run and whether it is stopping (`/health/ready`).
     pub readiness: Arc<crate::readiness::Readiness>,
+    /// Whether the intake routes are refused for the delivery backlog ([`crate::admission`]).
+    pub admission: Arc<crate::admission::Admission>,
 }
 
 /// The time the API works in: the wall clock at the store's (microsecond) precision, moved by an

@@ -46,6 +46,7 @@ use extract::BodyLimit;
 /// The whole HTTP application.
 pub fn router(state: AppState, admin: TokenHash) -> Router {
     let limit = state.settings.max_body_bytes;
+    let admission = state.admission.clone();
     let console = console::routes(
         admin,
         state.settings.console.clone(),
@@ -79,6 +80,10 @@ pub fn router(state: AppState, admin: TokenHash) -> Router {
         .route_layer(middleware::from_fn(crate::metrics::time_request))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(state)
+        .layer(middleware::from_fn_with_state(
+            admission,
+            crate::admission::shed,
+        ))
         .layer(DefaultBodyLimit::max(limit))
         .layer(Extension(BodyLimit(limit)))
         .layer(middleware::from_fn(request_context))

@@ -1,10 +1,14 @@
-//! Graceful overload on both stores, end to end: past the store's write capacity a new message is
+//! Graceful overload on both stores, end to end. The store's bound: past the store's write capacity a new message is
 //! refused at once with 503, `Retry-After` and the code `overloaded` (a keyed one with the
 //! idempotency problem, its key left free), nothing of it is written, and
 //! `vow_requests_shed_total` counts it; every message acknowledged is delivered once, and a
 //! refused one sent again is accepted. The limit here is a microsecond, so on SQLite every
 //! message that finds another waiting for the writer is refused, and on PostgreSQL every one
 //! that finds the intake's connections all taken.
+//!
+//! The delivery backlog's bound (`overload_max_due_deliveries`): once that many deliveries are
+//! due, new messages and inbound deliveries are refused before their body is read, other
+//! routes answer, and once deliveries bring the backlog down intake opens again by itself.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -12,8 +16,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use vow_server::stores::Stores;
 
-use crate::delivery::setup;
-use crate::helpers::{delivery_config, eventually, Backend, TestApp};
+use crate::delivery::{send, setup};
+use crate::helpers::{delivery_config, eventually, test_config, Backend, TestApp};
 use crate::operators::{sample, scrape};
 use crate::receiver::Receiver;
 
@@ -156,3 +160,62 @@ async fn refused_with_retry_after_and_none_lost(
     assert_eq!(receiver.received().len(), MESSAGES);
     assert_eq!(ids.len(), MESSAGES);
 }
+
+async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(app: TestApp) {
+    let receiver = Receiver::start(&[]).await;
+    // No workers: what is sent stays due.
+    let mut config = test_config(&[]);
+    config.overload_max_due_deliveries = 3;
+    let app = TestApp::spawn_with(app.backend, config).await;
+    let s = setup(&app, &receiver.url, json!({})).await;
+    let path = format!("/api/v1/app/{}/msg", s.app_id);
+    for _ in 0..3 {
+        send(&app, &s.app_id, r#"{"eventType":"a.b","payload":{}}"#).await;
+    }
+    let not_json = || {
+        app.request(reqwest::Method::POST, &path)
+            .header("content-type", "application/json")
+            .body("not json")
+    };
+    // The backlog is read four times a second; a body that is not JSON shows nothing read it.
+    let refused = eventually(
+        "intake refused",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || async {
+            let response = not_json().send().await.unwrap();
+            (response.status() == 503).then_some(response)
+        },
+    )
+    .await;
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "overloaded", "{body}");
+    let inbound = app
+        .request(reqwest::Method::POST, "/in/src_none")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(inbound.status(), 503, "inbound deliveries are intake too");
+    // The rest of the API answers.
+    assert_eq!(app.get(&path).await.0, 200);
+    app.create_app("Other").await;
+
+    // Delivering brings the backlog down, and intake opens again by itself.
+    let delivering = delivery_config("none", &[]);
+    assert_eq!(app.drain_at(&delivering, chrono::Utc::now()).await, 3);
+    eventually(
+        "intake open again",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || async { (not_json().send().await.unwrap().status() == 400).then_some(()) },
+    )
+    .await;
+    send(&app, &s.app_id, r#"{"eventType":"a.b","payload":{}}"#).await;
+    assert_eq!(receiver.received().len(), 3);
+    let (_, listed) = app.get(&path).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 4);
+}
+
+on_both_stores!(past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read);
