@@ -77,10 +77,7 @@ impl Admission {
 /// Refuses an intake request while shedding, before anything else reads it.
 pub async fn shed(State(admission): State<Arc<Admission>>, req: Request, next: Next) -> Response {
     if admission.shedding() && is_intake(req.method(), req.uri().path()) {
-        let overloaded = StoreError::Overloaded {
-            retry_after: Duration::from_secs(1),
-        };
-        return ApiError::from(overloaded).into_response();
+        return ApiError::from(StoreError::overloaded()).into_response();
     }
     next.run(req).await
 }

@@ -201,7 +201,7 @@ impl IntoResponse for ApiError {
             source = cause.source();
         }
         let retry_after = match &self {
-            ApiError::Unavailable(cause) => cause.retry_after().map(|d| d.as_secs().max(1)),
+            ApiError::Unavailable(cause) => cause.retry_after_secs(),
             _ => None,
         };
         let report = ErrorReport {

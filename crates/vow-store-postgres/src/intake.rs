@@ -11,9 +11,6 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use vow_store::{StoreError, StoreResult};
 
-/// How long a refused intake write is told to wait before retrying.
-const RETRY_AFTER: Duration = Duration::from_secs(1);
-
 /// The intake's permits and its wait limit.
 #[derive(Debug)]
 pub(crate) struct Intake {
@@ -50,9 +47,7 @@ impl Intake {
         } else {
             tokio::time::timeout(Duration::from_micros(limit), acquire)
                 .await
-                .map_err(|_| StoreError::Overloaded {
-                    retry_after: RETRY_AFTER,
-                })?
+                .map_err(|_| StoreError::overloaded())?
         };
         // The semaphore is never closed.
         Ok(permit.expect("the intake semaphore is never closed"))
@@ -74,7 +69,7 @@ mod tests {
         }
         let refused = intake.admit().await.unwrap_err();
         assert!(
-            matches!(refused, StoreError::Overloaded { retry_after } if retry_after == RETRY_AFTER),
+            matches!(refused, StoreError::Overloaded { retry_after } if retry_after == StoreError::RETRY_AFTER),
             "{refused:?}"
         );
         permits.pop();

@@ -44,9 +44,6 @@ pub(crate) enum Lane {
     Intake,
 }
 
-/// How long a refused intake write is told to wait before retrying.
-const RETRY_AFTER: Duration = Duration::from_secs(1);
-
 /// A queued write.
 trait Job: Send {
     /// Runs the write; the answer waits for the batch's commit.
@@ -240,9 +237,7 @@ impl Writer {
                     let now = Instant::now();
                     if self.overloaded(&lanes, now) {
                         self.stats.shed.fetch_add(1, Ordering::Relaxed);
-                        return Err(StoreError::Overloaded {
-                            retry_after: RETRY_AFTER,
-                        });
+                        return Err(StoreError::overloaded());
                     }
                     lanes.intake.push_back((now, job));
                 }
@@ -559,7 +554,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(40));
         let refused = w.submit(Lane::Intake, insert(3)).unwrap_err();
         assert!(
-            matches!(refused, StoreError::Overloaded { retry_after } if retry_after == RETRY_AFTER),
+            matches!(refused, StoreError::Overloaded { retry_after } if retry_after == StoreError::RETRY_AFTER),
             "{refused:?}"
         );
         let work = w.submit(Lane::Work, insert(4)).unwrap();

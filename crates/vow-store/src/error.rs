@@ -34,14 +34,27 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// How long a caller should wait before retrying, for the errors that say to retry later
-    /// (overloaded: its own hint; unavailable: a second).
-    pub fn retry_after(&self) -> Option<std::time::Duration> {
-        match self {
-            StoreError::Overloaded { retry_after } => Some(*retry_after),
-            StoreError::Unavailable(_) => Some(std::time::Duration::from_secs(1)),
-            _ => None,
+    /// How long a caller is told to wait after an overload refusal, and after the store was
+    /// unavailable.
+    pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// An overload refusal ([`StoreError::Overloaded`]) that says to retry after
+    /// [`StoreError::RETRY_AFTER`].
+    pub fn overloaded() -> Self {
+        StoreError::Overloaded {
+            retry_after: Self::RETRY_AFTER,
         }
+    }
+
+    /// Whole seconds (at least 1, as `Retry-After` takes them) a caller should wait before
+    /// retrying, for the errors that say to retry later.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        let wait = match self {
+            StoreError::Overloaded { retry_after } => *retry_after,
+            StoreError::Unavailable(_) => Self::RETRY_AFTER,
+            _ => return None,
+        };
+        Some(wait.as_secs().max(1))
     }
 }
 

@@ -223,10 +223,8 @@ fn unavailable(request: &Keyed, cause: &StoreError) -> Response {
             "idempotency records unavailable; refusing the request");
     }
     let mut response = problem(Problem::StoreUnavailable);
-    if let Some(wait) = cause.retry_after() {
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, wait.as_secs().max(1).into());
+    if let Some(secs) = cause.retry_after_secs() {
+        response.headers_mut().insert(RETRY_AFTER, secs.into());
     }
     response
 }
