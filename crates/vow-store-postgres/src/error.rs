@@ -98,6 +98,17 @@ fn classify_database(code: &str, constraint: Option<&str>) -> Meaning {
     }
 }
 
+/// Whether `err` is a transaction that lost to another one (serialization failure, deadlock,
+/// lock not available): the same writes may well succeed alone or later.
+pub(crate) fn is_contention(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("40001" | "40P01" | "55P03"))
+        }
+        _ => false,
+    }
+}
+
 /// Classifies any sqlx error.
 fn classify(err: &sqlx::Error) -> Meaning {
     match err {

@@ -37,17 +37,23 @@ impl Intake {
         self.limit_us.store(us, Ordering::Relaxed);
     }
 
+    /// How long intake may wait before it is refused; `None`: it waits.
+    pub(crate) fn limit(&self) -> Option<Duration> {
+        match self.limit_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
     /// A permit to write one intake operation, held until it is dropped; `Overloaded` when
     /// none came free within the limit.
     pub(crate) async fn admit(&self) -> StoreResult<SemaphorePermit<'_>> {
-        let limit = self.limit_us.load(Ordering::Relaxed);
         let acquire = self.permits.acquire();
-        let permit = if limit == 0 {
-            acquire.await
-        } else {
-            tokio::time::timeout(Duration::from_micros(limit), acquire)
+        let permit = match self.limit() {
+            None => acquire.await,
+            Some(limit) => tokio::time::timeout(limit, acquire)
                 .await
-                .map_err(|_| StoreError::overloaded())?
+                .map_err(|_| StoreError::overloaded())?,
         };
         // The semaphore is never closed.
         Ok(permit.expect("the intake semaphore is never closed"))

@@ -24,6 +24,8 @@
 //!   `settings`, `session`, `application`, `event_type`, `endpoint` (with its signing secrets and their
 //!   rotation), `message` (with the fan-out into deliveries), `delivery` and `idempotency`
 //!   (`Idempotency-Key` records, completed in the transaction of the write they protect).
+//! - `group_commit`: concurrent message creates share one transaction, two statements and one
+//!   commit; `intake`: the bounded share of connections (and wait) new work may take.
 //! - `queue`: the [`vow_store::DeliveryQueue`] traits: leased claims, fenced records, attempts,
 //!   resend/replay, retention; one module per concern.
 //! - `inbound`: the [`vow_store::InboundStore`] traits: sources, the atomic claim of inbound
@@ -45,6 +47,7 @@ mod delivery;
 mod endpoint;
 mod error;
 mod event_type;
+mod group_commit;
 mod idempotency;
 mod inbound;
 mod intake;
@@ -91,6 +94,7 @@ pub struct PgStore {
     max_connections: u32,
     notifier: listen::WorkNotifier,
     intake: std::sync::Arc<intake::Intake>,
+    group_commit: group_commit::GroupCommit,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -130,13 +134,15 @@ impl PgStore {
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_lazy_with(options.clone());
+        let intake = std::sync::Arc::new(intake::Intake::new(max_connections));
         let store = PgStore {
             host: options.get_host().to_string(),
             port: options.get_port(),
             database: options.get_database().map(str::to_string),
             max_connections,
             notifier: listen::WorkNotifier::spawn(pool.clone()),
-            intake: std::sync::Arc::new(intake::Intake::new(max_connections)),
+            group_commit: group_commit::GroupCommit::spawn(pool.clone(), intake.clone()),
+            intake,
             pool,
         };
         Ok(store)

@@ -404,6 +404,12 @@ impl Messages for PgStore {
         create: MessageCreate,
         completion: Option<Completion<CreatedMessage>>,
     ) -> StoreResult<Applied<CreatedMessage>> {
+        if completion.is_none() && create.app.is_none() {
+            // The hot path: shares a transaction and its commit with concurrent creates.
+            let MessageCreate { new, only, .. } = create;
+            let created = self.group_commit.create(new, only);
+            return self.waking(async { Ok((created.await?, None)) }).await;
+        }
         let _permit = self.intake.admit().await?;
         let (ready, completion) = match completion.map(Completion::ready_claim) {
             Some(ReadyClaim::Ready(record, fresh, response)) => {

@@ -11,6 +11,7 @@
 //! - `smoke`: quick checks of this backend's own choices (conflict sentences, byte order).
 
 mod conformance;
+mod group_commit;
 mod idempotency;
 mod inbound;
 mod overview_speed;

@@ -1,0 +1,385 @@
+//! Group commit of message creates: concurrent creates share one transaction, two multi-row
+//! statements and one commit, as SQLite's writer batches them.
+//!
+//! A create ([`GroupCommit::create`]) queues a job and waits for its answer. A few flushers
+//! (each one connection) take whatever has queued, up to [`MAX_BATCH`], and write it: one
+//! statement reads and key-share locks the batch's applications and their endpoints, the fan-out
+//! is picked here, and one statement inserts every message with its channels and deliveries
+//! (`ON CONFLICT DO NOTHING`, so a duplicate `eventId` skips only its own message). Each job is
+//! answered after the commit, so an answer means its rows are durable.
+//!
+//! What the batch does not write goes through the one-message path ([`message::create_in`], in
+//! its own transaction) after the commit, which answers it exactly as it always did: a message
+//! whose application or endpoint was not found or whose `eventId` was taken, and every message
+//! of a batch whose statements failed (the cause is then one row, and it fails only its own
+//! request). Jobs that waited in the queue past the intake's limit are refused as overloaded,
+//! with nothing written.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::{mpsc, oneshot, Mutex};
+use vow_core::{DeliveryId, EndpointId};
+use vow_store::rows::{FromColumns, Reader};
+use vow_store::rules::fan_out::{self, FanOutEndpoint};
+use vow_store::{CreatedMessage, Message, NewMessage, StoreError, StoreResult};
+
+use crate::convert::PgColumns;
+use crate::error::{db_error, is_contention};
+use crate::idempotency::{step, transaction};
+use crate::intake::Intake;
+use crate::message;
+
+/// The most creates one transaction carries.
+const MAX_BATCH: usize = 256;
+
+/// How many batches are written at once (each holds one connection while it writes): one
+/// collects while another commits.
+const FLUSHERS: usize = 2;
+
+/// The queue of message creates and its flushers. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupCommit {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+/// One queued create and where its answer goes.
+#[derive(Debug)]
+struct Job {
+    new: NewMessage,
+    only: Option<EndpointId>,
+    queued: Instant,
+    answer: oneshot::Sender<StoreResult<CreatedMessage>>,
+}
+
+impl GroupCommit {
+    /// Starts the flushers on `pool`; they stop once every clone of the returned handle is gone.
+    pub(crate) fn spawn(pool: PgPool, intake: Arc<Intake>) -> Self {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let queue = Arc::new(Mutex::new(queue));
+        for _ in 0..FLUSHERS {
+            tokio::spawn(flush(pool.clone(), intake.clone(), queue.clone()));
+        }
+        Self { jobs }
+    }
+
+    /// Creates `new` (with `only`, for that one endpoint) in the next batch; answered once it
+    /// is durable, or with the error of its own row.
+    pub(crate) async fn create(
+        &self,
+        new: NewMessage,
+        only: Option<EndpointId>,
+    ) -> StoreResult<CreatedMessage> {
+        let (answer, answered) = oneshot::channel();
+        let job = Job {
+            new,
+            only,
+            queued: Instant::now(),
+            answer,
+        };
+        self.jobs
+            .send(job)
+            .map_err(|_| StoreError::Unavailable("the group commit has stopped".into()))?;
+        answered
+            .await
+            .map_err(|_| StoreError::Unavailable("the group commit dropped a create".into()))?
+    }
+}
+
+/// A flusher: takes what has queued (up to [`MAX_BATCH`]) and writes it, until the queue closes.
+async fn flush(pool: PgPool, intake: Arc<Intake>, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
+    loop {
+        let mut batch = Vec::new();
+        {
+            let mut queue = queue.lock().await;
+            if queue.recv_many(&mut batch, MAX_BATCH).await == 0 {
+                return;
+            }
+        }
+        let batch = refuse_late(batch, &intake);
+        if !batch.is_empty() {
+            write(&pool, batch).await;
+        }
+    }
+}
+
+/// Answers the jobs that waited longer than the intake's limit as overloaded; the rest.
+fn refuse_late(batch: Vec<Job>, intake: &Intake) -> Vec<Job> {
+    let Some(limit) = intake.limit() else {
+        return batch;
+    };
+    let now = Instant::now();
+    let (late, timely): (Vec<_>, Vec<_>) = batch
+        .into_iter()
+        .partition(|job| now.duration_since(job.queued) > limit);
+    for job in late {
+        let _ = job.answer.send(Err(StoreError::overloaded()));
+    }
+    timely
+}
+
+/// Writes `batch` in one transaction, then the jobs it left through the one-message path.
+async fn write(pool: &PgPool, batch: Vec<Job>) {
+    let mut batch: Vec<Option<Job>> = batch.into_iter().map(Some).collect();
+    match write_in_one_transaction(pool, &batch).await {
+        Ok(created) => {
+            for (slot, created) in batch.iter_mut().zip(created) {
+                if let Some(created) = created {
+                    let job = slot.take().expect("each job is answered once");
+                    let _ = job.answer.send(Ok(created));
+                }
+            }
+        }
+        Err(e) => {
+            let contended = is_contention(&e);
+            match db_error(e) {
+                StoreError::Unavailable(cause) if !contended => {
+                    // The database cannot be reached: every job gets that answer at once.
+                    let cause = cause.to_string();
+                    for job in batch.iter_mut().filter_map(Option::take) {
+                        let unavailable = StoreError::Unavailable(cause.clone().into());
+                        let _ = job.answer.send(Err(unavailable));
+                    }
+                }
+                e => {
+                    // A row the database refused, or a lock lost to another transaction: each
+                    // message alone finds out whose it was.
+                    tracing::debug!(error = %e, "a batch of creates failed; writing them one by one");
+                }
+            }
+        }
+    }
+    for job in batch.into_iter().flatten() {
+        let Job {
+            new, only, answer, ..
+        } = job;
+        let alone = step(move |tx| Box::pin(message::create_in(tx, new, only)));
+        let _ = answer.send(transaction(pool, alone).await);
+    }
+}
+
+/// [`write_together`] in a transaction of its own, committed before it returns.
+async fn write_in_one_transaction(
+    pool: &PgPool,
+    batch: &[Option<Job>],
+) -> sqlx::Result<Vec<Option<CreatedMessage>>> {
+    let mut tx = pool.begin().await?;
+    match write_together(&mut tx, batch).await {
+        Ok(created) => {
+            tx.commit().await?;
+            Ok(created)
+        }
+        Err(e) => {
+            // Ended now: the one-message path writes the same rows next, and must not wait on
+            // this transaction's locks.
+            if let Err(cause) = tx.rollback().await {
+                tracing::debug!(error = %cause, "rolling back a failed batch failed");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The batch's writes in `tx`: what each job created, `None` for those left to the one-message
+/// path (application or endpoint not found, `eventId` taken).
+async fn write_together(
+    tx: &mut PgConnection,
+    batch: &[Option<Job>],
+) -> sqlx::Result<Vec<Option<CreatedMessage>>> {
+    let jobs: Vec<&Job> = batch.iter().flatten().collect();
+    let endpoints = read_endpoints(tx, &jobs).await?;
+    let mut rows = Rows::default();
+    let mut deliveries = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let picked = endpoints
+            .get(job.new.app_id.to_string().as_str())
+            .and_then(|eps| pick(eps, &job.new, job.only.as_ref()));
+        if let Some(picked) = &picked {
+            rows.push(&job.new, picked);
+        }
+        deliveries.push(picked.map(|p| p.len()));
+    }
+    let inserted: BTreeSet<String> = if rows.is_empty() {
+        BTreeSet::new()
+    } else {
+        rows.insert(tx).await?
+    };
+    Ok(jobs
+        .iter()
+        .zip(deliveries)
+        .map(|(job, deliveries)| {
+            let deliveries = deliveries?;
+            inserted
+                .contains(&job.new.id.to_string())
+                .then(|| CreatedMessage {
+                    message: job.new.clone().into_stored(),
+                    deliveries,
+                })
+        })
+        .collect())
+}
+
+/// The deliveries' (endpoint, status) of `new` among its application's `endpoints`; `None`
+/// when `only` names an endpoint that is not among them.
+fn pick(
+    endpoints: &[FanOutEndpoint],
+    new: &NewMessage,
+    only: Option<&EndpointId>,
+) -> Option<Vec<(String, &'static str)>> {
+    let only = only.map(ToString::to_string);
+    let candidates = endpoints
+        .iter()
+        .filter(|ep| only.as_ref().is_none_or(|only| &ep.id == only));
+    let picked: Vec<_> = candidates
+        .filter_map(|ep| {
+            fan_out::delivery_status(ep, new, only.is_some())
+                .map(|status| (ep.id.clone(), status.as_str()))
+        })
+        .collect();
+    (only.is_none() || !picked.is_empty()).then_some(picked)
+}
+
+/// Reads and key-share locks the batch's applications, then their endpoints (the order an
+/// application's delete takes them in, so the two wait for each other, never deadlock): the
+/// endpoints of each application found, by its id.
+async fn read_endpoints(
+    tx: &mut PgConnection,
+    jobs: &[&Job],
+) -> sqlx::Result<HashMap<String, Vec<FanOutEndpoint>>> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "WITH app AS (SELECT id FROM applications WHERE id = ANY($1::text[]) \
+             ORDER BY id FOR KEY SHARE) \
+             SELECT app.id, e.* FROM app LEFT JOIN LATERAL (SELECT {} FROM endpoints e \
+             WHERE e.app_id = app.id ORDER BY e.id FOR KEY SHARE OF e) AS e ON true",
+            FanOutEndpoint::COLUMNS
+        )
+    });
+    let apps: BTreeSet<String> = jobs.iter().map(|j| j.new.app_id.to_string()).collect();
+    let apps: Vec<String> = apps.into_iter().collect();
+    let rows = sqlx::query(SQL.as_str())
+        .bind(apps)
+        .try_map(app_endpoint)
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut endpoints: HashMap<String, Vec<FanOutEndpoint>> = HashMap::new();
+    for (app, endpoint) in rows {
+        let of_app = endpoints.entry(app).or_default();
+        of_app.extend(endpoint);
+    }
+    Ok(endpoints)
+}
+
+/// A row of [`read_endpoints`]: an application and one of its endpoints (`None` when it has
+/// none: the endpoint's columns are all `NULL`).
+fn app_endpoint(row: PgRow) -> sqlx::Result<(String, Option<FanOutEndpoint>)> {
+    let columns = PgColumns(&row);
+    let mut r = Reader::new(&columns);
+    let app = r.text()?;
+    let endpoint = match vow_store::rows::Columns::opt_text(&columns, r.at())? {
+        Some(_) => Some(r.take()?),
+        None => None,
+    };
+    Ok((app, endpoint))
+}
+
+/// The batch's messages and deliveries as column arrays, for one `UNNEST` insert.
+#[derive(Default)]
+struct Rows {
+    ids: Vec<String>,
+    app_ids: Vec<String>,
+    event_ids: Vec<Option<String>>,
+    event_types: Vec<String>,
+    /// JSON arrays (channel lists differ in length, so they cannot be one SQL array).
+    channels: Vec<Option<String>>,
+    payloads: Vec<String>,
+    expires: Vec<chrono::DateTime<chrono::Utc>>,
+    nows: Vec<chrono::DateTime<chrono::Utc>>,
+    traceparents: Vec<Option<String>>,
+    delivery_ids: Vec<String>,
+    delivery_msgs: Vec<String>,
+    delivery_endpoints: Vec<String>,
+    delivery_statuses: Vec<&'static str>,
+}
+
+impl Rows {
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Adds `new` and its deliveries.
+    fn push(&mut self, new: &NewMessage, deliveries: &[(String, &'static str)]) {
+        let id = new.id.to_string();
+        for (endpoint, status) in deliveries {
+            self.delivery_ids.push(DeliveryId::new().to_string());
+            self.delivery_msgs.push(id.clone());
+            self.delivery_endpoints.push(endpoint.clone());
+            self.delivery_statuses.push(status);
+        }
+        self.ids.push(id);
+        self.app_ids.push(new.app_id.to_string());
+        self.event_ids.push(new.event_id.clone());
+        self.event_types.push(new.event_type.clone());
+        let channels = new
+            .channels
+            .as_ref()
+            .map(|c| serde_json::to_string(c).expect("a list of strings is always JSON"));
+        self.channels.push(channels);
+        self.payloads.push(new.payload.clone());
+        self.expires.push(new.payload_expires_at);
+        self.nows.push(new.now);
+        self.traceparents.push(new.traceparent.clone());
+    }
+
+    /// Inserts every message (one whose `eventId` is taken is skipped), the channels and
+    /// deliveries of those inserted, in one statement: the ids inserted.
+    async fn insert(self, tx: &mut PgConnection) -> sqlx::Result<BTreeSet<String>> {
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            format!(
+                "WITH message AS (INSERT INTO messages ({}) \
+                   SELECT n.id, n.app_id, n.event_id, n.event_type, \
+                     CASE WHEN n.channels IS NULL THEN NULL \
+                       ELSE ARRAY(SELECT jsonb_array_elements_text(n.channels::jsonb)) END, \
+                     n.payload, n.expires, n.now, n.traceparent \
+                   FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                     $6::text[], $7::timestamptz[], $8::timestamptz[], $9::text[]) \
+                     AS n (id, app_id, event_id, event_type, channels, payload, expires, now, \
+                       traceparent) \
+                   ON CONFLICT DO NOTHING \
+                   RETURNING id, app_id, channels, created_at), \
+                 channels AS (INSERT INTO message_channels (app_id, channel, msg_id) \
+                   SELECT DISTINCT m.app_id, c, m.id FROM message m, UNNEST(m.channels) AS c), \
+                 deliveries AS (INSERT INTO deliveries \
+                   (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, \
+                    created_at) \
+                   SELECT d.id, m.app_id, m.id, d.endpoint_id, d.status, 0, m.created_at, \
+                     m.created_at \
+                   FROM UNNEST($10::text[], $11::text[], $12::text[], $13::text[]) \
+                     AS d (id, msg_id, endpoint_id, status) \
+                   JOIN message m ON m.id = d.msg_id) \
+                 SELECT id FROM message",
+                Message::COLUMNS
+            )
+        });
+        let ids: Vec<String> = sqlx::query_scalar(SQL.as_str())
+            .bind(self.ids)
+            .bind(self.app_ids)
+            .bind(self.event_ids)
+            .bind(self.event_types)
+            .bind(self.channels)
+            .bind(self.payloads)
+            .bind(self.expires)
+            .bind(self.nows)
+            .bind(self.traceparents)
+            .bind(self.delivery_ids)
+            .bind(self.delivery_msgs)
+            .bind(self.delivery_endpoints)
+            .bind(self.delivery_statuses)
+            .fetch_all(&mut *tx)
+            .await?;
+        Ok(ids.into_iter().collect())
+    }
+}
