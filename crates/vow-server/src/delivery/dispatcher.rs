@@ -46,11 +46,18 @@ struct Shared {
     throttle: Throttle,
 }
 
-/// Claimed deliveries not yet recorded: their leases, and how many each endpoint has. A claim
-/// only hands an endpoint the room it has left, so this is also what bounds each endpoint's
-/// concurrency.
+/// Claims not yet recorded: how many, how many each endpoint has, and the lease each delivery
+/// is held under. A claim only hands an endpoint the room it has left, so this is also what
+/// bounds each endpoint's concurrency.
+///
+/// A delivery can be claimed again by this process while the outcome of its earlier attempt
+/// still waits to be recorded: when that lease ran out first (the store was unreachable for
+/// longer than a lease, so neither the outcome nor a renewal could be written). Each claim holds
+/// its slot until its own outcome is recorded (the earlier one is then refused as
+/// `LeaseLost`), and the newer lease is the one the heartbeat renews.
 #[derive(Default)]
 struct InFlight {
+    claims: usize,
     leases: HashMap<DeliveryId, (LeaseToken, EndpointId)>,
     per_endpoint: HashMap<EndpointId, usize>,
 }
@@ -63,7 +70,7 @@ impl Shared {
     /// Free slots, and the room each endpoint has left.
     fn capacity(&self, settings: &DeliverySettings) -> (usize, EndpointRoom) {
         let f = self.lock();
-        let free = settings.max_in_flight.saturating_sub(f.leases.len());
+        let free = settings.max_in_flight.saturating_sub(f.claims);
         let room = EndpointRoom {
             default: settings.max_per_endpoint,
             except: f
@@ -77,27 +84,36 @@ impl Shared {
 
     /// Registers a claimed delivery.
     fn start(&self, c: &ClaimedDelivery) {
-        let mut f = self.lock();
-        let ep = c.delivery.endpoint_id;
-        f.leases.insert(c.delivery.id, (c.lease.clone(), ep));
-        *f.per_endpoint.entry(ep).or_default() += 1;
-        metrics::gauge!(m::IN_FLIGHT).set(f.leases.len() as f64);
+        self.take(c.delivery.id, c.lease.clone(), c.delivery.endpoint_id);
     }
 
-    /// Forgets recorded deliveries and wakes the claim loop.
-    fn finish(&self, ids: impl IntoIterator<Item = DeliveryId>) {
+    /// Takes a slot of `endpoint` for the claim of `id` under `lease`.
+    fn take(&self, id: DeliveryId, lease: LeaseToken, endpoint: EndpointId) {
         let mut f = self.lock();
-        for id in ids {
-            if let Some((_, ep)) = f.leases.remove(&id) {
-                if let Some(n) = f.per_endpoint.get_mut(&ep) {
-                    *n -= 1;
-                    if *n == 0 {
-                        f.per_endpoint.remove(&ep);
-                    }
+        f.claims += 1;
+        f.leases.insert(id, (lease, endpoint));
+        *f.per_endpoint.entry(endpoint).or_default() += 1;
+        metrics::gauge!(m::IN_FLIGHT).set(f.claims as f64);
+    }
+
+    /// Frees the slots of recorded claims (each delivery, the lease it was attempted under and
+    /// its endpoint) and wakes the claim loop. A delivery's lease is forgotten with its own
+    /// claim only: one a newer claim replaced is renewed until that claim is recorded.
+    fn finish(&self, recorded: impl IntoIterator<Item = (DeliveryId, LeaseToken, EndpointId)>) {
+        let mut f = self.lock();
+        for (id, lease, endpoint) in recorded {
+            if f.leases.get(&id).is_some_and(|(held, _)| *held == lease) {
+                f.leases.remove(&id);
+            }
+            f.claims = f.claims.saturating_sub(1);
+            if let Some(n) = f.per_endpoint.get_mut(&endpoint) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    f.per_endpoint.remove(&endpoint);
                 }
             }
         }
-        metrics::gauge!(m::IN_FLIGHT).set(f.leases.len() as f64);
+        metrics::gauge!(m::IN_FLIGHT).set(f.claims as f64);
         drop(f);
         self.freed.notify_one();
     }
@@ -340,7 +356,8 @@ async fn record(
             }
         };
         settled(operational.as_ref(), &batch, &results).await;
-        shared.finish(batch.drain(..).map(|(o, _)| o.delivery_id));
+        let recorded = batch.drain(..);
+        shared.finish(recorded.map(|(o, d)| (o.delivery_id, o.lease, d.endpoint_id)));
     }
 }
 
@@ -389,5 +406,42 @@ fn account(outcome: &AttemptOutcome, delivery: &Delivery, result: &Recorded) {
     } = result
     {
         metrics::counter!(m::ENDPOINTS_DISABLED).increment(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Claims held, the leases renewed, and each endpoint's slots taken.
+    fn slots(shared: &Shared) -> (usize, Vec<(DeliveryId, LeaseToken)>, Vec<usize>) {
+        let leases = shared.leases();
+        let f = shared.lock();
+        (f.claims, leases, f.per_endpoint.values().copied().collect())
+    }
+
+    /// The store was down for longer than a lease: this process claimed a delivery again
+    /// while its earlier attempt's outcome waited to be recorded. Both claims give their slot
+    /// back, in either order, and the newer lease is renewed while it is held.
+    #[test]
+    fn a_delivery_claimed_again_before_its_outcome_is_recorded_frees_both_slots() {
+        let (id, endpoint) = (DeliveryId::new(), EndpointId::new());
+        let (old, new) = (LeaseToken("old".into()), LeaseToken("new".into()));
+        for old_first in [true, false] {
+            let shared = Shared::default();
+            shared.take(id, old.clone(), endpoint);
+            shared.take(id, new.clone(), endpoint);
+            assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![2]));
+            if old_first {
+                shared.finish([(id, old.clone(), endpoint)]);
+                assert_eq!(slots(&shared), (1, vec![(id, new.clone())], vec![1]));
+                shared.finish([(id, new.clone(), endpoint)]);
+            } else {
+                shared.finish([(id, new.clone(), endpoint)]);
+                assert_eq!(slots(&shared), (1, vec![], vec![1]));
+                shared.finish([(id, old.clone(), endpoint)]);
+            }
+            assert_eq!(slots(&shared), (0, vec![], vec![]), "no slot is left taken");
+        }
     }
 }
