@@ -1,21 +1,25 @@
 //! Reliability with real processes: `kill -9` of `vow serve` under load loses no acknowledged
 //! message, two processes sharing one PostgreSQL never attempt a delivery at the same time, and
 //! an inbound forward cut off by `kill -9` is left `uncertain` (or safely retried).
-//! The receiver counts every `webhook-id` it gets and flags an attempt that starts while another
-//! attempt of the same message is still open.
+//! The receiver counts every `webhook-id` it gets, flags an attempt that starts while another
+//! attempt of the same message is still open, and keeps a ledger of which process sent each
+//! attempt and when (`cluster.rs` tells nodes apart by it).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use axum::serve::IncomingStream;
 use axum::Router;
 use serde_json::json;
+use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use crate::child::Vow;
+use crate::child::{child_holding, Vow};
 use crate::helpers::{into_parts, TOKEN};
 
 #[derive(Default)]
@@ -23,10 +27,35 @@ struct Seen {
     count: HashMap<String, u32>,
     open: HashSet<String>,
     overlaps: u32,
+    ledger: Vec<Arrival>,
+}
+
+/// One attempt the receiver answered.
+#[derive(Debug, Clone)]
+pub(crate) struct Arrival {
+    /// Its `webhook-id` (the message id).
+    pub id: String,
+    /// The process that sent it: a child of this test process ([`Sender`]).
+    pub from: Option<u32>,
+    /// When it was answered.
+    pub at: Instant,
+}
+
+/// The child process that opened a connection to the receiver, looked up once, when the
+/// connection is accepted (its other end is open then); `None` when no child of this process
+/// holds it (any more).
+#[derive(Debug, Clone, Copy)]
+struct Sender(Option<u32>);
+
+impl Connected<IncomingStream<'_, TcpListener>> for Sender {
+    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        let to = stream.io().local_addr().ok();
+        Sender(to.and_then(|to| child_holding(*stream.remote_addr(), to)))
+    }
 }
 
 #[derive(Clone, Default)]
-struct Receiver {
+pub(crate) struct Receiver {
     seen: Arc<Mutex<Seen>>,
     arrived: Arc<Notify>,
 }
@@ -44,7 +73,11 @@ impl Drop for OpenAttempt {
     }
 }
 
-async fn receive(State(r): State<Receiver>, headers: HeaderMap) -> StatusCode {
+async fn receive(
+    State(r): State<Receiver>,
+    ConnectInfo(Sender(from)): ConnectInfo<Sender>,
+    headers: HeaderMap,
+) -> StatusCode {
     let id = headers["webhook-id"].to_str().unwrap().to_string();
     let attempt = {
         let mut s = r.seen.lock().unwrap();
@@ -60,25 +93,61 @@ async fn receive(State(r): State<Receiver>, headers: HeaderMap) -> StatusCode {
     // behaviour under test (an overlap needs two attempts open at once), not a wait for work.
     tokio::time::sleep(Duration::from_millis(5)).await;
     drop(attempt);
-    *r.seen.lock().unwrap().count.entry(id).or_default() += 1;
+    {
+        let mut s = r.seen.lock().unwrap();
+        *s.count.entry(id.clone()).or_default() += 1;
+        let at = Instant::now();
+        s.ledger.push(Arrival { id, from, at });
+    }
     r.arrived.notify_waiters();
     StatusCode::OK
 }
 
 impl Receiver {
-    async fn start() -> (Receiver, String) {
+    pub(crate) async fn start() -> (Receiver, String) {
         let r = Receiver::default();
         let app = Router::new()
             .route("/hook", post(receive))
-            .with_state(r.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            .with_state(r.clone())
+            .into_make_service_with_connect_info::<Sender>();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
         (r, url)
     }
 
+    /// Waits (at most `limit`) until `done` holds; it is asked again at each arrival.
+    pub(crate) async fn wait_until(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut done: impl FnMut() -> bool,
+    ) {
+        let waited = tokio::time::timeout(limit, async {
+            loop {
+                let arrived = self.arrived.notified();
+                if done() {
+                    return;
+                }
+                arrived.await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "{what} within {limit:?}");
+    }
+
+    /// How many distinct messages arrived.
+    pub(crate) fn distinct(&self) -> usize {
+        self.seen.lock().unwrap().count.len()
+    }
+
+    /// Every attempt answered so far, in order.
+    pub(crate) fn ledger(&self) -> Vec<Arrival> {
+        self.seen.lock().unwrap().ledger.clone()
+    }
+
     /// Waits (at most 60 s) until every id in `ids` arrived at least once.
-    async fn wait_for_all(&self, ids: &[String]) {
+    pub(crate) async fn wait_for_all(&self, ids: &[String]) {
         let all = tokio::time::timeout(Duration::from_secs(60), async {
             loop {
                 let arrived = self.arrived.notified();
@@ -103,7 +172,8 @@ impl Receiver {
         );
     }
 
-    fn duplicates(&self) -> u32 {
+    /// Arrivals beyond the first of each message.
+    pub(crate) fn duplicates(&self) -> u32 {
         self.seen
             .lock()
             .unwrap()
@@ -113,18 +183,23 @@ impl Receiver {
             .sum()
     }
 
-    fn overlaps(&self) -> u32 {
+    /// Attempts that began while another attempt of the same message was open.
+    pub(crate) fn overlaps(&self) -> u32 {
         self.seen.lock().unwrap().overlaps
     }
 }
 
 /// Fast retries and a short delivery lease, so a killed process's work is picked up soon.
-const CRASH_ENV: &[(&str, &str)] = &[
+pub(crate) const CRASH_ENV: &[(&str, &str)] = &[
     ("VOW_RETRY_SCHEDULE", "1s,1s,1s,1s,1s"),
     ("VOW_DELIVERY_LEASE_SECONDS", "5"),
 ];
 
-async fn post_json(base: &str, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+pub(crate) async fn post_json(
+    base: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
     let resp = reqwest::Client::new()
         .post(format!("{base}{path}"))
         .bearer_auth(TOKEN)
@@ -137,9 +212,9 @@ async fn post_json(base: &str, path: &str, body: serde_json::Value) -> (u16, ser
     }
 }
 
-/// Posts `n` messages from 8 concurrent clients, killing `victim` after `kill_after` acks;
-/// returns the ids vow acknowledged.
-async fn load(bases: &[String], app: &str, n: usize) -> Vec<String> {
+/// Posts `n` messages from 8 concurrent clients, message `i` to `bases[i % bases.len()]`;
+/// returns the ids vow acknowledged (202).
+pub(crate) async fn load(bases: &[String], app: &str, n: usize) -> Vec<String> {
     let acked = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for c in 0..8 {
@@ -165,7 +240,8 @@ async fn load(bases: &[String], app: &str, n: usize) -> Vec<String> {
     ids
 }
 
-async fn setup_app(base: &str, url: &str) -> String {
+/// An application with one endpoint at `url`; its id.
+pub(crate) async fn setup_app(base: &str, url: &str) -> String {
     let (_, app) = post_json(base, "/api/v1/app", json!({"name": "load"})).await;
     let app = app["id"].as_str().unwrap().to_string();
     let (status, _) = post_json(
@@ -185,17 +261,10 @@ async fn kill_9_under_load_loses_no_acknowledged_message(database_url: String) {
     let base = vow.base.clone();
     let loader = tokio::spawn(async move { load(&[base], &app, 400).await });
     // Kill it while messages are being accepted and delivered.
-    let first = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let arrived = receiver.arrived.notified();
-            if receiver.seen.lock().unwrap().count.len() >= 50 {
-                return;
-            }
-            arrived.await;
-        }
-    })
-    .await;
-    assert!(first.is_ok(), "deliveries started");
+    let started = || receiver.distinct() >= 50;
+    receiver
+        .wait_until("deliveries started", Duration::from_secs(30), started)
+        .await;
     vow.kill_9();
     let acked = loader.await.unwrap();
     assert!(
@@ -233,17 +302,10 @@ async fn two_processes_share_postgres_and_never_attempt_a_delivery_at_once() {
     let app = setup_app(&a.base, &hook).await;
     let bases = vec![a.base.clone(), b.base.clone()];
     let loader = tokio::spawn(async move { load(&bases, &app, 400).await });
-    let some = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let arrived = receiver.arrived.notified();
-            if receiver.seen.lock().unwrap().count.len() >= 50 {
-                return;
-            }
-            arrived.await;
-        }
-    })
-    .await;
-    assert!(some.is_ok());
+    let started = || receiver.distinct() >= 50;
+    receiver
+        .wait_until("deliveries started", Duration::from_secs(30), started)
+        .await;
     a.kill_9();
     let acked = loader.await.unwrap();
     receiver.wait_for_all(&acked).await;

@@ -23,6 +23,7 @@ mod cli_replay;
 mod cli_replay_source;
 mod cli_tail;
 mod cli_tail_source;
+mod cluster;
 mod crash;
 mod dead_letter_alert;
 mod delivery;
