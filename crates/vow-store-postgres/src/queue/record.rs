@@ -136,6 +136,8 @@ pub(crate) async fn record(
         "SELECT id, app_id, msg_id, endpoint_id, lease_token FROM deliveries
          WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
     )
+    // Planned for each call, as a claim's statements are (see `queue::claim`).
+    .persistent(false)
     .bind(&ids)
     .fetch_all(&mut *tx)
     .await
@@ -210,6 +212,7 @@ pub(crate) async fn record(
                    dead_letter_reason, now)
          WHERE d.id = u.id",
     )
+    .persistent(false)
     .bind(&attempts.id)
     .bind(&attempts.app_id)
     .bind(&attempts.msg_id)
