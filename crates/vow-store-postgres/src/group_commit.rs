@@ -12,10 +12,11 @@
 //! its own transaction) after the commit, which answers it exactly as it always did: a message
 //! whose application or endpoint was not found or whose `eventId` was taken, and every message
 //! of a batch whose statements failed (the cause is then one row, and it fails only its own
-//! request). Jobs that waited in the queue past the intake's limit are refused as overloaded,
-//! with nothing written.
+//! request). A job that found every flusher writing and then waited past the intake's limit is
+//! refused as overloaded, with nothing written; one that found a flusher free never is.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -44,6 +45,8 @@ const FLUSHERS: usize = 2;
 #[derive(Debug, Clone)]
 pub(crate) struct GroupCommit {
     jobs: mpsc::UnboundedSender<Job>,
+    /// How many flushers are writing a batch.
+    writing: Arc<AtomicUsize>,
 }
 
 /// One queued create and where its answer goes.
@@ -52,6 +55,8 @@ struct Job {
     new: NewMessage,
     only: Option<EndpointId>,
     queued: Instant,
+    /// Whether every flusher was writing when it was queued (only then can it be late).
+    behind: bool,
     answer: oneshot::Sender<StoreResult<CreatedMessage>>,
 }
 
@@ -60,10 +65,17 @@ impl GroupCommit {
     pub(crate) fn spawn(pool: PgPool, intake: Arc<Intake>) -> Self {
         let (jobs, queue) = mpsc::unbounded_channel();
         let queue = Arc::new(Mutex::new(queue));
+        let writing = Arc::new(AtomicUsize::new(0));
         for _ in 0..FLUSHERS {
-            tokio::spawn(flush(pool.clone(), intake.clone(), queue.clone()));
+            let flusher = Flusher {
+                pool: pool.clone(),
+                intake: intake.clone(),
+                queue: queue.clone(),
+                writing: writing.clone(),
+            };
+            tokio::spawn(flusher.run());
         }
-        Self { jobs }
+        Self { jobs, writing }
     }
 
     /// Creates `new` (with `only`, for that one endpoint) in the next batch; answered once it
@@ -78,6 +90,7 @@ impl GroupCommit {
             new,
             only,
             queued: Instant::now(),
+            behind: self.writing.load(Ordering::Relaxed) >= FLUSHERS,
             answer,
         };
         self.jobs
@@ -90,23 +103,35 @@ impl GroupCommit {
 }
 
 /// A flusher: takes what has queued (up to [`MAX_BATCH`]) and writes it, until the queue closes.
-async fn flush(pool: PgPool, intake: Arc<Intake>, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
-    loop {
-        let mut batch = Vec::new();
-        {
-            let mut queue = queue.lock().await;
-            if queue.recv_many(&mut batch, MAX_BATCH).await == 0 {
-                return;
+struct Flusher {
+    pool: PgPool,
+    intake: Arc<Intake>,
+    queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>,
+    writing: Arc<AtomicUsize>,
+}
+
+impl Flusher {
+    async fn run(self) {
+        loop {
+            let mut batch = Vec::new();
+            {
+                let mut queue = self.queue.lock().await;
+                if queue.recv_many(&mut batch, MAX_BATCH).await == 0 {
+                    return;
+                }
             }
-        }
-        let batch = refuse_late(batch, &intake);
-        if !batch.is_empty() {
-            write(&pool, batch).await;
+            self.writing.fetch_add(1, Ordering::Relaxed);
+            let batch = refuse_late(batch, &self.intake);
+            if !batch.is_empty() {
+                write(&self.pool, batch).await;
+            }
+            self.writing.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
 
-/// Answers the jobs that waited longer than the intake's limit as overloaded; the rest.
+/// Answers the jobs that waited behind busy flushers longer than the intake's limit as
+/// overloaded; the rest.
 fn refuse_late(batch: Vec<Job>, intake: &Intake) -> Vec<Job> {
     let Some(limit) = intake.limit() else {
         return batch;
@@ -114,7 +139,7 @@ fn refuse_late(batch: Vec<Job>, intake: &Intake) -> Vec<Job> {
     let now = Instant::now();
     let (late, timely): (Vec<_>, Vec<_>) = batch
         .into_iter()
-        .partition(|job| now.duration_since(job.queued) > limit);
+        .partition(|job| job.behind && now.duration_since(job.queued) > limit);
     for job in late {
         let _ = job.answer.send(Err(StoreError::overloaded()));
     }

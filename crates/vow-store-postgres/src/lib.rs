@@ -78,8 +78,11 @@ use crate::error::db_error;
 /// How long a first connection may take before [`PgStore::connect`] gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long an operation waits for a pooled connection before it fails as `Unavailable`.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an operation waits for a pooled connection before it fails as `Unavailable`; also
+/// how long a request waits while the server refuses connections (the pool retries until then),
+/// so a PostgreSQL that is down answers requests with 503 within it. The readiness probe's
+/// store wait.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The PostgreSQL [`vow_store::Store`]: a connection pool to one database.
 ///
