@@ -70,6 +70,18 @@ pub(crate) fn read<T: FromColumns>(row: PgRow) -> sqlx::Result<T> {
     vow_store::rows::read(&PgColumns(&row))
 }
 
+/// The `T` at `r`'s position, or `None` when its first column is `NULL` (a `LEFT JOIN` that
+/// matched nothing).
+pub(crate) fn read_optional<T: FromColumns>(
+    columns: &PgColumns<'_>,
+    r: &mut vow_store::rows::Reader<'_, PgColumns<'_>>,
+) -> sqlx::Result<Option<T>> {
+    match columns.opt_text(r.at())? {
+        Some(_) => Some(r.take()).transpose(),
+        None => Ok(None),
+    }
+}
+
 /// A throttle rate as stored.
 pub(crate) fn rate_param(value: Option<u16>) -> Option<i32> {
     value.map(i32::from)

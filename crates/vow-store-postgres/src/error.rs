@@ -86,8 +86,8 @@ fn classify_database(code: &str, constraint: Option<&str>) -> Meaning {
         // foreign_key_violation: a parent we point at is gone. (A violation on delete cannot
         // happen: every foreign key cascades.)
         "23503" => missing_parent(constraint).map_or(Meaning::Backend, Meaning::NotFound),
-        // serialization_failure, deadlock_detected, lock_not_available: busy, retry later.
-        "40001" | "40P01" | "55P03" => Meaning::Unavailable,
+        // Lost to another transaction: busy, retry later.
+        _ if is_contention_code(code) => Meaning::Unavailable,
         // 08: connection exception; 53: insufficient resources (disk full, too many
         // connections); 57: operator intervention (admin_shutdown, crash_shutdown,
         // cannot_connect_now, query_canceled by a statement timeout).
@@ -102,11 +102,14 @@ fn classify_database(code: &str, constraint: Option<&str>) -> Meaning {
 /// lock not available): the same writes may well succeed alone or later.
 pub(crate) fn is_contention(err: &sqlx::Error) -> bool {
     match err {
-        sqlx::Error::Database(db) => {
-            matches!(db.code().as_deref(), Some("40001" | "40P01" | "55P03"))
-        }
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| is_contention_code(&code)),
         _ => false,
     }
+}
+
+/// serialization_failure, deadlock_detected, lock_not_available.
+fn is_contention_code(code: &str) -> bool {
+    matches!(code, "40001" | "40P01" | "55P03")
 }
 
 /// Classifies any sqlx error.

@@ -4,7 +4,7 @@
 //! A create ([`GroupCommit::create`]) queues a job and waits for its answer. A few flushers
 //! (each one connection) take whatever has queued, up to [`MAX_BATCH`], and write it: one
 //! statement reads and key-share locks the batch's applications and their endpoints, the fan-out
-//! is picked here, and one statement inserts every message with its channels and deliveries
+//! is picked here (as the one-message path picks it, [`message::pick`]), and one statement inserts every message with its channels and deliveries
 //! (`ON CONFLICT DO NOTHING`, so a duplicate `eventId` skips only its own message). Each job is
 //! answered after the commit, so an answer means its rows are durable.
 //!
@@ -23,12 +23,12 @@ use std::time::Instant;
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot, Mutex};
-use vow_core::{DeliveryId, EndpointId};
+use vow_core::EndpointId;
 use vow_store::rows::{FromColumns, Reader};
-use vow_store::rules::fan_out::{self, FanOutEndpoint};
+use vow_store::rules::fan_out::FanOutEndpoint;
 use vow_store::{CreatedMessage, Message, NewMessage, StoreError, StoreResult};
 
-use crate::convert::PgColumns;
+use crate::convert::{read_optional, PgColumns};
 use crate::error::{db_error, is_contention};
 use crate::idempotency::{step, transaction};
 use crate::intake::Intake;
@@ -150,10 +150,14 @@ fn refuse_late(batch: Vec<Job>, intake: &Intake) -> Vec<Job> {
 async fn write(pool: &PgPool, batch: Vec<Job>) {
     let mut batch: Vec<Option<Job>> = batch.into_iter().map(Some).collect();
     match write_in_one_transaction(pool, &batch).await {
-        Ok(created) => {
-            for (slot, created) in batch.iter_mut().zip(created) {
-                if let Some(created) = created {
+        Ok(written) => {
+            for (slot, deliveries) in batch.iter_mut().zip(written) {
+                if let Some(deliveries) = deliveries {
                     let job = slot.take().expect("each job is answered once");
+                    let created = CreatedMessage {
+                        message: job.new.into_stored(),
+                        deliveries,
+                    };
                     let _ = job.answer.send(Ok(created));
                 }
             }
@@ -190,7 +194,7 @@ async fn write(pool: &PgPool, batch: Vec<Job>) {
 async fn write_in_one_transaction(
     pool: &PgPool,
     batch: &[Option<Job>],
-) -> sqlx::Result<Vec<Option<CreatedMessage>>> {
+) -> sqlx::Result<Vec<Option<usize>>> {
     let mut tx = pool.begin().await?;
     match write_together(&mut tx, batch).await {
         Ok(created) => {
@@ -208,24 +212,24 @@ async fn write_in_one_transaction(
     }
 }
 
-/// The batch's writes in `tx`: what each job created, `None` for those left to the one-message
-/// path (application or endpoint not found, `eventId` taken).
+/// The batch's writes in `tx`: for each job, how many deliveries its message got, `None` for
+/// those left to the one-message path (application or endpoint not found, `eventId` taken).
 async fn write_together(
     tx: &mut PgConnection,
     batch: &[Option<Job>],
-) -> sqlx::Result<Vec<Option<CreatedMessage>>> {
+) -> sqlx::Result<Vec<Option<usize>>> {
     let jobs: Vec<&Job> = batch.iter().flatten().collect();
     let endpoints = read_endpoints(tx, &jobs).await?;
     let mut rows = Rows::default();
     let mut deliveries = Vec::with_capacity(jobs.len());
     for job in &jobs {
-        let picked = endpoints
+        let fan_out = endpoints
             .get(job.new.app_id.to_string().as_str())
-            .and_then(|eps| pick(eps, &job.new, job.only.as_ref()));
-        if let Some(picked) = &picked {
-            rows.push(&job.new, picked);
+            .and_then(|eps| fan_out(eps, job));
+        if let Some(fan_out) = &fan_out {
+            rows.push(&job.new, fan_out);
         }
-        deliveries.push(picked.map(|p| p.len()));
+        deliveries.push(fan_out.map(|f| f.ids.len()));
     }
     let inserted: BTreeSet<String> = if rows.is_empty() {
         BTreeSet::new()
@@ -235,36 +239,19 @@ async fn write_together(
     Ok(jobs
         .iter()
         .zip(deliveries)
-        .map(|(job, deliveries)| {
-            let deliveries = deliveries?;
-            inserted
-                .contains(&job.new.id.to_string())
-                .then(|| CreatedMessage {
-                    message: job.new.clone().into_stored(),
-                    deliveries,
-                })
-        })
+        .map(|(job, deliveries)| deliveries.filter(|_| inserted.contains(&job.new.id.to_string())))
         .collect())
 }
 
-/// The deliveries' (endpoint, status) of `new` among its application's `endpoints`; `None`
-/// when `only` names an endpoint that is not among them.
-fn pick(
-    endpoints: &[FanOutEndpoint],
-    new: &NewMessage,
-    only: Option<&EndpointId>,
-) -> Option<Vec<(String, &'static str)>> {
-    let only = only.map(ToString::to_string);
-    let candidates = endpoints
-        .iter()
-        .filter(|ep| only.as_ref().is_none_or(|only| &ep.id == only));
-    let picked: Vec<_> = candidates
-        .filter_map(|ep| {
-            fan_out::delivery_status(ep, new, only.is_some())
-                .map(|status| (ep.id.clone(), status.as_str()))
-        })
-        .collect();
-    (only.is_none() || !picked.is_empty()).then_some(picked)
+/// The deliveries of `job`'s message among its application's `endpoints` (with `only`, to that
+/// one); `None` when `only` names an endpoint that is not among them.
+fn fan_out(endpoints: &[FanOutEndpoint], job: &Job) -> Option<message::FanOut> {
+    let Some(only) = job.only.map(|ep| ep.to_string()) else {
+        return Some(message::pick(endpoints, &job.new, false));
+    };
+    let named = endpoints.iter().filter(|ep| ep.id == only);
+    let fan_out = message::pick(named, &job.new, true);
+    (!fan_out.ids.is_empty()).then_some(fan_out)
 }
 
 /// Reads and key-share locks the batch's applications, then their endpoints (the order an
@@ -304,59 +291,56 @@ fn app_endpoint(row: PgRow) -> sqlx::Result<(String, Option<FanOutEndpoint>)> {
     let columns = PgColumns(&row);
     let mut r = Reader::new(&columns);
     let app = r.text()?;
-    let endpoint = match vow_store::rows::Columns::opt_text(&columns, r.at())? {
-        Some(_) => Some(r.take()?),
-        None => None,
-    };
-    Ok((app, endpoint))
+    Ok((app, read_optional(&columns, &mut r)?))
 }
 
-/// The batch's messages and deliveries as column arrays, for one `UNNEST` insert.
+/// The batch's messages and deliveries as column arrays, for one `UNNEST` insert; the text
+/// borrowed from the jobs.
 #[derive(Default)]
-struct Rows {
+struct Rows<'j> {
     ids: Vec<String>,
     app_ids: Vec<String>,
-    event_ids: Vec<Option<String>>,
-    event_types: Vec<String>,
+    event_ids: Vec<Option<&'j str>>,
+    event_types: Vec<&'j str>,
     /// JSON arrays (channel lists differ in length, so they cannot be one SQL array).
     channels: Vec<Option<String>>,
-    payloads: Vec<String>,
+    payloads: Vec<&'j str>,
     expires: Vec<chrono::DateTime<chrono::Utc>>,
     nows: Vec<chrono::DateTime<chrono::Utc>>,
-    traceparents: Vec<Option<String>>,
+    traceparents: Vec<Option<&'j str>>,
     delivery_ids: Vec<String>,
     delivery_msgs: Vec<String>,
     delivery_endpoints: Vec<String>,
     delivery_statuses: Vec<&'static str>,
 }
 
-impl Rows {
+impl<'j> Rows<'j> {
     fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
 
     /// Adds `new` and its deliveries.
-    fn push(&mut self, new: &NewMessage, deliveries: &[(String, &'static str)]) {
+    fn push(&mut self, new: &'j NewMessage, fan_out: &message::FanOut) {
         let id = new.id.to_string();
-        for (endpoint, status) in deliveries {
-            self.delivery_ids.push(DeliveryId::new().to_string());
-            self.delivery_msgs.push(id.clone());
-            self.delivery_endpoints.push(endpoint.clone());
-            self.delivery_statuses.push(status);
-        }
+        self.delivery_ids.extend_from_slice(&fan_out.ids);
+        self.delivery_msgs
+            .extend(std::iter::repeat_n(&id, fan_out.ids.len()).cloned());
+        self.delivery_endpoints
+            .extend_from_slice(&fan_out.endpoint_ids);
+        self.delivery_statuses.extend_from_slice(&fan_out.statuses);
         self.ids.push(id);
         self.app_ids.push(new.app_id.to_string());
-        self.event_ids.push(new.event_id.clone());
-        self.event_types.push(new.event_type.clone());
+        self.event_ids.push(new.event_id.as_deref());
+        self.event_types.push(&new.event_type);
         let channels = new
             .channels
             .as_ref()
             .map(|c| serde_json::to_string(c).expect("a list of strings is always JSON"));
         self.channels.push(channels);
-        self.payloads.push(new.payload.clone());
+        self.payloads.push(&new.payload);
         self.expires.push(new.payload_expires_at);
         self.nows.push(new.now);
-        self.traceparents.push(new.traceparent.clone());
+        self.traceparents.push(new.traceparent.as_deref());
     }
 
     /// Inserts every message (one whose `eventId` is taken is skipped), the channels and

@@ -17,7 +17,7 @@ use vow_idempotency::postgres as records;
 use vow_store::idempotency::{
     Applied, Completion, FreshClaim, ReadyClaim, Record, Recorded, StoredResponse,
 };
-use vow_store::rows::{Columns, FromColumns, Reader};
+use vow_store::rows::{FromColumns, Reader};
 use vow_store::rules::fan_out::{self, FanOutEndpoint};
 use vow_store::Delivery;
 use vow_store::MessageCreate;
@@ -26,7 +26,7 @@ use vow_store::{
     CreatedMessage, Message, MessageFilter, MessageKey, NewMessage, Seek, StoreError, StoreResult,
 };
 
-use crate::convert::{not_found, read, PgColumns};
+use crate::convert::{not_found, read, read_optional, PgColumns};
 use crate::error::db_error;
 use crate::error::record_error;
 use crate::idempotency::{keyed, step, transaction};
@@ -174,10 +174,10 @@ async fn insert(tx: &mut PgConnection, new: &NewMessage, fan_out: &FanOut) -> St
 }
 
 /// The deliveries a message gets: one per matching endpoint, `held` where it is disabled.
-struct FanOut {
-    ids: Vec<String>,
-    endpoint_ids: Vec<String>,
-    statuses: Vec<&'static str>,
+pub(crate) struct FanOut {
+    pub(crate) ids: Vec<String>,
+    pub(crate) endpoint_ids: Vec<String>,
+    pub(crate) statuses: Vec<&'static str>,
 }
 
 /// Reads the application's endpoints, key-share locking the application and then them (a
@@ -260,7 +260,7 @@ async fn fan_out(
             "application"
         }));
     }
-    Ok((pick(endpoints, new, only), claimed))
+    Ok((pick(&endpoints, new, only.is_some()), claimed))
 }
 
 /// What the claim folded into [`fan_out`] did (`Taken` too when there was no claim).
@@ -280,27 +280,27 @@ fn claiming_row(row: PgRow) -> sqlx::Result<(bool, bool, Option<FanOutEndpoint>)
     let columns = PgColumns(&row);
     let mut r = Reader::new(&columns);
     let (claimed, free) = (r.bool()?, r.bool()?);
-    let endpoint = match columns.opt_text(r.at())? {
-        Some(_) => Some(r.take()?),
-        None => None,
-    };
-    Ok((claimed, free, endpoint))
+    Ok((claimed, free, read_optional(&columns, &mut r)?))
 }
 
-/// The deliveries `new` gets from the application's `endpoints` (with `only`, that one whatever
-/// its filters).
-fn pick(endpoints: Vec<FanOutEndpoint>, new: &NewMessage, only: Option<EndpointId>) -> FanOut {
+/// The deliveries `new` gets from the application's `endpoints` (with `only`, the caller read
+/// just the endpoint it named, which gets one whatever its filters).
+pub(crate) fn pick<'e>(
+    endpoints: impl IntoIterator<Item = &'e FanOutEndpoint>,
+    new: &NewMessage,
+    only: bool,
+) -> FanOut {
     let mut fan_out = FanOut {
         ids: Vec::new(),
         endpoint_ids: Vec::new(),
         statuses: Vec::new(),
     };
     for ep in endpoints {
-        let Some(status) = fan_out::delivery_status(&ep, new, only.is_some()) else {
+        let Some(status) = fan_out::delivery_status(ep, new, only) else {
             continue;
         };
         fan_out.ids.push(DeliveryId::new().to_string());
-        fan_out.endpoint_ids.push(ep.id);
+        fan_out.endpoint_ids.push(ep.id.clone());
         fan_out.statuses.push(status.as_str());
     }
     fan_out
