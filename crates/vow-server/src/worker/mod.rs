@@ -5,7 +5,8 @@
 //! freed), claims at most that much due work under an expiring lease, and runs each item as its
 //! own task. A claim that filled its limit is followed by another at once; otherwise the loop
 //! idles until it is woken, a slot frees, or the next item is due (at most the poll interval:
-//! another process's work only shows up by polling). A failing claim is retried with
+//! another process's work only shows up by polling); where a freed slot wakes the loop, only a
+//! claim that found nothing asks the store when the next item is due. A failing claim is retried with
 //! [`Backoff`]. Beside the loop a heartbeat renews the leases of running items every third of
 //! the lease, so a slow item is not taken over while a crashed process's leases run out. On
 //! shutdown the loop stops claiming, lets running items finish (bounded by the item timeout plus
@@ -65,6 +66,11 @@ pub trait Work: Send + Sync + 'static {
 
     /// What the log lines say.
     const TEXTS: Texts;
+
+    /// Whether [`Work::woken`] also resolves when a running item frees its slot. Then after a
+    /// claim that started some items, one of them finishing brings the loop back, and it need
+    /// not ask the store when the next item is due.
+    const WOKEN_BY_FREED_SLOT: bool = false;
 
     /// How many items to claim now and the kind's limits, or `None` to wait for a freed slot.
     fn room(&self) -> Option<(usize, Self::Room)>;
@@ -136,14 +142,22 @@ pub async fn run<W: Work>(work: Arc<W>, timing: Timing, shutdown: CancellationTo
             }
         };
         backoff.reset();
-        let full = claimed.len() == limit;
+        let (started, full) = (claimed.len(), claimed.len() == limit);
         for item in claimed {
             tasks.spawn(work.start(item));
         }
         if full {
             continue;
         }
-        let idle = idle_wait(&*work, now, timing.poll_interval).await;
+        // A claim that took some but not all it could: what it left is either not due or held
+        // back by the kind's own room (e.g. an endpoint's slots). When one of the items just
+        // started brings the loop back as it finishes, asking the store when the next item
+        // falls due (a second statement per claim) waits for a claim that finds nothing.
+        let idle = if W::WOKEN_BY_FREED_SLOT && started > 0 {
+            timing.poll_interval
+        } else {
+            idle_wait(&*work, now, timing.poll_interval).await
+        };
         tokio::select! {
             _ = work.woken() => {},
             _ = tokio::time::sleep(idle) => {},

@@ -4,21 +4,18 @@
 //! pending rows), so an endpoint with no room in the claiming process costs one seek however
 //! long its backlog, and each endpoint gives at most its room.
 //!
-//! A claim is three statements and no explicit transaction: the claiming `UPDATE` (atomic on its
-//! own), then one read of the claimed deliveries' messages and one of their endpoints (with the
-//! secrets valid at `now`), each `= ANY($ids)`. A message or endpoint deleted between the claim and
-//! the reads took its deliveries with it (ON DELETE CASCADE), so such a delivery no longer exists
-//! and is simply left out of the answer.
+//! A claim is one statement: the claiming `UPDATE` and, joined to what it returns, the claimed
+//! deliveries' messages and endpoints (with the secrets valid at `now`). A message or endpoint
+//! deleted since the statement's snapshot took its deliveries with it (ON DELETE CASCADE), so such
+//! a delivery no longer exists and is simply left out of the answer.
 //!
-//! The statements that find rows of `deliveries` or `messages` by id (the claim's `UPDATE`,
-//! the read of its messages, lease renewal) are not prepared once per connection but planned
+//! The statements that find rows of `deliveries` or `messages` by id (the claim, lease
+//! renewal) are not prepared once per connection but planned
 //! for each call ([`sqlx::query::Query::persistent`]`(false)`), with its arrays and the tables'
 //! sizes as they are now. A plan cached while a table was small joins it by a sequential scan,
 //! and keeps doing so as it grows, until autovacuum's next analyze: measured, a claim and a
 //! record each scanned all 19,941 rows of `deliveries` to update 15, so deliveries slowed
 //! down as the table grew.
-
-use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -31,7 +28,7 @@ use vow_store::rows::{FromColumns, Reader};
 use vow_store::rules::lease::lease_until;
 use vow_store::{Delivery, EndpointSecret, StoreResult};
 
-use crate::convert::{self, read, PgColumns};
+use crate::convert::{self, PgColumns};
 use crate::delivery::COLUMNS;
 use crate::error::db_error;
 use crate::PgStore;
@@ -47,23 +44,22 @@ pub(crate) const ENDPOINTS_WITH_WORK: &str = "endpoints_with_work (ep) AS (
                 ORDER BY d.endpoint_id LIMIT 1)
         FROM endpoints_with_work w WHERE w.ep IS NOT NULL)";
 
-/// The part of a message a claim needs.
-#[derive(sqlx::FromRow)]
-struct MessagePart {
-    id: String,
-    event_type: String,
-    /// NULL when expunged or expired at the claim's `now`.
-    payload: Option<String>,
-    traceparent: Option<String>,
-}
-
-/// An endpoint as a claim reads it: [`DeliveryTarget::COLUMNS`], then its id and its secrets
-/// valid at the claim's `now` as two arrays (current first, then rotated-out ones newest first).
-fn target_row(row: PgRow) -> sqlx::Result<(String, DeliveryTarget)> {
+/// A claimed delivery as the claim returns it: [`Delivery::COLUMNS`] (`RETURNING` of the
+/// claiming `UPDATE`), its message's event type, payload (NULL when expunged or expired at the
+/// claim's `now`) and traceparent, then its endpoint: [`DeliveryTarget::COLUMNS`], its id, and
+/// its secrets valid at `now` as two arrays (current first, then rotated-out ones newest first).
+fn claimed_row(row: PgRow) -> sqlx::Result<(Delivery, MessagePart, DeliveryTarget)> {
     let columns = PgColumns(&row);
     let mut r = Reader::new(&columns);
+    let delivery: Delivery = r.take()?;
+    let message = MessagePart {
+        event_type: r.text()?,
+        payload: r.opt_text()?,
+        traceparent: r.opt_text()?,
+    };
     let mut target: DeliveryTarget = r.take()?;
     let at = r.at();
+    // `at` is the endpoint's id, which the delivery already names.
     let keys: Vec<String> = row.try_get(at + 1)?;
     let valid_until: Vec<Option<DateTime<Utc>>> = row.try_get(at + 2)?;
     target.secrets = keys
@@ -71,7 +67,14 @@ fn target_row(row: PgRow) -> sqlx::Result<(String, DeliveryTarget)> {
         .zip(valid_until)
         .map(|(key, valid_until)| EndpointSecret { key, valid_until })
         .collect();
-    Ok((row.try_get(at)?, target))
+    Ok((delivery, message, target))
+}
+
+/// The part of a message a claim hands out.
+struct MessagePart {
+    event_type: String,
+    payload: Option<String>,
+    traceparent: Option<String>,
 }
 
 pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
@@ -86,13 +89,13 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
         .iter()
         .map(|(ep, n)| (ep.to_string(), convert::bigint_param(*n)))
         .unzip();
-    let mut conn = pool.acquire().await.map_err(db_error)?;
 
     // The due rows whose lease expired first (overdue), then the due endpoints, longest waiting
     // first, each with its earliest due rows up to its room. The nested loop runs in that order
     // and stops at `limit`, so no more rows are read and locked than are taken (plus one
     // endpoint's). `claimed_id`, not `id`, so RETURNING's bare column names can only mean
-    // `deliveries`.
+    // `deliveries`. The claimed rows are joined to their messages and endpoints in the same
+    // statement: one round trip per claim.
     let mut rows = sqlx::query(&format!(
         "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
          room AS (
@@ -114,12 +117,36 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
                  ORDER BY next_attempt_at
                  LIMIT LEAST(room.n, $2)
                  FOR UPDATE SKIP LOCKED) p
-             LIMIT $2)
-         UPDATE deliveries d SET lease_token = $3, lease_until = $7
-         FROM c WHERE d.id = c.claimed_id
-         RETURNING {COLUMNS}"
+             LIMIT $2),
+         claimed AS (
+             UPDATE deliveries d SET lease_token = $3, lease_until = $7
+             FROM c WHERE d.id = c.claimed_id
+             RETURNING {COLUMNS}),
+         m AS (
+             SELECT id AS message_id, event_type,
+                    CASE WHEN payload_expires_at > $1 THEN payload END AS payload, traceparent
+             FROM messages WHERE id IN (SELECT msg_id FROM claimed)),
+         t AS (
+             SELECT {target}, e.id AS target_id,
+                    COALESCE(s.keys, '{{}}') AS secret_keys,
+                    COALESCE(s.valid_until, '{{}}') AS secret_valid_until
+             FROM endpoints e
+             LEFT JOIN LATERAL (
+                 SELECT array_agg(key ORDER BY valid_until IS NULL DESC, seq DESC) AS keys,
+                        array_agg(valid_until ORDER BY valid_until IS NULL DESC, seq DESC)
+                            AS valid_until
+                 FROM endpoint_secrets
+                 WHERE endpoint_id = e.id AND (valid_until IS NULL OR valid_until > $1)
+             ) s ON TRUE
+             WHERE e.id IN (SELECT endpoint_id FROM claimed))
+         SELECT claimed.*, m.event_type, m.payload, m.traceparent, t.*
+         FROM claimed
+         JOIN m ON m.message_id = claimed.msg_id
+         JOIN t ON t.target_id = claimed.endpoint_id",
+        target = DeliveryTarget::COLUMNS
     ))
-    // Planned for each call (see the module docs): its join onto `deliveries` by id.
+    // Planned for each call (see the module docs): its joins onto `deliveries` and `messages`
+    // by id.
     .persistent(false)
     .bind(req.now)
     .bind(convert::bigint_param(req.limit))
@@ -128,83 +155,25 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
     .bind(&except)
     .bind(&except_room)
     .bind(lease_until)
-    .try_map(read::<Delivery>)
-    .fetch_all(&mut *conn)
+    .try_map(claimed_row)
+    .fetch_all(pool)
     .await
     .map_err(db_error)?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    // RETURNING has no order; hand them out earliest due first, as they were picked.
-    rows.sort_by_key(|d| (d.next_attempt_at, d.id));
-
-    let mut msg_ids: Vec<String> = rows.iter().map(|r| r.msg_id.to_string()).collect();
-    msg_ids.sort_unstable();
-    msg_ids.dedup();
-    let messages: HashMap<String, MessagePart> = sqlx::query_as::<_, MessagePart>(
-        "SELECT id, event_type,
-                CASE WHEN payload_expires_at > $2 THEN payload END AS payload, traceparent
-         FROM messages WHERE id = ANY($1)",
-    )
-    .persistent(false)
-    .bind(&msg_ids)
-    .bind(req.now)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db_error)?
-    .into_iter()
-    .map(|m| (m.id.clone(), m))
-    .collect();
-
-    let mut endpoint_ids: Vec<String> = rows.iter().map(|r| r.endpoint_id.to_string()).collect();
-    endpoint_ids.sort_unstable();
-    endpoint_ids.dedup();
-    let targets: HashMap<String, DeliveryTarget> = sqlx::query(&format!(
-        "SELECT {}, e.id, COALESCE(s.keys, '{{}}') AS secret_keys,
-                COALESCE(s.valid_until, '{{}}') AS secret_valid_until
-         FROM endpoints e
-         LEFT JOIN LATERAL (
-             SELECT array_agg(key ORDER BY valid_until IS NULL DESC, seq DESC) AS keys,
-                    array_agg(valid_until ORDER BY valid_until IS NULL DESC, seq DESC)
-                        AS valid_until
-             FROM endpoint_secrets
-             WHERE endpoint_id = e.id AND (valid_until IS NULL OR valid_until > $2)
-         ) s ON TRUE
-         WHERE e.id = ANY($1)",
-        DeliveryTarget::COLUMNS
-    ))
-    .bind(&endpoint_ids)
-    .bind(req.now)
-    .try_map(target_row)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db_error)?
-    .into_iter()
-    .collect();
-    drop(conn);
-
-    let mut claimed = Vec::with_capacity(rows.len());
-    for row in rows {
-        let (Some(message), Some(target)) = (
-            messages.get(&row.msg_id.to_string()),
-            targets.get(&row.endpoint_id.to_string()),
-        ) else {
-            // Deleted since the claim, and the delivery with it.
-            continue;
-        };
-        let (event_type, payload) = (message.event_type.clone(), message.payload.clone());
-        let endpoint = target.clone();
-        claimed.push(ClaimedDelivery {
-            delivery: row,
+    // No order comes back; hand them out earliest due first, as they were picked. A delivery
+    // whose message or endpoint was deleted since is not among them: it went with it.
+    rows.sort_by_key(|(d, _, _)| (d.next_attempt_at, d.id));
+    Ok(rows
+        .into_iter()
+        .map(|(delivery, message, endpoint)| ClaimedDelivery {
+            delivery,
             lease: lease.clone(),
             lease_until,
-            event_type,
-            payload,
-            traceparent: message.traceparent.clone(),
+            event_type: message.event_type,
+            payload: message.payload,
+            traceparent: message.traceparent,
             endpoint,
-        });
-    }
-    Ok(claimed)
+        })
+        .collect())
 }
 
 /// Extends the leases whose token still matches; returns how many did.
