@@ -46,19 +46,21 @@ struct Shared {
     throttle: Throttle,
 }
 
-/// Claims not yet recorded: how many, how many each endpoint has, and the lease each delivery
-/// is held under. A claim only hands an endpoint the room it has left, so this is also what
-/// bounds each endpoint's concurrency.
+/// Claims not yet recorded (how many, and the lease each delivery is held under) and the
+/// attempts each endpoint has running. A claim only hands an endpoint the room it has left, so
+/// this is what bounds each endpoint's concurrency: an endpoint's slot is a request to it, and
+/// frees as its response is in, while the claim's place among `max_in_flight` is held until
+/// its outcome is written (the lease keeps the delivery from being claimed again until then).
 ///
 /// A delivery can be claimed again by this process while the outcome of its earlier attempt
 /// still waits to be recorded: when that lease ran out first (the store was unreachable for
 /// longer than a lease, so neither the outcome nor a renewal could be written). Each claim holds
-/// its slot until its own outcome is recorded (the earlier one is then refused as
+/// its place until its own outcome is recorded (the earlier one is then refused as
 /// `LeaseLost`), and the newer lease is the one the heartbeat renews.
 #[derive(Default)]
 struct InFlight {
     claims: usize,
-    leases: HashMap<DeliveryId, (LeaseToken, EndpointId)>,
+    leases: HashMap<DeliveryId, LeaseToken>,
     per_endpoint: HashMap<EndpointId, usize>,
 }
 
@@ -87,31 +89,39 @@ impl Shared {
         self.take(c.delivery.id, c.lease.clone(), c.delivery.endpoint_id);
     }
 
-    /// Takes a slot of `endpoint` for the claim of `id` under `lease`.
+    /// Takes a place and a slot of `endpoint` for the claim of `id` under `lease`.
     fn take(&self, id: DeliveryId, lease: LeaseToken, endpoint: EndpointId) {
         let mut f = self.lock();
         f.claims += 1;
-        f.leases.insert(id, (lease, endpoint));
+        f.leases.insert(id, lease);
         *f.per_endpoint.entry(endpoint).or_default() += 1;
         metrics::gauge!(m::IN_FLIGHT).set(f.claims as f64);
     }
 
-    /// Frees the slots of recorded claims (each delivery, the lease it was attempted under and
-    /// its endpoint) and wakes the claim loop. A delivery's lease is forgotten with its own
-    /// claim only: one a newer claim replaced is renewed until that claim is recorded.
-    fn finish(&self, recorded: impl IntoIterator<Item = (DeliveryId, LeaseToken, EndpointId)>) {
+    /// Frees the slot of `endpoint` whose attempt has its response (or gave up), and wakes the
+    /// claim loop.
+    fn attempted(&self, endpoint: EndpointId) {
         let mut f = self.lock();
-        for (id, lease, endpoint) in recorded {
-            if f.leases.get(&id).is_some_and(|(held, _)| *held == lease) {
+        if let Some(n) = f.per_endpoint.get_mut(&endpoint) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                f.per_endpoint.remove(&endpoint);
+            }
+        }
+        drop(f);
+        self.freed.notify_one();
+    }
+
+    /// Frees the places of recorded claims (each delivery and the lease it was attempted
+    /// under) and wakes the claim loop. A delivery's lease is forgotten with its own claim
+    /// only: one a newer claim replaced is renewed until that claim is recorded.
+    fn finish(&self, recorded: impl IntoIterator<Item = (DeliveryId, LeaseToken)>) {
+        let mut f = self.lock();
+        for (id, lease) in recorded {
+            if f.leases.get(&id) == Some(&lease) {
                 f.leases.remove(&id);
             }
             f.claims = f.claims.saturating_sub(1);
-            if let Some(n) = f.per_endpoint.get_mut(&endpoint) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    f.per_endpoint.remove(&endpoint);
-                }
-            }
         }
         metrics::gauge!(m::IN_FLIGHT).set(f.claims as f64);
         drop(f);
@@ -122,7 +132,7 @@ impl Shared {
         self.lock()
             .leases
             .iter()
-            .map(|(id, (lease, _))| (*id, lease.clone()))
+            .map(|(id, lease)| (*id, lease.clone()))
             .collect()
     }
 }
@@ -257,6 +267,8 @@ impl Work for Deliveries {
         still_running: "attempts still running at shutdown; their leases will expire and another worker retries them",
     };
 
+    const WOKEN_BY_FREED_SLOT: bool = true;
+
     /// While attempts run, waits for a worthwhile batch of free slots: every claim costs a store
     /// round trip (and on SQLite a turn of the one writer) however few it takes.
     fn room(&self) -> Option<(usize, EndpointRoom)> {
@@ -293,6 +305,7 @@ impl Work for Deliveries {
                 shared.throttle.wait(queue.as_ref(), endpoint, rate).await;
             }
             let outcome = attempt::run(&env, &c, Utc::now()).await;
+            shared.attempted(c.delivery.endpoint_id);
             // The recorder only stops after every sender is gone.
             if let Some(outcomes) = outcomes {
                 let _ = outcomes.send((outcome, c.delivery));
@@ -357,7 +370,7 @@ async fn record(
         };
         settled(operational.as_ref(), &batch, &results).await;
         let recorded = batch.drain(..);
-        shared.finish(recorded.map(|(o, d)| (o.delivery_id, o.lease, d.endpoint_id)));
+        shared.finish(recorded.map(|(o, _)| (o.delivery_id, o.lease)));
     }
 }
 
@@ -413,7 +426,7 @@ fn account(outcome: &AttemptOutcome, delivery: &Delivery, result: &Recorded) {
 mod tests {
     use super::*;
 
-    /// Claims held, the leases renewed, and each endpoint's slots taken.
+    /// Places held, the leases renewed, and each endpoint's slots taken.
     fn slots(shared: &Shared) -> (usize, Vec<(DeliveryId, LeaseToken)>, Vec<usize>) {
         let leases = shared.leases();
         let f = shared.lock();
@@ -421,10 +434,11 @@ mod tests {
     }
 
     /// The store was down for longer than a lease: this process claimed a delivery again
-    /// while its earlier attempt's outcome waited to be recorded. Both claims give their slot
-    /// back, in either order, and the newer lease is renewed while it is held.
+    /// while its earlier attempt's outcome waited to be recorded. Both claims give their place
+    /// back, in either order, and the newer lease is renewed while it is held. The endpoint's
+    /// slots free as the attempts end, before their outcomes are recorded.
     #[test]
-    fn a_delivery_claimed_again_before_its_outcome_is_recorded_frees_both_slots() {
+    fn a_delivery_claimed_again_before_its_outcome_is_recorded_frees_both_places() {
         let (id, endpoint) = (DeliveryId::new(), EndpointId::new());
         let (old, new) = (LeaseToken("old".into()), LeaseToken("new".into()));
         for old_first in [true, false] {
@@ -432,16 +446,24 @@ mod tests {
             shared.take(id, old.clone(), endpoint);
             shared.take(id, new.clone(), endpoint);
             assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![2]));
+            shared.attempted(endpoint);
+            assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![1]));
+            shared.attempted(endpoint);
+            assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![]));
             if old_first {
-                shared.finish([(id, old.clone(), endpoint)]);
-                assert_eq!(slots(&shared), (1, vec![(id, new.clone())], vec![1]));
-                shared.finish([(id, new.clone(), endpoint)]);
+                shared.finish([(id, old.clone())]);
+                assert_eq!(slots(&shared), (1, vec![(id, new.clone())], vec![]));
+                shared.finish([(id, new.clone())]);
             } else {
-                shared.finish([(id, new.clone(), endpoint)]);
-                assert_eq!(slots(&shared), (1, vec![], vec![1]));
-                shared.finish([(id, old.clone(), endpoint)]);
+                shared.finish([(id, new.clone())]);
+                assert_eq!(slots(&shared), (1, vec![], vec![]));
+                shared.finish([(id, old.clone())]);
             }
-            assert_eq!(slots(&shared), (0, vec![], vec![]), "no slot is left taken");
+            assert_eq!(
+                slots(&shared),
+                (0, vec![], vec![]),
+                "no place is left taken"
+            );
         }
     }
 }

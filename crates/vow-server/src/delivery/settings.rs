@@ -14,9 +14,9 @@ pub struct DeliverySettings {
     pub schedule: RetrySchedule,
     /// Per-attempt timeout for endpoints without their own.
     pub timeout: Duration,
-    /// Attempts in flight per process.
+    /// Deliveries in flight per process: claimed, until their outcomes are recorded.
     pub max_in_flight: usize,
-    /// Attempts in flight per endpoint.
+    /// Requests in flight per endpoint: an attempt's slot frees as its response is in.
     pub max_per_endpoint: usize,
     /// Deliveries claimed per claim.
     pub claim_batch: usize,

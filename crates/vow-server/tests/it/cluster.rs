@@ -22,27 +22,32 @@ use crate::helpers::eventually;
 use clients::{chain, Answer, Clients, CLIENT_TIMEOUT};
 use private_postgres::PrivatePostgres;
 
-/// The most attempts one process has in flight to one endpoint (`delivery_max_per_endpoint`,
-/// set rather than left to the default so the bound on duplicates below is visible). A
-/// process's slot for an attempt is freed only once its outcome is recorded, so this also
-/// bounds the attempts a process can have made and not yet recorded.
+/// The most attempts one process has in flight to one endpoint (`delivery_max_per_endpoint`).
 const PER_ENDPOINT: usize = 32;
+
+/// The most deliveries one process has claimed and not yet recorded (`delivery_max_in_flight`,
+/// set rather than left to the default so the bound on duplicates below is visible): a claim
+/// keeps its place until its outcome is recorded, so this bounds the attempts a process can
+/// have made and not yet recorded.
+const IN_FLIGHT: usize = 64;
 
 /// Messages the three nodes are sent.
 const MESSAGES: usize = 900;
 
-/// [`CRASH_ENV`] (a five-second delivery lease, one-second retries) with [`PER_ENDPOINT`].
-fn node_env(per_endpoint: &str) -> Vec<(&str, &str)> {
+/// [`CRASH_ENV`] (a five-second delivery lease, one-second retries) with [`PER_ENDPOINT`] and
+/// [`IN_FLIGHT`], given as text.
+fn node_env<'a>(per_endpoint: &'a str, in_flight: &'a str) -> Vec<(&'a str, &'a str)> {
     let mut env = CRASH_ENV.to_vec();
     env.push(("VOW_DELIVERY_MAX_PER_ENDPOINT", per_endpoint));
+    env.push(("VOW_DELIVERY_MAX_IN_FLIGHT", in_flight));
     env
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_share_postgres_and_a_killed_one_loses_nothing() {
     let (_store, url) = vow_store_postgres::testing::fresh_store().await;
-    let per_endpoint = PER_ENDPOINT.to_string();
-    let env = node_env(&per_endpoint);
+    let (per_endpoint, in_flight) = (PER_ENDPOINT.to_string(), IN_FLIGHT.to_string());
+    let env = node_env(&per_endpoint, &in_flight);
     let mut nodes = Vec::new();
     for _ in 0..3 {
         nodes.push(Vow::start(&url, &env).await);
@@ -97,8 +102,8 @@ async fn three_nodes_share_postgres_and_a_killed_one_loses_nothing() {
 
     // Duplicates. The killed node's attempts the receiver answered but that node never recorded
     // are attempted again by a survivor once their lease (5 s) runs out: a message may arrive
-    // twice, and only one whose attempt was in flight on the killed node. Those held its slots
-    // for the one endpoint, so there are at most PER_ENDPOINT of them. (A sender the receiver
+    // twice, and only one whose attempt was made by the killed node and not yet recorded. Those
+    // held their places in it, so there are at most IN_FLIGHT of them. (A sender the receiver
     // could not name is a process already gone when its connection was accepted: the killed one.)
     let mut senders: HashMap<&str, Vec<Option<u32>>> = HashMap::new();
     for a in &ledger {
@@ -113,7 +118,7 @@ async fn three_nodes_share_postgres_and_a_killed_one_loses_nothing() {
         );
     }
     assert!(
-        twice.len() <= PER_ENDPOINT,
+        twice.len() <= IN_FLIGHT,
         "{} duplicates, more than the killed node could have had in flight",
         twice.len()
     );
@@ -200,8 +205,8 @@ async fn a_postgres_restart_mid_load_answers_503_then_recovers_with_nothing_lost
     };
     pg.start().await;
     let (receiver, hook) = Receiver::start().await;
-    let per_endpoint = PER_ENDPOINT.to_string();
-    let vow = Vow::start(&pg.url(), &node_env(&per_endpoint)).await;
+    let (per_endpoint, in_flight) = (PER_ENDPOINT.to_string(), IN_FLIGHT.to_string());
+    let vow = Vow::start(&pg.url(), &node_env(&per_endpoint, &in_flight)).await;
     let app = setup_app(&vow.base, &hook).await;
     let clients = Clients::start(&vow.base, &app, CLIENTS);
     let before = || receiver.distinct() >= 30;
@@ -313,8 +318,8 @@ async fn a_postgres_restart_mid_load_answers_503_then_recovers_with_nothing_lost
     // Duplicates: an attempt the receiver answered just before PostgreSQL stopped, whose
     // outcome could not be recorded while it was down and whose lease ran out meanwhile, is
     // claimed (by this same process) and attempted again after the restart; its first outcome
-    // is then refused as a lost lease. Such attempts hold the process's slots for the endpoint
-    // until recorded, so at most PER_ENDPOINT messages arrive twice, and none more often.
+    // is then refused as a lost lease. Such attempts hold their places in the process until
+    // recorded, so at most IN_FLIGHT messages arrive twice, and none more often.
     let mut arrivals: HashMap<String, usize> = HashMap::new();
     for a in receiver.ledger() {
         *arrivals.entry(a.id).or_default() += 1;
@@ -323,7 +328,7 @@ async fn a_postgres_restart_mid_load_answers_503_then_recovers_with_nothing_lost
     assert!(most <= 2, "a message arrived {most} times");
     let duplicates = receiver.duplicates();
     assert!(
-        usize::try_from(duplicates).unwrap() <= PER_ENDPOINT,
+        usize::try_from(duplicates).unwrap() <= IN_FLIGHT,
         "{duplicates} duplicates"
     );
     let mut latencies: Vec<Duration> = outage.iter().map(|a| a.took).collect();
