@@ -6,12 +6,12 @@
 //! own task. A claim that filled its limit is followed by another at once; otherwise the loop
 //! idles until it is woken, a slot frees, or the next item is due (at most the poll interval:
 //! another process's work only shows up by polling); where a freed slot wakes the loop, only a
-//! claim that found nothing asks the store when the next item is due. A failing claim is retried with
-//! [`Backoff`]. Beside the loop a heartbeat renews the leases of running items every third of
-//! the lease, so a slow item is not taken over while a crashed process's leases run out. On
-//! shutdown the loop stops claiming, lets running items finish (bounded by the item timeout plus
-//! five seconds, then aborts them: their leases run out and another worker retries them), lets
-//! the work settle (e.g. record what finished), and only then stops the heartbeat.
+//! claim that found nothing asks the store when the next item is due. A failing claim is
+//! retried with [`Backoff`]. Beside the loop a heartbeat renews the leases of running items
+//! every third of the lease, so a slow item is not taken over while a crashed process's leases
+//! run out. On shutdown the loop stops claiming, lets running items finish (bounded by the item
+//! timeout plus five seconds, then aborts them: their leases run out and another worker retries
+//! them), lets the work settle (e.g. record what finished), and only then stops the heartbeat.
 //!
 //! # Layout
 //! - [`backoff`]: the pause between retries of a failing store call.

@@ -10,9 +10,9 @@
 //! a delivery no longer exists and is simply left out of the answer.
 //!
 //! The statements that find rows of `deliveries` or `messages` by id (the claim, lease
-//! renewal) are not prepared once per connection but planned
-//! for each call ([`sqlx::query::Query::persistent`]`(false)`), with its arrays and the tables'
-//! sizes as they are now. A plan cached while a table was small joins it by a sequential scan,
+//! renewal) are not prepared once per connection but planned for each call
+//! ([`sqlx::query::Query::persistent`]`(false)`), with its arrays and the tables' sizes as they
+//! are now. A plan cached while a table was small joins it by a sequential scan,
 //! and keeps doing so as it grows, until autovacuum's next analyze: measured, a claim and a
 //! record each scanned all 19,941 rows of `deliveries` to update 15, so deliveries slowed
 //! down as the table grew.
