@@ -10,6 +10,7 @@ mod portal;
 mod quarantine;
 mod replay;
 
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -20,7 +21,8 @@ use serde_json::{json, Value};
 use crate::child::Vow;
 use crate::helpers::TOKEN;
 
-/// A headless Chromium session; chromedriver is killed when dropped.
+/// A headless Chromium session. chromedriver runs in a process group of its own, with the
+/// browser it starts; the whole group is killed when dropped, so no browser outlives its test.
 pub struct Browser {
     pub client: Client,
     driver: Child,
@@ -37,6 +39,8 @@ impl Browser {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // Its own group (id = its pid), which the browser it starts joins.
+            .process_group(0)
             .spawn()
             .expect("chromedriver runs (apt-get install chromium chromium-driver; .ci/run does)");
         let mut caps = serde_json::Map::new();
@@ -146,6 +150,9 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // SIGKILL to chromedriver alone would orphan the browser and its renderers.
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
