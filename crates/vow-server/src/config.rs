@@ -463,6 +463,14 @@ impl Config {
             timeout: std::time::Duration::from_millis(self.delivery_timeout_ms.into()),
             max_in_flight: self.delivery_max_in_flight,
             max_per_endpoint: self.delivery_max_per_endpoint,
+            // A claim from PostgreSQL is a network round trip and a commit, during which an
+            // endpoint's slots would idle; one from SQLite is cheap, and a larger one holds
+            // the single writer longer (claiming ahead raised SQLite's ack p99 under load:
+            // BENCHMARKS.md).
+            claim_ahead: match self.database()? {
+                Database::Postgres(_) => 2,
+                Database::Sqlite(_) => 1,
+            },
             disable_after: self.disable_after_dead_letters,
             lease: std::time::Duration::from_secs(self.delivery_lease_seconds.into()),
             ..Default::default()

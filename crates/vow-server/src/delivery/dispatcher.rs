@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use vow_core::{DeliveryId, EndpointId};
@@ -38,19 +38,23 @@ pub struct Dispatcher {
 type Finished = (AttemptOutcome, Delivery);
 
 /// What the claim loop, the attempt tasks, the heartbeat and the recorder share.
-#[derive(Default)]
 struct Shared {
+    /// Requests in flight per endpoint at most (`max_per_endpoint`).
+    slots_per_endpoint: usize,
+    /// Claims an endpoint may hold: `claim_ahead` times its slots.
+    claims_per_endpoint: usize,
     in_flight: Mutex<InFlight>,
     /// Signalled when an in-flight slot frees up.
     freed: Notify,
     throttle: Throttle,
 }
 
-/// Claims not yet recorded (how many, and the lease each delivery is held under) and the
-/// attempts each endpoint has running. A claim only hands an endpoint the room it has left, so
-/// this is what bounds each endpoint's concurrency: an endpoint's slot is a request to it, and
-/// frees as its response is in, while the claim's place among `max_in_flight` is held until
-/// its outcome is written (the lease keeps the delivery from being claimed again until then).
+/// Claims not yet recorded (how many, and the lease each delivery is held under) and each
+/// endpoint's claims not yet attempted. A claim only hands an endpoint the room it has left
+/// (`claim_ahead` times its slots), and an attempt waits for one of its endpoint's slots, so
+/// each endpoint's concurrency is bounded: a slot is a request to it, and frees as its response
+/// is in, while the claim's place among `max_in_flight` is held until its outcome is written
+/// (the lease keeps the delivery from being claimed again until then).
 ///
 /// A delivery can be claimed again by this process while the outcome of its earlier attempt
 /// still waits to be recorded: when that lease ran out first (the store was unreachable for
@@ -61,10 +65,27 @@ struct Shared {
 struct InFlight {
     claims: usize,
     leases: HashMap<DeliveryId, LeaseToken>,
-    per_endpoint: HashMap<EndpointId, usize>,
+    per_endpoint: HashMap<EndpointId, EndpointWork>,
+}
+
+/// An endpoint's claims not yet attempted to the end, and its request slots; forgotten when it
+/// has none left, so no task still waits for those slots.
+struct EndpointWork {
+    claimed: usize,
+    slots: Arc<Semaphore>,
 }
 
 impl Shared {
+    fn new(settings: &DeliverySettings) -> Self {
+        Self {
+            slots_per_endpoint: settings.max_per_endpoint,
+            claims_per_endpoint: settings.max_per_endpoint * settings.claim_ahead.max(1),
+            in_flight: Mutex::default(),
+            freed: Notify::new(),
+            throttle: Throttle::default(),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, InFlight> {
         lock(&self.in_flight)
     }
@@ -73,38 +94,48 @@ impl Shared {
     fn capacity(&self, settings: &DeliverySettings) -> (usize, EndpointRoom) {
         let f = self.lock();
         let free = settings.max_in_flight.saturating_sub(f.claims);
+        let most = self.claims_per_endpoint;
         let room = EndpointRoom {
-            default: settings.max_per_endpoint,
+            default: most,
             except: f
                 .per_endpoint
                 .iter()
-                .map(|(ep, n)| (*ep, settings.max_per_endpoint.saturating_sub(*n)))
+                .map(|(ep, w)| (*ep, most.saturating_sub(w.claimed)))
                 .collect(),
         };
         (free, room)
     }
 
-    /// Registers a claimed delivery.
-    fn start(&self, c: &ClaimedDelivery) {
-        self.take(c.delivery.id, c.lease.clone(), c.delivery.endpoint_id);
+    /// Registers a claimed delivery; the slots of its endpoint, which its attempt waits for.
+    fn start(&self, c: &ClaimedDelivery) -> Arc<Semaphore> {
+        self.take(c.delivery.id, c.lease.clone(), c.delivery.endpoint_id)
     }
 
-    /// Takes a place and a slot of `endpoint` for the claim of `id` under `lease`.
-    fn take(&self, id: DeliveryId, lease: LeaseToken, endpoint: EndpointId) {
+    /// Takes a place and a share of `endpoint`'s room for the claim of `id` under `lease`;
+    /// the endpoint's slots.
+    fn take(&self, id: DeliveryId, lease: LeaseToken, endpoint: EndpointId) -> Arc<Semaphore> {
         let mut f = self.lock();
         f.claims += 1;
         f.leases.insert(id, lease);
-        *f.per_endpoint.entry(endpoint).or_default() += 1;
         metrics::gauge!(m::IN_FLIGHT).set(f.claims as f64);
+        let work = f
+            .per_endpoint
+            .entry(endpoint)
+            .or_insert_with(|| EndpointWork {
+                claimed: 0,
+                slots: Arc::new(Semaphore::new(self.slots_per_endpoint)),
+            });
+        work.claimed += 1;
+        work.slots.clone()
     }
 
-    /// Frees the slot of `endpoint` whose attempt has its response (or gave up), and wakes the
-    /// claim loop.
+    /// Gives back the share of `endpoint`'s room of a claim whose attempt has its response (or
+    /// gave up; its slot is already free), and wakes the claim loop.
     fn attempted(&self, endpoint: EndpointId) {
         let mut f = self.lock();
-        if let Some(n) = f.per_endpoint.get_mut(&endpoint) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
+        if let Some(w) = f.per_endpoint.get_mut(&endpoint) {
+            w.claimed = w.claimed.saturating_sub(1);
+            if w.claimed == 0 {
                 f.per_endpoint.remove(&endpoint);
             }
         }
@@ -180,7 +211,7 @@ impl Dispatcher {
     /// Runs until `shutdown`, then lets running attempts finish (bounded by the attempt
     /// timeout) and records their outcomes.
     pub async fn run(self, shutdown: CancellationToken) {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::new(&self.settings));
         let (outcomes, rx) = mpsc::unbounded_channel();
         let recorder = tokio::spawn(record(
             self.queue.clone(),
@@ -295,16 +326,20 @@ impl Work for Deliveries {
     }
 
     fn start(self: &Arc<Self>, c: ClaimedDelivery) -> impl Future<Output = ()> + Send + 'static {
-        self.shared.start(&c);
+        let slots = self.shared.start(&c);
         let (env, shared) = (self.dispatcher.env.clone(), self.shared.clone());
         let queue = self.dispatcher.queue.clone();
         let outcomes = lock(&self.outcomes).clone();
         async move {
-            if let Some(rate) = c.endpoint.throttle_rate {
-                let endpoint = c.delivery.endpoint_id;
-                shared.throttle.wait(queue.as_ref(), endpoint, rate).await;
-            }
-            let outcome = attempt::run(&env, &c, Utc::now()).await;
+            let outcome = {
+                // Claims run ahead of the endpoint's slots; the semaphore is never closed.
+                let _slot = slots.acquire().await;
+                if let Some(rate) = c.endpoint.throttle_rate {
+                    let endpoint = c.delivery.endpoint_id;
+                    shared.throttle.wait(queue.as_ref(), endpoint, rate).await;
+                }
+                attempt::run(&env, &c, Utc::now()).await
+            };
             shared.attempted(c.delivery.endpoint_id);
             // The recorder only stops after every sender is gone.
             if let Some(outcomes) = outcomes {
@@ -426,25 +461,54 @@ fn account(outcome: &AttemptOutcome, delivery: &Delivery, result: &Recorded) {
 mod tests {
     use super::*;
 
-    /// Places held, the leases renewed, and each endpoint's slots taken.
+    /// Places held, the leases renewed, and each endpoint's claims not yet attempted.
     fn slots(shared: &Shared) -> (usize, Vec<(DeliveryId, LeaseToken)>, Vec<usize>) {
         let leases = shared.leases();
         let f = shared.lock();
-        (f.claims, leases, f.per_endpoint.values().copied().collect())
+        let claimed = f.per_endpoint.values().map(|w| w.claimed).collect();
+        (f.claims, leases, claimed)
+    }
+
+    /// An endpoint may hold `claim_ahead` times its slots claimed, and its room shrinks by
+    /// each claim; only its slots' worth of attempts get a slot, the next waits for one to free.
+    #[test]
+    fn claims_run_ahead_of_an_endpoints_slots_but_requests_do_not() {
+        let settings = DeliverySettings {
+            max_per_endpoint: 2,
+            claim_ahead: 2,
+            ..DeliverySettings::default()
+        };
+        let shared = Shared::new(&settings);
+        let endpoint = EndpointId::new();
+        let lease = LeaseToken("lease".into());
+        let slots: Vec<_> = (0..3)
+            .map(|_| shared.take(DeliveryId::new(), lease.clone(), endpoint))
+            .collect();
+        let (_, room) = shared.capacity(&settings);
+        assert_eq!(room.default, 4);
+        assert_eq!(room.except, HashMap::from([(endpoint, 4 - 3)]));
+        let first = slots[0].try_acquire().expect("a slot for the first");
+        let _second = slots[1].try_acquire().expect("a slot for the second");
+        assert!(slots[2].try_acquire().is_err(), "the third waits");
+        drop(first);
+        assert!(
+            slots[2].try_acquire().is_ok(),
+            "a freed slot goes to the third"
+        );
     }
 
     /// The store was down for longer than a lease: this process claimed a delivery again
     /// while its earlier attempt's outcome waited to be recorded. Both claims give their place
     /// back, in either order, and the newer lease is renewed while it is held. The endpoint's
-    /// slots free as the attempts end, before their outcomes are recorded.
+    /// room is given back as the attempts end, before their outcomes are recorded.
     #[test]
     fn a_delivery_claimed_again_before_its_outcome_is_recorded_frees_both_places() {
         let (id, endpoint) = (DeliveryId::new(), EndpointId::new());
         let (old, new) = (LeaseToken("old".into()), LeaseToken("new".into()));
         for old_first in [true, false] {
-            let shared = Shared::default();
-            shared.take(id, old.clone(), endpoint);
-            shared.take(id, new.clone(), endpoint);
+            let shared = Shared::new(&DeliverySettings::default());
+            let _ = shared.take(id, old.clone(), endpoint);
+            let _ = shared.take(id, new.clone(), endpoint);
             assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![2]));
             shared.attempted(endpoint);
             assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![1]));

@@ -18,6 +18,10 @@ pub struct DeliverySettings {
     pub max_in_flight: usize,
     /// Requests in flight per endpoint: an attempt's slot frees as its response is in.
     pub max_per_endpoint: usize,
+    /// Deliveries an endpoint may hold claimed, in multiples of `max_per_endpoint`: the ones
+    /// beyond its slots wait in this process for a slot, so its next requests need not wait for
+    /// a claim's round trip.
+    pub claim_ahead: usize,
     /// Deliveries claimed per claim.
     pub claim_batch: usize,
     /// Lease length; renewed every third of it while an attempt runs.
@@ -35,6 +39,7 @@ impl Default for DeliverySettings {
             timeout: Duration::from_secs(10),
             max_in_flight: 256,
             max_per_endpoint: 32,
+            claim_ahead: 1,
             claim_batch: 256,
             lease: Duration::from_secs(30),
             disable_after: 3,
