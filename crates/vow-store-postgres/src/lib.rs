@@ -98,6 +98,8 @@ pub struct PgStore {
     notifier: listen::WorkNotifier,
     intake: std::sync::Arc<intake::Intake>,
     group_commit: group_commit::GroupCommit,
+    /// Where this process's delivery claims start walking each endpoint's pending rows.
+    claim_floors: std::sync::Arc<queue::floors::ClaimFloors>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -145,6 +147,7 @@ impl PgStore {
             max_connections,
             notifier: listen::WorkNotifier::spawn(pool.clone()),
             group_commit: group_commit::GroupCommit::spawn(pool.clone(), intake.clone()),
+            claim_floors: std::sync::Arc::default(),
             intake,
             pool,
         };

@@ -30,9 +30,11 @@ pub struct ClaimRequest {
     /// The lease lasts until `now + lease`.
     pub lease: chrono::Duration,
     /// At most this many, endpoint by endpoint: the endpoint whose earliest due delivery has
-    /// waited longest first, each endpoint's earliest due deliveries up to its room (a store may
-    /// take expired leases, which are overdue, first). A claim that returns fewer left nothing
-    /// claimable behind.
+    /// waited longest first, each endpoint's earliest due deliveries up to its room. A claim
+    /// that returns fewer left nothing claimable behind, with one bounded exception: a store may
+    /// pass over, for up to a second of claim time, a delivery whose lease expired (or that
+    /// committed late) below the earliest one it last claimed of that endpoint (PostgreSQL
+    /// does, so its claims need not walk the index entries of delivered rows).
     pub limit: usize,
     /// At most this many per endpoint (what each endpoint has room for in this process).
     pub room: EndpointRoom,

@@ -33,15 +33,20 @@ use crate::delivery::COLUMNS;
 use crate::error::db_error;
 use crate::PgStore;
 
+use super::floors::ClaimFloors;
+
 /// `endpoints_with_work (ep)`: every endpoint with pending rows, by a loose scan of the index on
 /// pending rows' `(endpoint_id, next_attempt_at)`: one seek per endpoint (the last row is NULL).
+/// It scans backwards, so each seek lands on an endpoint's latest due rows, which are live,
+/// not on the entries of rows delivered since the last vacuum, which sit at the front of its
+/// range (see [`super::floors`]).
 pub(crate) const ENDPOINTS_WITH_WORK: &str = "endpoints_with_work (ep) AS (
         (SELECT endpoint_id FROM deliveries WHERE status = 'pending'
-         ORDER BY endpoint_id LIMIT 1)
+         ORDER BY endpoint_id DESC, next_attempt_at DESC LIMIT 1)
       UNION ALL
         SELECT (SELECT d.endpoint_id FROM deliveries d
-                WHERE d.status = 'pending' AND d.endpoint_id > w.ep
-                ORDER BY d.endpoint_id LIMIT 1)
+                WHERE d.status = 'pending' AND d.endpoint_id < w.ep
+                ORDER BY d.endpoint_id DESC, d.next_attempt_at DESC LIMIT 1)
         FROM endpoints_with_work w WHERE w.ep IS NOT NULL)";
 
 /// A claimed delivery as the claim returns it: [`Delivery::COLUMNS`] (`RETURNING` of the
@@ -77,10 +82,17 @@ struct MessagePart {
     traceparent: Option<String>,
 }
 
-pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
+/// Claims as [`ClaimRequest`] asks, walking each endpoint from its floor in `floors`, which it
+/// raises by what it took.
+pub(crate) async fn claim(
+    pool: &PgPool,
+    floors: &ClaimFloors,
+    req: &ClaimRequest,
+) -> StoreResult<Vec<ClaimedDelivery>> {
     if req.limit == 0 {
         return Ok(Vec::new());
     }
+    let walked = floors.for_claim(req.now);
     let lease = LeaseToken::fresh();
     let lease_until = lease_until(req.now, req.lease);
     let (except, except_room): (Vec<String>, Vec<i64>) = req
@@ -90,21 +102,26 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
         .map(|(ep, n)| (ep.to_string(), convert::bigint_param(*n)))
         .unzip();
 
-    // The due rows whose lease expired first (overdue), then the due endpoints, longest waiting
-    // first, each with its earliest due rows up to its room. The nested loop runs in that order
-    // and stops at `limit`, so no more rows are read and locked than are taken (plus one
-    // endpoint's). `claimed_id`, not `id`, so RETURNING's bare column names can only mean
-    // `deliveries`. The claimed rows are joined to their messages and endpoints in the same
-    // statement: one round trip per claim.
+    // The due endpoints, longest waiting first, each with its earliest due rows from its floor
+    // up to its room. The nested loop runs in that order and stops at `limit`, so no more rows
+    // are read and locked than are taken (plus one endpoint's). `claimed_id`, not `id`, so
+    // RETURNING's bare column names can only mean `deliveries`. The claimed rows are joined to
+    // their messages and endpoints in the same statement: one round trip per claim.
     let mut rows = sqlx::query(&format!(
         "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
          room AS (
-             SELECT w.ep, COALESCE(x.n, $4) AS n, h.head
+             SELECT w.ep, COALESCE(x.n, $4) AS n, f.floor, h.head
              FROM endpoints_with_work w
              LEFT JOIN UNNEST($5::text[], $6::bigint[]) AS x (ep, n) ON x.ep = w.ep
              CROSS JOIN LATERAL (
+                 SELECT COALESCE(
+                     (SELECT at FROM UNNEST($8::text[], $9::timestamptz[]) AS f (ep, at)
+                      WHERE f.ep = w.ep),
+                     '-infinity') AS floor) f
+             CROSS JOIN LATERAL (
                  SELECT next_attempt_at AS head FROM deliveries
                  WHERE status = 'pending' AND endpoint_id = w.ep
+                   AND next_attempt_at >= f.floor
                    AND (lease_until IS NULL OR lease_until <= $1)
                  ORDER BY next_attempt_at LIMIT 1) h
              WHERE w.ep IS NOT NULL AND h.head <= $1
@@ -112,7 +129,8 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
          c AS (
              SELECT p.claimed_id FROM room CROSS JOIN LATERAL (
                  SELECT id AS claimed_id FROM deliveries
-                 WHERE status = 'pending' AND endpoint_id = room.ep AND next_attempt_at <= $1
+                 WHERE status = 'pending' AND endpoint_id = room.ep
+                   AND next_attempt_at >= room.floor AND next_attempt_at <= $1
                    AND (lease_until IS NULL OR lease_until <= $1)
                  ORDER BY next_attempt_at
                  LIMIT LEAST(room.n, $2)
@@ -155,6 +173,8 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
     .bind(&except)
     .bind(&except_room)
     .bind(lease_until)
+    .bind(&walked.endpoints)
+    .bind(&walked.at)
     .try_map(claimed_row)
     .fetch_all(pool)
     .await
@@ -162,6 +182,10 @@ pub(crate) async fn claim(pool: &PgPool, req: &ClaimRequest) -> StoreResult<Vec<
     // No order comes back; hand them out earliest due first, as they were picked. A delivery
     // whose message or endpoint was deleted since is not among them: it went with it.
     rows.sort_by_key(|(d, _, _)| (d.next_attempt_at, d.id));
+    let taken = rows
+        .iter()
+        .map(|(d, _, _)| (d.endpoint_id, d.next_attempt_at));
+    floors.raise(req.now, &walked, taken);
     Ok(rows
         .into_iter()
         .map(|(delivery, message, endpoint)| ClaimedDelivery {
@@ -242,7 +266,7 @@ pub(crate) async fn next_due(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>
 #[async_trait]
 impl DeliveryClaims for PgStore {
     async fn claim_deliveries(&self, req: &ClaimRequest) -> StoreResult<Vec<ClaimedDelivery>> {
-        claim(&self.pool, req).await
+        claim(&self.pool, &self.claim_floors, req).await
     }
 
     async fn renew_leases(

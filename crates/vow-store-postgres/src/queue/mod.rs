@@ -12,6 +12,7 @@
 //!
 //! # Layout
 //! - `claim`: claiming, lease renewal and `next_due`.
+//! - `floors`: where a claim's walk over an endpoint's pending rows starts.
 //! - `pace`: the send slots of throttled endpoints, shared by every process.
 //! - `activity`: the delivery activity per minute that recording adds to (the Overview's).
 //! - `record`: recording outcomes, dead-letter counting and auto-disabling.
@@ -24,6 +25,7 @@ pub(crate) mod activity;
 mod attempt;
 mod attempted;
 pub(crate) mod claim;
+pub(crate) mod floors;
 pub(crate) mod operator;
 mod pace;
 mod record;

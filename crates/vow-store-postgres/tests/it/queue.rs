@@ -350,3 +350,71 @@ async fn a_stale_owner_cannot_record_after_a_takeover() {
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].attempt.response_status, Some(503));
 }
+
+/// A claim walks an endpoint from below the earliest row it claimed there before, so a lease
+/// that expires further down is passed over, but only until that floor's lifetime (one second of
+/// claim time) ends; then the endpoint is walked from the front and the row is claimed.
+#[tokio::test]
+async fn a_lease_that_expires_below_a_claims_floor_is_claimed_within_a_second() {
+    let (store, url) = fresh_store().await;
+    let (_, ep) = with_deliveries(&store, 3).await;
+    let t = now();
+    let mut conn = crate::support::raw(&url).await;
+    // Due ten, five and four seconds ago: further apart than the floor's slack.
+    sqlx::query(
+        "UPDATE deliveries d SET next_attempt_at = $1 - make_interval(secs => s.secs)
+         FROM (SELECT id, (ARRAY[10, 5, 4])[row_number() OVER (ORDER BY id)] AS secs
+               FROM deliveries WHERE endpoint_id = $2) s
+         WHERE d.id = s.id",
+    )
+    .bind(t)
+    .bind(ep.to_string())
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    // The first claim's lease runs out after 200 ms, the others' after 30 s.
+    let claim = |at: DateTime<Utc>, lease_ms: i64| ClaimRequest {
+        lease: Duration::milliseconds(lease_ms),
+        ..claim_at(at, 1)
+    };
+    let due = |c: &[ClaimedDelivery]| -> Vec<i64> {
+        c.iter()
+            .map(|c| (t - c.delivery.next_attempt_at).num_seconds())
+            .collect()
+    };
+    let ms = Duration::milliseconds;
+
+    let first = store.claim_deliveries(&claim(t, 200)).await.unwrap();
+    assert_eq!(due(&first), [10]);
+    let second = store
+        .claim_deliveries(&claim(t + ms(100), 30_000))
+        .await
+        .unwrap();
+    assert_eq!(due(&second), [5]);
+    // The first lease has expired, but its row lies below the floor the second claim set.
+    let third = store
+        .claim_deliveries(&claim(t + ms(500), 30_000))
+        .await
+        .unwrap();
+    assert_eq!(due(&third), [4]);
+    let fourth = store
+        .claim_deliveries(&claim(t + ms(600), 30_000))
+        .await
+        .unwrap();
+    assert!(fourth.is_empty(), "every row above the floor is leased");
+    // Another process has no floors: it walks from the front and finds the row.
+    let other = PgStore::connect(&url, 2).await.unwrap();
+    let from_front = other
+        .claim_deliveries(&claim(t + ms(600), 200))
+        .await
+        .unwrap();
+    assert_eq!(from_front[0].delivery.id, first[0].delivery.id);
+    // The first process's floor was set by its walk from the front at `t`; a second later it
+    // is gone, and that process claims the row again once the other's lease ran out.
+    let again = store
+        .claim_deliveries(&claim(t + Duration::seconds(1), 30_000))
+        .await
+        .unwrap();
+    assert_eq!(due(&again), [10]);
+    assert_eq!(again[0].delivery.id, first[0].delivery.id);
+}
