@@ -1,17 +1,22 @@
 //! The delivery worker of one process: deliveries as [`worker`] work (the claim loop, heartbeat
 //! and shutdown drain are the generic ones), with its in-flight bookkeeping and recorder.
+//!
+//! An endpoint may hold more claims than request slots (`DeliverySettings::claim_ahead`): the
+//! claims beyond them wait in the process for a slot. At shutdown those still waiting are not
+//! attempted: they give their leases back ([`given_back`]), so another process takes them at
+//! once and the shutdown waits only for the requests already running.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use vow_core::{DeliveryId, EndpointId};
 use vow_store::queue::{
-    AttemptOutcome, ClaimRequest, ClaimedDelivery, EndpointRoom, LeaseToken, Recorded,
+    AttemptOutcome, ClaimRequest, ClaimedDelivery, EndpointRoom, LeaseToken, NextState, Recorded,
 };
 use vow_store::{Delivery, DeliveryQueue, StoreResult};
 
@@ -224,6 +229,7 @@ impl Dispatcher {
         let work = Arc::new(Deliveries {
             dispatcher: self,
             shared,
+            stopping: shutdown.clone(),
             outcomes: Mutex::new(Some(outcomes)),
             recorder: Mutex::new(Some(recorder)),
         });
@@ -280,6 +286,8 @@ impl Dispatcher {
 struct Deliveries {
     dispatcher: Dispatcher,
     shared: Arc<Shared>,
+    /// Cancelled at shutdown: a claim still waiting for its endpoint's slot gives its lease back.
+    stopping: CancellationToken,
     /// The recorder's input; closed when the run settles, so the recorder finishes.
     outcomes: Mutex<Option<mpsc::UnboundedSender<Finished>>>,
     recorder: Mutex<Option<JoinHandle<()>>>,
@@ -330,15 +338,23 @@ impl Work for Deliveries {
         let (env, shared) = (self.dispatcher.env.clone(), self.shared.clone());
         let queue = self.dispatcher.queue.clone();
         let outcomes = lock(&self.outcomes).clone();
+        let stopping = self.stopping.clone();
         async move {
-            let outcome = {
-                // Claims run ahead of the endpoint's slots; the semaphore is never closed.
-                let _slot = slots.acquire().await;
-                if let Some(rate) = c.endpoint.throttle_rate {
-                    let endpoint = c.delivery.endpoint_id;
-                    shared.throttle.wait(queue.as_ref(), endpoint, rate).await;
+            // Claims run ahead of the endpoint's slots; the semaphore is never closed.
+            let slot = tokio::select! {
+                biased;
+                _ = stopping.cancelled() => None,
+                slot = slots.acquire() => slot.ok(),
+            };
+            let outcome = match slot {
+                None => given_back(&c),
+                Some(_slot) => {
+                    if let Some(rate) = c.endpoint.throttle_rate {
+                        let endpoint = c.delivery.endpoint_id;
+                        shared.throttle.wait(queue.as_ref(), endpoint, rate).await;
+                    }
+                    attempt::run(&env, &c, Utc::now()).await
                 }
-                attempt::run(&env, &c, Utc::now()).await
             };
             shared.attempted(c.delivery.endpoint_id);
             // The recorder only stops after every sender is gone.
@@ -378,6 +394,22 @@ impl Work for Deliveries {
         if let Some(recorder) = recorder {
             let _ = recorder.await;
         }
+    }
+}
+
+/// What a claim not attempted at shutdown records: its lease given back, its due time and
+/// counts as they were, no attempt (so another process can take it at once, not once the lease
+/// has run out).
+fn given_back(c: &ClaimedDelivery) -> AttemptOutcome {
+    AttemptOutcome {
+        delivery_id: c.delivery.id,
+        lease: c.lease.clone(),
+        attempt: None,
+        next: NextState::RetryAt {
+            at: c.delivery.next_attempt_at,
+            client_errors: c.delivery.client_errors,
+        },
+        now: Utc::now().trunc_subsecs(6),
     }
 }
 
@@ -422,7 +454,6 @@ async fn settled(operational: Option<&Operational>, finished: &[Finished], resul
 
 /// Logs a recorded outcome and counts and times it in the metrics.
 fn account(outcome: &AttemptOutcome, delivery: &Delivery, result: &Recorded) {
-    use vow_store::queue::NextState;
     let kind = outcome.next.kind();
     match (result, &outcome.next) {
         (Recorded::LeaseLost, _) => {

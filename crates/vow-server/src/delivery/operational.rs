@@ -132,7 +132,7 @@ impl Operational {
                 d["reason"] = json!(reason);
                 self.emit("message.attempt.exhausted", d).await;
             }
-            NextState::RetryAt { .. } if attempt == FAILING_AFTER => {
+            NextState::RetryAt { .. } if outcome.attempt.is_some() && attempt == FAILING_AFTER => {
                 self.emit("message.attempt.failing", data.clone()).await;
             }
             NextState::Delivered if attempt > FAILING_AFTER => {

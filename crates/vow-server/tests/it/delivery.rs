@@ -4,14 +4,18 @@
 
 use std::str::FromStr;
 
-use chrono::{Duration, Utc};
+use chrono::{Duration, SubsecRound, Utc};
 use serde_json::json;
 use vow_core::{AppId, MessageId};
-use vow_store::queue::{AttemptFilter, NewAttempt};
+use vow_store::queue::{AttemptFilter, ClaimRequest, EndpointRoom, NewAttempt};
 use vow_store::{DeliveryStatus, MessageKey, Order, Seek};
 
-use crate::helpers::{delivery_config, TestApp};
+use crate::helpers::{delivery_config, eventually, Backend, TestApp};
 use crate::receiver::{seed_sha256_ok, standard_signature_ok, Receiver};
+
+/// How often and how long tests here poll for what they wait on.
+const TICK: std::time::Duration = std::time::Duration::from_millis(50);
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 pub(crate) struct Setup {
     pub(crate) app_id: String,
@@ -360,7 +364,82 @@ async fn operational_webhooks_report_exhaustion_and_a_disabled_endpoint(app: Tes
     assert_eq!(types, ["endpoint.disabled", "message.attempt.exhausted"]);
 }
 
+/// At shutdown a delivery claimed ahead of its endpoint's one slot (PostgreSQL claims twice an
+/// endpoint's slots) is given back unattempted: once the running attempt is recorded it can be
+/// claimed at once, no attempt made, rather than being attempted past the shutdown or waiting for
+/// its lease to run out. On SQLite, which claims only the slots, it is never claimed: the same
+/// holds.
+async fn at_shutdown_a_claim_waiting_for_its_slot_gives_its_lease_back(app: TestApp) {
+    let backend = app.backend;
+    let mut config = delivery_config("1h", &[]);
+    config.delivery_max_per_endpoint = 1;
+    let app = TestApp::spawn_with(backend, config).await;
+    let receiver = Receiver::start(&[]).await;
+    // Past the attempt timeout (1 s): the first attempt holds the slot until it times out.
+    receiver.answer_after(std::time::Duration::from_millis(1500));
+    let s = setup(&app, &receiver.url, json!({})).await;
+    let event = r#"{"eventType":"a.b","payload":{}}"#;
+    let msgs = [
+        send(&app, &s.app_id, event).await,
+        send(&app, &s.app_id, event).await,
+    ];
+    let running = receiver.wait_for(1).await[0]
+        .header("webhook-id")
+        .to_string();
+    let waiting = msgs.iter().find(|m| **m != running).unwrap().clone();
+    let (store, queue) = (app.store.clone(), app.queue.clone());
+    if matches!(backend, Backend::Postgres) {
+        // Both are leased: nothing falls due before a lease runs out.
+        eventually("both deliveries claimed", TICK, LIMIT, || async {
+            let due = queue.next_due().await.unwrap()?;
+            (due > Utc::now() + Duration::seconds(10)).then_some(())
+        })
+        .await;
+    }
+    drop(app);
+
+    let app_id = AppId::from_str(&s.app_id).unwrap();
+    let attempts = |msg: String| {
+        let store = store.clone();
+        async move {
+            let msg = MessageId::from_str(&msg).unwrap();
+            store.list_deliveries(app_id, msg).await.unwrap()[0].attempts
+        }
+    };
+    eventually("the running attempt recorded", TICK, LIMIT, || async {
+        (attempts(running.clone()).await == 1).then_some(())
+    })
+    .await;
+    let now = Utc::now().trunc_subsecs(6);
+    let claimed = queue
+        .claim_deliveries(&ClaimRequest {
+            now,
+            lease: Duration::seconds(30),
+            limit: 10,
+            room: EndpointRoom::unlimited(),
+        })
+        .await
+        .unwrap();
+    let ids: Vec<String> = claimed
+        .iter()
+        .map(|c| c.delivery.msg_id.to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [waiting.as_str()],
+        "only the waiting one is claimable now"
+    );
+    assert_eq!(claimed[0].delivery.attempts, 0);
+    assert_eq!(attempts(waiting).await, 0);
+    assert_eq!(
+        receiver.received().len(),
+        1,
+        "the waiting one was never sent"
+    );
+}
+
 on_both_stores!(
+    at_shutdown_a_claim_waiting_for_its_slot_gives_its_lease_back,
     operational_webhooks_report_exhaustion_and_a_disabled_endpoint,
     a_message_is_delivered_once_signed_over_the_exact_bytes,
     a_failing_endpoint_is_retried_with_the_same_webhook_id,

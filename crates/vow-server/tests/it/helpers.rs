@@ -74,7 +74,7 @@ impl TestApp {
     }
 
     /// Starts a server with `config` on a fresh, empty store.
-    pub async fn spawn_with(backend: Backend, config: Config) -> TestApp {
+    pub async fn spawn_with(backend: Backend, mut config: Config) -> TestApp {
         if std::env::var_os("TEST_LOG").is_some() {
             // Logs only: the subscriber is process-wide, the servers many.
             let logs = Config {
@@ -90,7 +90,10 @@ impl TestApp {
                 (Stores::new(store), Box::new(dir))
             }
             Backend::Postgres => {
-                let (store, _url) = vow_store_postgres::testing::fresh_store().await;
+                let (store, url) = vow_store_postgres::testing::fresh_store().await;
+                // The settings that follow from the database's kind (e.g. claiming ahead of
+                // an endpoint's slots) are PostgreSQL's, as under `vow serve`.
+                config.database_url = url;
                 (Stores::new(store), Box::new(()))
             }
         };
