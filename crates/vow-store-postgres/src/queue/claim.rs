@@ -185,7 +185,7 @@ pub(crate) async fn claim(
     let taken = rows
         .iter()
         .map(|(d, _, _)| (d.endpoint_id, d.next_attempt_at));
-    floors.raise(req.now, &walked, taken);
+    floors.raise(req.now, taken);
     Ok(rows
         .into_iter()
         .map(|(delivery, message, endpoint)| ClaimedDelivery {

@@ -16,7 +16,7 @@
 //! Floors are the claiming process's own (each process walks its own way); a process that has
 //! none walks from the front, which is always right.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
@@ -67,12 +67,12 @@ impl ClaimFloors {
         Floors { endpoints, at }
     }
 
-    /// After a claim at `now` walked from `walked` and took `claimed` (endpoint and due time of
-    /// each row): raises the floors of the endpoints it took rows from.
+    /// After a claim at `now` took `claimed` (endpoint and due time of each row): raises the
+    /// floors of the endpoints it took rows from. An endpoint without one (walked from the
+    /// front) gets one that lasts from `now`.
     pub(crate) fn raise(
         &self,
         now: DateTime<Utc>,
-        walked: &Floors,
         claimed: impl IntoIterator<Item = (EndpointId, DateTime<Utc>)>,
     ) {
         let mut earliest: HashMap<EndpointId, DateTime<Utc>> = HashMap::new();
@@ -82,17 +82,13 @@ impl ClaimFloors {
                 .and_modify(|e| *e = (*e).min(due))
                 .or_insert(due);
         }
-        let had_floor: HashSet<&str> = walked.endpoints.iter().map(String::as_str).collect();
         let mut floors = self.lock();
         for (ep, due) in earliest {
             let at = due - SLACK;
-            let from_front = !had_floor.contains(ep.to_string().as_str());
-            match floors.get_mut(&ep) {
-                Some(floor) if !from_front => floor.at = floor.at.max(at),
-                _ => {
-                    floors.insert(ep, Floor { at, since: now });
-                }
-            }
+            floors
+                .entry(ep)
+                .and_modify(|floor| floor.at = floor.at.max(at))
+                .or_insert(Floor { at, since: now });
         }
     }
 
@@ -115,15 +111,15 @@ mod tests {
         let ep = EndpointId::new();
         assert_eq!(floors.for_claim(at(0)), Floors::default());
 
-        floors.raise(at(0), &Floors::default(), [(ep, at(-5)), (ep, at(-7))]);
+        floors.raise(at(0), [(ep, at(-5)), (ep, at(-7))]);
         let walked = floors.for_claim(at(0));
         assert_eq!(walked.endpoints, [ep.to_string()]);
         assert_eq!(walked.at, [at(-7) - SLACK]);
 
         // A claim from the floor raises it, never lowers it.
-        floors.raise(at(0), &walked, [(ep, at(-3))]);
+        floors.raise(at(0), [(ep, at(-3))]);
         assert_eq!(floors.for_claim(at(0)).at, [at(-3) - SLACK]);
-        floors.raise(at(0), &walked, [(ep, at(-9))]);
+        floors.raise(at(0), [(ep, at(-9))]);
         assert_eq!(floors.for_claim(at(0)).at, [at(-3) - SLACK]);
     }
 
@@ -131,15 +127,14 @@ mod tests {
     fn a_floor_lasts_its_lifetime_from_the_walk_that_set_it() {
         let floors = ClaimFloors::default();
         let ep = EndpointId::new();
-        floors.raise(at(0), &Floors::default(), [(ep, at(0))]);
+        floors.raise(at(0), [(ep, at(0))]);
         // Raising it later does not extend it.
-        let walked = floors.for_claim(at(0));
         let almost = at(0) + LIFETIME - chrono::Duration::milliseconds(1);
-        floors.raise(almost, &walked, [(ep, at(0))]);
+        floors.raise(almost, [(ep, at(0))]);
         assert_eq!(floors.for_claim(almost).endpoints.len(), 1);
         assert_eq!(floors.for_claim(at(0) + LIFETIME), Floors::default());
         // Nor does claim time that went backwards keep it.
-        floors.raise(at(10), &Floors::default(), [(ep, at(10))]);
+        floors.raise(at(10), [(ep, at(10))]);
         assert_eq!(floors.for_claim(at(9)), Floors::default());
     }
 
@@ -147,10 +142,9 @@ mod tests {
     fn an_endpoint_walked_from_the_front_gets_a_fresh_floor() {
         let floors = ClaimFloors::default();
         let (a, b) = (EndpointId::new(), EndpointId::new());
-        floors.raise(at(0), &Floors::default(), [(a, at(0))]);
-        let walked = floors.for_claim(at(0));
+        floors.raise(at(0), [(a, at(0))]);
         // `b` had no floor; `a` had one. The claim took rows of both.
-        floors.raise(at(0), &walked, [(a, at(2)), (b, at(1))]);
+        floors.raise(at(0), [(a, at(2)), (b, at(1))]);
         let now = floors.for_claim(at(0));
         let mut got: Vec<_> = now.endpoints.iter().cloned().zip(now.at).collect();
         got.sort();
