@@ -54,11 +54,26 @@ pub async fn open_store(config: &Config, migrate: Migrate) -> anyhow::Result<Sto
                     "the PostgreSQL schema is missing or out of date: run `vow migrate` or start with `vow serve --migrate`"
                 );
             }
+            warn_when_vacuum_off(&store).await;
             store.shed_intake_after(config.overload_max_wait());
             let stores = Stores::new(store.clone());
             store.spawn_work_listener(stores.wake.clone());
             Ok(stores)
         }
+    }
+}
+
+/// Warns when PostgreSQL will not vacuum the work queues: they then slow down as vow runs.
+async fn warn_when_vacuum_off(store: &PgStore) {
+    match store.vacuum_off().await {
+        Ok(off) if off.is_empty() => {}
+        Ok(off) => tracing::warn!(
+            why = %off.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+            "PostgreSQL will not autovacuum vow's work queues: claims slow down as delivered rows \
+             pile up. Turn autovacuum on, or run VACUUM ANALYZE on deliveries and inbound_events \
+             every minute or so"
+        ),
+        Err(e) => tracing::debug!(error = %e, "could not read PostgreSQL's autovacuum settings"),
     }
 }
 

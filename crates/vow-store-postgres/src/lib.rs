@@ -34,6 +34,7 @@
 //!   snapshot.
 //! - `listen`: `NOTIFY` when work becomes due, [`PgStore::spawn_work_listener`] to wake this
 //!   process's workers.
+//! - `vacuum`: [`PgStore::vacuum_off`], whether autovacuum will clean the work queues.
 //! - `seek`: keyset pagination ([`vow_store::Seek`]) as SQL.
 //! - `convert`: this store's `vow_store::rows::Columns` (rows read back through the shared
 //!   mapping) and the conversions on the way in.
@@ -60,6 +61,9 @@ mod relay;
 mod seek;
 mod session;
 mod settings;
+mod vacuum;
+
+pub use vacuum::VacuumOff;
 #[cfg(feature = "testing")]
 pub mod testing;
 

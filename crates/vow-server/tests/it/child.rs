@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::helpers::TOKEN;
@@ -49,6 +50,8 @@ pub struct Vow {
     child: Child,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
+    /// Every line it logged so far.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Vow {
@@ -78,6 +81,8 @@ impl Vow {
         let (ready, listening) = tokio::sync::oneshot::channel();
         let stderr = child.stderr.take().unwrap();
         let shown = std::env::var_os("TEST_LOG").is_some().then_some(port);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&log);
         std::thread::spawn(move || {
             use std::io::BufRead;
             let mut ready = Some(ready);
@@ -93,6 +98,7 @@ impl Vow {
                         let _ = tx.send(());
                     }
                 }
+                kept.lock().unwrap().push(line);
             }
         });
         let started = tokio::time::timeout(Duration::from_secs(30), listening).await;
@@ -100,7 +106,14 @@ impl Vow {
         Vow {
             child,
             base: format!("http://127.0.0.1:{port}"),
+            log,
         }
+    }
+
+    /// The lines it logged so far that contain `needle`.
+    pub fn logged(&self, needle: &str) -> Vec<String> {
+        let log = self.log.lock().unwrap();
+        log.iter().filter(|l| l.contains(needle)).cloned().collect()
     }
 
     /// Its process id.

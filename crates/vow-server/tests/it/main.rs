@@ -54,3 +54,4 @@ mod svix_parity;
 mod tail_api;
 mod throttle;
 mod traces;
+mod vacuum_warning;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use vow_store::prelude::*;
 use vow_store::{MessageKey, StoreError};
 use vow_store_postgres::testing::fresh_store;
-use vow_store_postgres::PgStore;
+use vow_store_postgres::{PgStore, VacuumOff};
 
 use crate::support::{app, empty_database, endpoint, endpoint_fields, message, raw};
 
@@ -261,4 +261,45 @@ async fn a_message_written_by_one_process_wakes_the_workers_of_another() {
     tokio::time::timeout(Duration::from_secs(10), woken)
         .await
         .expect("the other process was woken by NOTIFY");
+}
+
+#[tokio::test]
+async fn vacuum_off_names_each_reason_the_work_queues_will_not_be_vacuumed() {
+    let (store, url) = fresh_store().await;
+    let mut conn = raw(&url).await;
+    let (server, counts): (String, String) = sqlx::query_as(
+        "SELECT (SELECT setting FROM pg_settings WHERE name = 'autovacuum'),
+                (SELECT setting FROM pg_settings WHERE name = 'track_counts')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let mut expected = Vec::new();
+    if server == "off" {
+        expected.push(VacuumOff::Server);
+    }
+    if counts == "off" {
+        expected.push(VacuumOff::TrackCounts);
+    }
+    assert_eq!(store.vacuum_off().await.unwrap(), expected);
+
+    // A table-level opt-out is named too, whatever the server says; other options are not.
+    sqlx::raw_sql(
+        "ALTER TABLE inbound_events SET (autovacuum_enabled = false);
+         ALTER TABLE deliveries SET (autovacuum_enabled = false, fillfactor = 80);
+         ALTER TABLE attempts SET (autovacuum_enabled = false)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    expected.push(VacuumOff::Table("deliveries".into()));
+    expected.push(VacuumOff::Table("inbound_events".into()));
+    assert_eq!(store.vacuum_off().await.unwrap(), expected);
+
+    sqlx::raw_sql("ALTER TABLE deliveries SET (autovacuum_enabled = true)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    expected.retain(|o| *o != VacuumOff::Table("deliveries".into()));
+    assert_eq!(store.vacuum_off().await.unwrap(), expected);
 }
