@@ -106,6 +106,11 @@ impl Api {
         })
     }
 
+    /// Points this client at `base` (vow restarted on another port).
+    pub fn moved_to(&mut self, base: &str) {
+        self.base = base.to_string();
+    }
+
     async fn create(&self, path: &str, body: serde_json::Value) -> anyhow::Result<String> {
         let resp = self
             .client

@@ -59,8 +59,8 @@ struct Cli {
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
     pg_url: String,
 
-    /// Seconds of load per run (default per scenario: ingest 20, e2e 60, slow-neighbour 30;
-    /// inbound: phase A 10, phase B twice that).
+    /// Seconds of load per run (default per scenario: ingest 20, e2e 60, slow-neighbour 30,
+    /// soak 1,800; inbound: phase A 10, phase B twice that).
     #[arg(long, value_name = "SECS")]
     duration: Option<u64>,
 
@@ -68,7 +68,7 @@ struct Cli {
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
 
-    /// Open-loop offered deliveries per second (e2e, slow-neighbour); with N endpoints,
+    /// Open-loop offered deliveries per second (e2e, slow-neighbour, soak); with N endpoints,
     /// rate/N messages per second are posted. For listen: messages (relayed deliveries) per
     /// second.
     #[arg(long, default_value_t = 10_000.0)]
@@ -87,7 +87,7 @@ struct Cli {
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     drain_cap: u64,
 
-    /// Messages queued by backlog-drain.
+    /// Messages queued by backlog-drain (and by soak, before and after its load).
     #[arg(long, default_value_t = 100_000)]
     messages: u64,
 
@@ -136,6 +136,7 @@ enum Scenario {
     IdleLatency,
     SlowNeighbour,
     BacklogDrain,
+    Soak,
     Inbound,
     Console,
     Listen,
@@ -168,6 +169,7 @@ impl Scenario {
             Scenario::IdleLatency => scenarios::idle_latency::run(opts).await,
             Scenario::SlowNeighbour => scenarios::slow_neighbour::run(opts).await,
             Scenario::BacklogDrain => scenarios::backlog_drain::run(opts).await,
+            Scenario::Soak => scenarios::soak::run(opts).await,
             Scenario::Inbound => scenarios::inbound::run(opts).await,
             Scenario::Console => scenarios::console::run(opts).await,
             Scenario::Listen => scenarios::listen::run(opts).await,

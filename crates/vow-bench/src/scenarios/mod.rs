@@ -11,6 +11,8 @@
 //! - [`idle_latency`]: one message at a time into an idle system.
 //! - [`slow_neighbour`]: 10 endpoints, one answering after 2 s, against a run with none slow.
 //! - [`backlog_drain`]: queue with workers off, restart with workers on, time the drain.
+//! - [`soak`]: that drain on a fresh store, again after a long open-loop load: does the queue
+//!   decay with use?
 //! - [`inbound`]: signed deliveries to `/in/{source_id}` with duplicates mixed in: the most it
 //!   takes, then ack latency at half of that.
 //! - [`listen`]: open-loop messages to an HTTP endpoint and to a `vow listen` relay of the
@@ -26,6 +28,7 @@ pub mod inbound;
 pub mod ingest;
 pub mod listen;
 pub mod slow_neighbour;
+pub mod soak;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -229,6 +232,13 @@ impl Rig {
         Ok(())
     }
 
+    /// vow's peak RSS (MiB) so far, over every process the rig ran.
+    pub fn peak_rss(&self) -> f64 {
+        self.vow.as_ref().map_or(self.peak_rss, |v| {
+            self.peak_rss.max(machine::peak_rss_mib(v.pid()))
+        })
+    }
+
     /// Stops vow (recording its peak RSS first).
     pub async fn stop_vow(&mut self) -> anyhow::Result<()> {
         if let Some(vow) = self.vow.take() {
@@ -241,11 +251,13 @@ impl Rig {
         Ok(())
     }
 
-    /// Starts vow again on the same database, with workers on or off.
+    /// Starts vow again on the same database, with workers on or off, and points the load
+    /// at it.
     pub async fn restart(&mut self, workers: bool) -> anyhow::Result<()> {
         self.stop_vow().await?;
         self.settings.workers = workers;
         let vow = VowProcess::start(&self.settings, &self.db).await?;
+        self.target.api.moved_to(vow.base_url());
         self.vow = Some(vow);
         Ok(())
     }
@@ -382,16 +394,6 @@ impl Joined {
             .flatten()
             .map(|(at, _)| *at)
             .max()
-            .unwrap_or(0)
-    }
-
-    /// The first arrival (µs) on any endpoint.
-    pub fn first_arrival(&self) -> u64 {
-        self.arrivals
-            .iter()
-            .flatten()
-            .map(|(at, _)| *at)
-            .min()
             .unwrap_or(0)
     }
 }
