@@ -211,6 +211,10 @@ pub(crate) async fn renew(
 
 /// Sets `lease_until` of the rows of `table` named in `leases` whose `lease_token` still
 /// matches and that are still `held` (a condition on the row); how many were.
+///
+/// The rows are locked in id order first, as the recorder locks them (`queue::record`): in
+/// the join's order a renewal and a record of the same batch could each wait for the other,
+/// and PostgreSQL breaks such a deadlock only after `deadlock_timeout` (1 s), by failing one.
 pub(crate) async fn renew_leases<Id: ToString>(
     pool: &PgPool,
     table: &str,
@@ -224,9 +228,12 @@ pub(crate) async fn renew_leases<Id: ToString>(
     let ids: Vec<String> = leases.iter().map(|(id, _)| id.to_string()).collect();
     let tokens: Vec<&str> = leases.iter().map(|(_, t)| t.0.as_str()).collect();
     let sql = format!(
-        "UPDATE {table} t SET lease_until = $3
+        "WITH locked AS MATERIALIZED (
+             SELECT id FROM {table} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE)
+         UPDATE {table} t SET lease_until = $3
          FROM UNNEST($1::text[], $2::text[]) AS u (uid, token)
-         WHERE t.id = u.uid AND t.lease_token = u.token AND t.{held}"
+         WHERE t.id = u.uid AND t.lease_token = u.token AND t.{held}
+           AND t.id IN (SELECT id FROM locked)"
     );
     let done = sqlx::query(&sql)
         .persistent(false)

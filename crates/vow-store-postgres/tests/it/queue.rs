@@ -418,3 +418,82 @@ async fn a_lease_that_expires_below_a_claims_floor_is_claimed_within_a_second() 
     assert_eq!(due(&again), [10]);
     assert_eq!(again[0].delivery.id, first[0].delivery.id);
 }
+
+/// A renewal and a record of the same deliveries lock them in one order (by id), so they
+/// wait for each other rather than deadlock. Set up so the join's order would deadlock: the
+/// record waits for the first row, which a third transaction holds; the renewal is given the
+/// rows last first. Once the third lets go, the record takes the first row and wants the
+/// second: a renewal that had locked the second would now wait for the first, in a circle.
+#[tokio::test]
+async fn a_renewal_and_a_record_of_the_same_deliveries_wait_rather_than_deadlock() {
+    let (store, url) = fresh_store().await;
+    with_deliveries(&store, 2).await;
+    let mut claimed = store.claim_deliveries(&claim_at(now(), 2)).await.unwrap();
+    claimed.sort_by_key(|c| c.delivery.id.to_string());
+    let first = claimed[0].delivery.id.to_string();
+
+    let mut holder = crate::support::raw(&url).await;
+    // The first row now comes last in the table and in its endpoint's due order, so a join
+    // that walks either (or the renewal's own order) meets the second row first.
+    sqlx::query(
+        "UPDATE deliveries SET next_attempt_at = next_attempt_at + interval '1 second'
+         WHERE id = $1",
+    )
+    .bind(&first)
+    .execute(&mut holder)
+    .await
+    .unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT id FROM deliveries WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(&first)
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+
+    let outcomes = claimed
+        .iter()
+        .map(|c| outcome(c, Some(200), NextState::Delivered))
+        .collect();
+    let record = tokio::spawn({
+        let store = store.clone();
+        async move { store.record_attempts(outcomes, 3).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let last_first: Vec<_> = claimed
+        .iter()
+        .rev()
+        .map(|c| (c.delivery.id, c.lease.clone()))
+        .collect();
+    // On a pool of its own, so it cannot wait for the record's connection instead.
+    let renewer = PgStore::connect(&url, 2).await.unwrap();
+    let renew = tokio::spawn({
+        let store = renewer;
+        async move {
+            store
+                .renew_leases(&last_first, now() + Duration::seconds(30))
+                .await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+
+    let recorded = record
+        .await
+        .unwrap()
+        .expect("the record is not a deadlock's victim");
+    let stored = Recorded::Stored {
+        endpoint_disabled: false,
+    };
+    assert_eq!(recorded, [stored.clone(), stored]);
+    // The record went first (it queued first), so there was no lease left to renew.
+    let renewed = renew
+        .await
+        .unwrap()
+        .expect("the renewal is not a deadlock's victim");
+    assert_eq!(renewed, 0);
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM attempts")
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+    assert_eq!(attempts, 2);
+}
