@@ -315,7 +315,10 @@ impl VowProcess {
             .env("VOW_DELIVERY_WORKERS", settings.workers.to_string())
             .env("VOW_ALLOWED_SUBNETS", "127.0.0.0/8")
             .env("VOW_RETRY_SCHEDULE", "1s,1s,2s,5s")
-            .env("VOW_LOG", "warn")
+            .env(
+                "VOW_LOG",
+                std::env::var("BENCH_VOW_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file)
