@@ -18,6 +18,7 @@
 //!
 //! # Layout
 //! - [`PgStore`] (here): the pool, [`PgStore::connect`], a `Debug` that never shows the DSN.
+//! - `connection_setup`: what each pooled connection sets first (`jit = off`).
 //! - `migrate`: the embedded migrations (`migrations/*.sql`), [`PgStore::migrate`] and
 //!   [`PgStore::pending_migrations`].
 //! - one module per entity, each implementing its `vow_store` trait with its SQL:
@@ -42,6 +43,7 @@
 //! - `testing` (feature `testing`): a fresh migrated schema per test.
 
 mod application;
+mod connection_setup;
 mod convert;
 mod dead_letters;
 mod delivery;
@@ -142,6 +144,7 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            .after_connect(connection_setup::set_up)
             .connect_lazy_with(options.clone());
         let intake = std::sync::Arc::new(intake::Intake::new(max_connections));
         let store = PgStore {

@@ -1,0 +1,78 @@
+//! What every pooled connection sets before its first statement: `jit = off`.
+//!
+//! PostgreSQL JIT-compiles a query whose estimated cost passes `jit_above_cost` (100,000 by
+//! default), and with inlining and optimisation past 500,000. vow's queue statements read a
+//! handful of index entries, but their estimates grow with the rows they might read: with a
+//! backlog of 270,000 pending deliveries the next-due query was estimated at 2.1 million and
+//! spent 487 ms compiling for 1 ms of execution (4.9 ms in all with JIT off), on every call. The
+//! larger the backlog, the slower each claim: the queue decayed as it filled. vow runs no query
+//! that JIT would pay for, so it is off for every connection, whatever the server's default.
+//!
+//! Set with `SET` after connecting rather than in the `options` startup parameter, which
+//! pgbouncer refuses unless its `ignore_startup_parameters` lists it (docs/several-nodes.md).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::{Executor, PgConnection};
+
+/// The statement each new connection runs first.
+const SETUP: &str = "SET jit = off";
+
+/// The pool's `after_connect` hook: runs [`SETUP`] on a new connection.
+pub(crate) fn set_up<'c>(
+    conn: &'c mut PgConnection,
+    _meta: sqlx::pool::PoolConnectionMetadata,
+) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'c>> {
+    Box::pin(async move {
+        conn.execute(SETUP).await?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Connection;
+
+    use crate::PgStore;
+
+    /// The test schema's URL with `jit = on` asked for at connection start, as a server's or a
+    /// role's default might.
+    async fn url_asking_for_jit() -> String {
+        let schema = vow_pg_testing::fresh_schema().await;
+        let mut url = url::Url::parse(&schema.url).unwrap();
+        let options: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| match k.as_ref() {
+                "options" => (k.into_owned(), format!("{v} -c jit=on")),
+                _ => (k.into_owned(), v.into_owned()),
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(options);
+        url.to_string()
+    }
+
+    #[tokio::test]
+    async fn every_pooled_connection_has_jit_off_whatever_the_session_default() {
+        let url = url_asking_for_jit().await;
+        let mut plain = sqlx::PgConnection::connect(&url).await.unwrap();
+        let default: String = sqlx::query_scalar("SHOW jit")
+            .fetch_one(&mut plain)
+            .await
+            .unwrap();
+        assert_eq!(default, "on", "the URL asks for jit = on");
+
+        let store = PgStore::connect(&url, 3).await.unwrap();
+        // Three connections at once, so the pool opens more than one.
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let mut conn = store.conn().await.unwrap();
+            let jit: String = sqlx::query_scalar("SHOW jit")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(jit, "off");
+            held.push(conn);
+        }
+    }
+}
