@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use sqlx::PgConnection;
 use vow_store::idempotency::{
     Begun, Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse,
 };
@@ -15,7 +14,7 @@ use vow_store::{MessageFilter, Order, Seek, StoreError};
 use vow_store_postgres::testing::fresh_store;
 use vow_store_postgres::PgStore;
 
-use crate::support::{app, endpoint, endpoint_fields, message, now, raw};
+use crate::support::{app, blocked_by, endpoint, endpoint_fields, message, now, raw};
 
 /// Far above what an answer that does not wait takes: reaching it means a node waited.
 const HANG: Duration = Duration::from_secs(20);
@@ -65,27 +64,6 @@ fn keyed_create(
     }
 }
 
-/// Waits until some connection waits on a lock `holder` (a backend pid) holds.
-async fn blocked_by(watcher: &mut PgConnection, holder: i32) {
-    tokio::time::timeout(HANG, async {
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
-            )
-            .bind(holder)
-            .fetch_one(&mut *watcher)
-            .await
-            .unwrap();
-            if waiting > 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the first node's write waits for the lock");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_do_not_block_each_other_on_a_key_in_flight() {
     let (first, url) = fresh_store().await;
@@ -104,7 +82,7 @@ async fn two_nodes_do_not_block_each_other_on_a_key_in_flight() {
         .await
         .unwrap();
     let in_flight = tokio::spawn(keyed_create(&first, a.id, scope.clone()));
-    blocked_by(&mut raw(&url).await, holder).await;
+    blocked_by(&mut raw(&url).await, holder, 1).await;
 
     // The second node: its claim rolls back at once, and its begin says "in progress".
     let claimed = tokio::time::timeout(HANG, keyed_create(&second, a.id, scope.clone()))

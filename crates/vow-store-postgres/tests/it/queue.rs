@@ -433,6 +433,11 @@ async fn a_renewal_and_a_record_of_the_same_deliveries_wait_rather_than_deadlock
     let first = claimed[0].delivery.id.to_string();
 
     let mut holder = crate::support::raw(&url).await;
+    let holder_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+    let mut watcher = crate::support::raw(&url).await;
     // The first row now comes last in the table and in its endpoint's due order, so a join
     // that walks either (or the renewal's own order) meets the second row first.
     sqlx::query(
@@ -458,7 +463,7 @@ async fn a_renewal_and_a_record_of_the_same_deliveries_wait_rather_than_deadlock
         let store = store.clone();
         async move { store.record_attempts(outcomes, 3).await }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    crate::support::blocked_by(&mut watcher, holder_pid, 1).await;
     let last_first: Vec<_> = claimed
         .iter()
         .rev()
@@ -474,7 +479,7 @@ async fn a_renewal_and_a_record_of_the_same_deliveries_wait_rather_than_deadlock
                 .await
         }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    crate::support::blocked_by(&mut watcher, holder_pid, 2).await;
     sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
 
     let recorded = record

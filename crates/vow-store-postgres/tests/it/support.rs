@@ -27,6 +27,34 @@ pub async fn raw(url: &str) -> PgConnection {
     PgConnection::connect(url).await.expect("raw connection")
 }
 
+/// Waits (up to 20 s) until at least `count` connections wait on locks that `holder` (a backend
+/// pid) holds, directly or queued behind another connection that waits for it.
+pub async fn blocked_by(watcher: &mut PgConnection, holder: i32, count: i64) {
+    let waiting = async {
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "WITH RECURSIVE waiting (pid) AS (
+                     SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
+                   UNION
+                     SELECT a.pid FROM pg_stat_activity a, waiting w
+                     WHERE w.pid = ANY(pg_blocking_pids(a.pid)))
+                 SELECT count(*) FROM waiting",
+            )
+            .bind(holder)
+            .fetch_one(&mut *watcher)
+            .await
+            .unwrap();
+            if waiting >= count {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), waiting)
+        .await
+        .unwrap_or_else(|_| panic!("{count} connection(s) wait behind backend {holder}"));
+}
+
 /// A brand-new database with no schema; returns its URL.
 pub async fn empty_database() -> String {
     let server = server_url();
