@@ -104,6 +104,14 @@ macro_rules! prefixed_id {
                 Self(next_ulid())
             }
 
+            /// A new id as if made at `at` (its random part drawn anew), for rows whose
+            /// creation time is given rather than read from the clock. Times before 1970 are
+            /// 1970.
+            pub fn new_at(at: chrono::DateTime<chrono::Utc>) -> Self {
+                let at = std::time::SystemTime::from(at.max(chrono::DateTime::UNIX_EPOCH));
+                Self(ulid::Ulid::from_datetime(at))
+            }
+
             /// When this id was made (to the millisecond).
             pub fn made_at(&self) -> chrono::DateTime<chrono::Utc> {
                 let ms = i64::try_from(self.0.timestamp_ms()).unwrap_or(i64::MAX);
@@ -264,6 +272,21 @@ mod tests {
         assert_eq!(
             MessageId::first_at(epoch - chrono::TimeDelta::days(1)),
             MessageId::first_at(epoch)
+        );
+    }
+
+    #[test]
+    fn an_id_made_as_if_at_a_time_says_that_time_and_is_unique() {
+        let at = chrono::DateTime::from_timestamp_millis(1_704_067_200_123).unwrap();
+        let (a, b) = (MessageId::new_at(at), MessageId::new_at(at));
+        assert_eq!((a.made_at(), b.made_at()), (at, at));
+        assert_ne!(a, b);
+        assert!(MessageId::first_at(at) <= a);
+        assert!(a < MessageId::first_at(at + chrono::TimeDelta::milliseconds(1)));
+        let before_1970 = chrono::DateTime::UNIX_EPOCH - chrono::TimeDelta::days(1);
+        assert_eq!(
+            MessageId::new_at(before_1970).made_at(),
+            chrono::DateTime::UNIX_EPOCH
         );
     }
 

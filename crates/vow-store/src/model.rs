@@ -197,7 +197,7 @@ impl std::fmt::Debug for EndpointSecret {
 /// A new message.
 #[derive(Debug, Clone)]
 pub struct NewMessage {
-    /// Its id, chosen by the caller.
+    /// Its id, chosen by the caller and made at `now` (retention finds old messages by id).
     pub id: MessageId,
     /// The application sending it.
     pub app_id: AppId,

@@ -811,6 +811,14 @@ pub trait Retention: Send + Sync + 'static {
         responses_before: DateTime<Utc>,
         batch: usize,
     ) -> StoreResult<u64>;
+
+    /// Retention of whole messages: deletes the messages created before `before` whose
+    /// deliveries have all ended (none is pending, leased or not; held, delivered and
+    /// dead-lettered ones go with their message), with their deliveries, attempts and channels,
+    /// at most `batch` messages; returns how many it deleted. A message's id is made when the
+    /// message is (see [`NewMessage::id`](crate::NewMessage::id)), so a store finds them as a
+    /// range of ids. Concurrent calls (other processes' cleaners) skip each other's rows.
+    async fn purge_messages(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64>;
 }
 
 #[cfg(test)]

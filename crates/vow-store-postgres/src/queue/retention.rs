@@ -1,6 +1,6 @@
 //! Removing content: an operator expunging one message's payload (and its attempts' response
-//! bodies), and retention purging whatever expired (and old activity minutes), in bounded
-//! batches.
+//! bodies), and retention purging whatever expired (and old activity minutes) and whole old
+//! messages, in bounded batches.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -75,5 +75,30 @@ impl Retention for PgStore {
         .await
         .map_err(db_error)?;
         Ok(u64::try_from(changed).unwrap_or_default())
+    }
+
+    async fn purge_messages(&self, before: DateTime<Utc>, batch: usize) -> StoreResult<u64> {
+        if batch == 0 {
+            return Ok(0);
+        }
+        // The oldest first, as a range of the primary key; the foreign keys' cascades delete the
+        // deliveries, attempts and channels through the indexes that start with the message.
+        let deleted = sqlx::query(
+            "DELETE FROM messages WHERE id IN (
+                 SELECT m.id FROM messages m
+                 WHERE m.id < $1 AND m.created_at < $2
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d
+                                   WHERE d.msg_id = m.id AND d.status = 'pending')
+                 ORDER BY m.id
+                 LIMIT $3
+                 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(MessageId::first_at(before).to_string())
+        .bind(before)
+        .bind(convert::bigint_param(batch))
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(deleted.rows_affected())
     }
 }

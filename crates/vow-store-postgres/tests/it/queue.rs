@@ -502,3 +502,60 @@ async fn a_renewal_and_a_record_of_the_same_deliveries_wait_rather_than_deadlock
         .unwrap();
     assert_eq!(attempts, 2);
 }
+
+/// Rows of `app` in each table a message's rows live in: messages, deliveries, attempts,
+/// channels.
+async fn message_rows(conn: &mut sqlx::PgConnection, app: vow_core::AppId) -> [i64; 4] {
+    let mut counts = [0; 4];
+    for (n, table) in ["messages", "deliveries", "attempts", "message_channels"]
+        .iter()
+        .enumerate()
+    {
+        counts[n] = sqlx::query_scalar(&format!("SELECT count(*) FROM {table} WHERE app_id = $1"))
+            .bind(app.to_string())
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    }
+    counts
+}
+
+#[tokio::test]
+async fn retention_deletes_an_old_messages_rows_from_every_table_and_skips_locked_ones() {
+    let (store, url) = fresh_store().await;
+    let a = app(&store, None).await;
+    endpoint(&store, a.id, endpoint_fields("https://one.example/hook")).await;
+    let made = now() - Duration::days(100);
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let new = vow_store::NewMessage {
+            id: vow_core::MessageId::new_at(made),
+            channels: Some(vec!["eu".into()]),
+            now: made,
+            ..message(a.id, "invoice.paid", None)
+        };
+        ids.push(store.create_message(new).await.unwrap().message.id);
+    }
+    assert_eq!(drain(store.clone(), now()).await.len(), 4);
+    let mut conn = crate::support::raw(&url).await;
+    assert_eq!(message_rows(&mut conn, a.id).await, [4; 4]);
+
+    // Another cleaner (or anything else) holding one message: this one deletes the rest and
+    // does not wait for it.
+    let mut holder = crate::support::raw(&url).await;
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
+        .bind(ids[0].to_string())
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let before = now() - Duration::days(90);
+    let purge = store.purge_messages(before, 100);
+    let purged = tokio::time::timeout(std::time::Duration::from_secs(10), purge).await;
+    assert_eq!(purged.expect("does not wait for the lock").unwrap(), 3);
+    assert_eq!(message_rows(&mut conn, a.id).await, [1; 4]);
+    sqlx::query("COMMIT").execute(&mut holder).await.unwrap();
+
+    assert_eq!(store.purge_messages(before, 100).await.unwrap(), 1);
+    assert_eq!(message_rows(&mut conn, a.id).await, [0; 4]);
+}

@@ -1,13 +1,9 @@
-//! The attempts log: writing an attempt row, listing and reading them per application, and
-//! removing content (expunge on request, retention purges, which also delete old activity
-//! minutes).
+//! The attempts log: writing an attempt row, listing and reading them per application.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 use vow_core::{AppId, AttemptId, EndpointId, MessageId};
 use vow_store::queue::Attempts;
-use vow_store::queue::Retention;
 use vow_store::queue::{
     Attempt, AttemptFilter, NewAttempt, RecentAttempt, StatusClass, TailFilter, TailScope,
     TailedAttempt,
@@ -17,9 +13,7 @@ use vow_store::StoreResult;
 use vow_store::{Seek, StoreError};
 
 use crate::convert::{micros, read, seek_sql, to_json};
-use crate::dead_letters;
 use crate::error::Result;
-use crate::queue::activity;
 use crate::SqliteStore;
 
 const COLUMNS: &str = Attempt::COLUMNS;
@@ -265,58 +259,6 @@ fn tail_sql(filter: &TailFilter) -> String {
         TailedAttempt::COLUMNS,
         conditions.join(" AND ")
     )
-}
-
-#[async_trait]
-impl Retention for SqliteStore {
-    async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()> {
-        self.write(move |conn| {
-            let ids = [app.to_string(), msg.to_string()];
-            let n = conn
-                .prepare_cached("UPDATE messages SET payload = NULL WHERE app_id = ?1 AND id = ?2")?
-                .execute(params![ids[0], ids[1]])?;
-            if n == 0 {
-                return Err(StoreError::NotFound("message").into());
-            }
-            conn.prepare_cached(
-                "UPDATE attempts SET response = '' WHERE app_id = ?1 AND msg_id = ?2 AND response <> ''",
-            )?
-            .execute(params![ids[0], ids[1]])?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn purge_expired(
-        &self,
-        now: DateTime<Utc>,
-        responses_before: DateTime<Utc>,
-        batch: usize,
-    ) -> StoreResult<u64> {
-        if batch == 0 {
-            return Ok(0);
-        }
-        self.write(move |conn| {
-            let batch = i64::try_from(batch).unwrap_or(i64::MAX);
-            let payloads = conn
-                .prepare_cached(
-                    "UPDATE messages SET payload = NULL WHERE rowid IN (
-                         SELECT rowid FROM messages
-                          WHERE payload IS NOT NULL AND payload_expires_at <= ?1 LIMIT ?2)",
-                )?
-                .execute(params![micros(now), batch])?;
-            let responses = conn
-                .prepare_cached(
-                    "UPDATE attempts SET response = '' WHERE rowid IN (
-                         SELECT rowid FROM attempts WHERE response <> '' AND started_at < ?1 LIMIT ?2)",
-                )?
-                .execute(params![micros(responses_before), batch])?;
-            let minutes = activity::purge(conn, now, batch)?;
-            let notes = dead_letters::purge(conn, now, batch)?;
-            Ok((payloads + responses + minutes + notes) as u64)
-        })
-        .await
-    }
 }
 
 #[cfg(test)]

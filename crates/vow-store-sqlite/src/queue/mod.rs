@@ -6,7 +6,8 @@
 //! - `claim`: claiming with leases, renewing them, `next_due`.
 //! - `activity`: the delivery activity per minute that recording adds to (the Overview's).
 //! - `record`: recording outcomes (fencing by lease token, auto-disabling endpoints).
-//! - `attempt`: the attempts log, expunging and retention.
+//! - `attempt`: the attempts log.
+//! - `retention`: expunging content, and retention's purges (expired content, old messages).
 //! - `operator`: resend, replay, endpoint stats.
 //! - `attempted`: attempted destinations of a message, attempted messages of an endpoint.
 
@@ -16,3 +17,4 @@ mod attempted;
 pub(crate) mod claim;
 pub(crate) mod operator;
 mod record;
+mod retention;

@@ -117,12 +117,13 @@ pub(crate) async fn message_of_type(
         now: t(secs),
         ..new_message(app, event_type)
     };
-    store
-        .create_message(new)
-        .await
-        .expect("create a message")
-        .message
-        .id
+    created(store, new).await
+}
+
+/// Creates `new`; returns its id.
+pub(crate) async fn created(store: &dyn Store, new: NewMessage) -> MessageId {
+    let made = store.create_message(new).await.expect("create a message");
+    made.message.id
 }
 
 /// The delivery of `msg` to `ep`.

@@ -1,12 +1,12 @@
 //! Cases about removing attempt content and attempts: expunge on request, cascades from
-//! endpoints and applications, and retention purges.
+//! endpoints and applications, and retention purges (of content, and of whole messages).
 
 use crate::Store;
 use vow_core::AttemptId;
 
 use super::*;
 use crate::queue::AttemptFilter;
-use crate::{MessageKey, NewMessage};
+use crate::{MessageFilter, MessageKey, NewMessage, Order, Seek};
 
 /// Expunging a message drops its payload and its attempts' response bodies, nothing else.
 pub async fn expunging_a_message_removes_its_payload_and_its_attempts_responses(store: &dyn Store) {
@@ -214,6 +214,164 @@ pub async fn purging_with_a_batch_of_zero_changes_nothing(store: &dyn Store) {
     );
 }
 
+/// A message of `app` made at `t(secs)`, its id too, on `channels`.
+async fn message_made_at(store: &dyn Store, app: AppId, secs: i64, channels: &[&str]) -> MessageId {
+    let new = NewMessage {
+        id: MessageId::new_at(t(secs)),
+        now: t(secs),
+        channels: (!channels.is_empty()).then(|| channels.iter().map(|c| c.to_string()).collect()),
+        ..new_message(app, "user.created")
+    };
+    created(store, new).await
+}
+
+/// Whether `msg` is gone with every row about it: the message, its deliveries and attempts, and
+/// its place in its channel's listing.
+async fn gone(store: &dyn Store, app: AppId, msg: MessageId, channel: &str) -> bool {
+    let found = store.get_message(app, &MessageKey::Id(msg)).await.unwrap();
+    let deliveries = store.list_deliveries(app, msg).await.unwrap_or_default();
+    let attempts = attempts_of(store, app, msg).await;
+    let filter = MessageFilter {
+        channel: Some(channel.to_string()),
+        ..MessageFilter::default()
+    };
+    let seek = Seek::for_iterator(None, Order::Descending, 100);
+    let listed = store.list_messages(app, &filter, &seek).await.unwrap();
+    let in_channel = listed.iter().any(|m| m.id == msg);
+    match (
+        found,
+        deliveries.is_empty(),
+        attempts.is_empty(),
+        in_channel,
+    ) {
+        (None, true, true, false) => true,
+        (Some(_), false, _, _) => false,
+        other => panic!("{msg} is half deleted: {other:?}"),
+    }
+}
+
+/// Retention deletes the messages made before the cut-off whose deliveries all ended
+/// (delivered, dead-lettered, held), in every application, with their deliveries, attempts and
+/// channels; a message with a pending delivery stays, leased or not, and so does a newer one.
+pub async fn purging_messages_deletes_old_ended_ones_with_their_rows(store: &dyn Store) {
+    let (shop, other) = (
+        create_app(store, "Shop").await,
+        create_app(store, "Other").await,
+    );
+    create_endpoint(store, shop.id).await;
+    create_endpoint(store, other.id).await;
+    let delivered = message_made_at(store, shop.id, 10, &["eu"]).await;
+    let dead = message_made_at(store, shop.id, 11, &["eu"]).await;
+    let held = message_made_at(store, shop.id, 12, &["eu"]).await;
+    let retrying = message_made_at(store, shop.id, 13, &["eu"]).await;
+    let elsewhere = message_made_at(store, other.id, 14, &["eu"]).await;
+    let newer = message_made_at(store, shop.id, 200, &["eu"]).await;
+
+    let outcomes = claim(store, 50)
+        .await
+        .iter()
+        .map(|c| {
+            let m = c.delivery.msg_id;
+            let next = if m == dead {
+                dead_letter("gave up")
+            } else if m == held {
+                NextState::Hold
+            } else if m == retrying {
+                NextState::RetryAt {
+                    at: t(500),
+                    client_errors: 0,
+                }
+            } else {
+                NextState::Delivered
+            };
+            outcome(
+                c,
+                Some(if m == delivered || m == elsewhere {
+                    200
+                } else {
+                    500
+                }),
+                next,
+                50,
+            )
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(outcomes.len(), 5, "all but the newer one were due");
+    record(store, outcomes).await;
+
+    assert_eq!(store.purge_messages(t(100), 100).await.unwrap(), 4);
+    for (app, m) in [
+        (shop.id, delivered),
+        (shop.id, dead),
+        (shop.id, held),
+        (other.id, elsewhere),
+    ] {
+        assert!(
+            gone(store, app, m, "eu").await,
+            "{m} is past retention and ended"
+        );
+    }
+    assert!(
+        !gone(store, shop.id, retrying, "eu").await,
+        "still retrying"
+    );
+    assert!(
+        !gone(store, shop.id, newer, "eu").await,
+        "made after the cut-off"
+    );
+    assert_eq!(attempts_of(store, shop.id, retrying).await.len(), 1);
+
+    // The newer message leased, the older one still waiting: both pending, both kept.
+    let leased = claim(store, 250).await;
+    assert_eq!(claimed_messages(&leased), vec![newer]);
+    assert_eq!(store.purge_messages(t(300), 100).await.unwrap(), 0);
+    assert!(!gone(store, shop.id, newer, "eu").await);
+
+    record(
+        store,
+        vec![outcome(&leased[0], Some(200), NextState::Delivered, 260)],
+    )
+    .await;
+    let last = claim(store, 600).await;
+    assert_eq!(claimed_messages(&last), vec![retrying]);
+    record(
+        store,
+        vec![outcome(&last[0], Some(200), NextState::Delivered, 600)],
+    )
+    .await;
+    assert_eq!(
+        store.purge_messages(t(100), 100).await.unwrap(),
+        1,
+        "only the one made before"
+    );
+    assert!(gone(store, shop.id, retrying, "eu").await);
+    assert!(!gone(store, shop.id, newer, "eu").await);
+    assert_eq!(store.purge_messages(t(300), 100).await.unwrap(), 1);
+    assert!(gone(store, shop.id, newer, "eu").await);
+}
+
+/// A message purge deletes at most `batch` messages per call; a `batch` of 0 deletes none.
+pub async fn purging_messages_respects_the_batch_size(store: &dyn Store) {
+    let app = create_app(store, "App").await;
+    create_endpoint(store, app.id).await;
+    let mut made = Vec::new();
+    for secs in [10, 11, 12] {
+        made.push(message_made_at(store, app.id, secs, &[]).await);
+    }
+    round(store, 50, 50, 200, || NextState::Delivered).await;
+
+    assert_eq!(store.purge_messages(t(100), 0).await.unwrap(), 0);
+    assert_eq!(store.purge_messages(t(100), 2).await.unwrap(), 2);
+    assert_eq!(store.purge_messages(t(100), 2).await.unwrap(), 1);
+    assert_eq!(store.purge_messages(t(100), 2).await.unwrap(), 0);
+    for m in made {
+        assert_eq!(
+            store.get_message(app.id, &MessageKey::Id(m)).await.unwrap(),
+            None
+        );
+    }
+}
+
 /// This module's cases, which [`conformance_suite!`](crate::conformance_suite) runs: a case
 /// added to this module is listed here, and nowhere else.
 #[doc(hidden)]
@@ -226,6 +384,8 @@ macro_rules! __conformance_cases_queue_retention {
             deleting_an_endpoint_or_an_application_removes_its_attempts,
             purging_respects_the_deadlines_and_the_batch_size,
             purging_with_a_batch_of_zero_changes_nothing,
+            purging_messages_deletes_old_ended_ones_with_their_rows,
+            purging_messages_respects_the_batch_size,
         );
     };
 }
