@@ -15,6 +15,9 @@ use serde::Deserialize;
 /// The built-in defaults, as a commented TOML file.
 pub const DEFAULTS: &str = include_str!("config.default.toml");
 
+/// The longest `message_retention_minutes`: 10 years, as the other retentions.
+const MAX_MESSAGE_RETENTION_MINUTES: u32 = 3650 * 24 * 60;
+
 /// vow's settings, validated.
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,6 +68,9 @@ pub struct Config {
     pub payload_retention_days: u16,
     /// Attempt response body retention, days.
     pub response_retention_days: u16,
+    /// How long a message is kept (with its deliveries and attempts) after its creation,
+    /// minutes (0 = forever).
+    pub message_retention_minutes: u32,
     /// Raw inbound payload (and rejection record) retention, days.
     pub inbound_retention_days: u16,
     /// Rejection rows kept per source (the newest; counts by reason stay exact).
@@ -274,6 +280,12 @@ impl Config {
         if !(1..=3650).contains(&self.response_retention_days) {
             return invalid("response_retention_days", "must be between 1 and 3650");
         }
+        if self.message_retention_minutes > MAX_MESSAGE_RETENTION_MINUTES {
+            return invalid(
+                "message_retention_minutes",
+                "must be between 0 (keep messages forever) and 5256000 (10 years)",
+            );
+        }
         if !(1..=3650).contains(&self.inbound_retention_days) {
             return invalid("inbound_retention_days", "must be between 1 and 3650");
         }
@@ -389,6 +401,16 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// How long the retention cleaner keeps each kind of content.
+    pub fn retention(&self) -> crate::retention::Kept {
+        let minutes = i64::from(self.message_retention_minutes);
+        crate::retention::Kept {
+            messages: (minutes > 0).then(|| chrono::Duration::minutes(minutes)),
+            responses: chrono::Duration::days(self.response_retention_days.into()),
+            inbound: chrono::Duration::days(self.inbound_retention_days.into()),
+        }
     }
 
     /// The due backlog at which intake is refused ([`crate::admission`]); `None`: never.
@@ -610,6 +632,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("allowed_subnets"), "{err}");
+    }
+
+    #[test]
+    fn messages_are_kept_90_days_by_default_and_forever_with_0() {
+        let kept = with(&[]).unwrap().retention();
+        assert_eq!(kept.messages, Some(chrono::Duration::days(90)));
+        assert_eq!(kept.responses, chrono::Duration::days(30));
+        assert_eq!(kept.inbound, chrono::Duration::days(30));
+        let c = Config::from_defaults_and("message_retention_minutes = 5").unwrap();
+        assert_eq!(c.retention().messages, Some(chrono::Duration::minutes(5)));
+        let c = Config::from_defaults_and("message_retention_minutes = 0").unwrap();
+        assert_eq!(c.retention().messages, None);
+        Config::from_defaults_and("message_retention_minutes = 5256000").unwrap();
+        for toml in [
+            "message_retention_minutes = 5256001",
+            "message_retention_minutes = -1",
+        ] {
+            let err = Config::from_defaults_and(toml).unwrap_err().to_string();
+            assert!(err.contains("message_retention_minutes"), "{toml}: {err}");
+        }
     }
 
     #[test]

@@ -88,6 +88,13 @@ pub const DEAD_LETTER_ALERTS: &str = "vow_dead_letter_alerts_total";
 /// capacity (graceful overload).
 pub const REQUESTS_SHED: &str = "vow_requests_shed_total";
 
+/// Counter: rows retention removed or cleared, by `what` (`messages`: whole messages with their
+/// deliveries and attempts; `content`: payloads, response bodies, activity minutes and
+/// dead-letter notes; `idempotency_records`; `inbound_payloads`; `sessions`).
+pub const RETENTION_PURGED: &str = "vow_retention_purged_total";
+/// Histogram: seconds each retention sweep took, pauses between its batches included.
+pub const RETENTION_SWEEP_SECONDS: &str = "vow_retention_sweep_seconds";
+
 /// Buckets (seconds) of the request and attempt histograms.
 const FAST_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -160,6 +167,15 @@ fn describe() {
     describe_counter!(
         REQUESTS_SHED,
         "Requests refused with 503 and Retry-After because the store was over its write capacity."
+    );
+    describe_counter!(
+        RETENTION_PURGED,
+        "Rows retention removed or cleared, by what (messages are counted whole)."
+    );
+    describe_histogram!(
+        RETENTION_SWEEP_SECONDS,
+        Unit::Seconds,
+        "Retention sweep time, pauses between batches included."
     );
     describe_counter!(ATTEMPTS, "Delivery attempts recorded, by outcome.");
     describe_counter!(DEAD_LETTERED, "Deliveries dead-lettered.");

@@ -1,15 +1,16 @@
-//! Retention: a background cleaner that deletes expired message payloads and old attempt
-//! response bodies, ages `Idempotency-Key` records into tombstones and then out, and removes
-//! old raw inbound payloads and rejection records, in small batches, pausing between them so it
-//! never holds up delivery or ingest.
+//! Retention: a background cleaner that deletes old messages whole (with their deliveries and
+//! attempts), expired message payloads and old attempt response bodies, ages `Idempotency-Key`
+//! records into tombstones and then out, and removes old raw inbound payloads and rejection
+//! records, in small batches, pausing between them so it never holds up delivery or ingest.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SubsecRound, Utc};
 use tokio_util::sync::CancellationToken;
 use vow_store::StoreResult;
 
+use crate::metrics as m;
 use crate::stores::Stores;
 
 /// Rows changed per store call.
@@ -18,26 +19,27 @@ const BATCH: usize = 500;
 /// The pause between two batches, so other writes get through.
 const PAUSE: Duration = Duration::from_millis(50);
 
+/// How long each kind of content is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    /// Messages, with their deliveries and attempts, after their creation (`None`: forever).
+    pub messages: Option<chrono::Duration>,
+    /// Attempt response bodies.
+    pub responses: chrono::Duration,
+    /// Raw inbound payloads and rejection records.
+    pub inbound: chrono::Duration,
+}
+
 /// What the cleaner purges, and how long content is kept.
 pub struct Cleaner {
     stores: Stores,
-    keep_responses: chrono::Duration,
-    keep_inbound: chrono::Duration,
+    kept: Kept,
 }
 
 impl Cleaner {
-    /// A cleaner of `stores` keeping attempt responses for `keep_responses` and raw inbound
-    /// payloads for `keep_inbound`.
-    pub fn new(
-        stores: Stores,
-        keep_responses: chrono::Duration,
-        keep_inbound: chrono::Duration,
-    ) -> Self {
-        Self {
-            stores,
-            keep_responses,
-            keep_inbound,
-        }
+    /// A cleaner of `stores` keeping content as long as `kept` says.
+    pub fn new(stores: Stores, kept: Kept) -> Self {
+        Self { stores, kept }
     }
 
     /// Runs until `shutdown`: every `every`, one [`Cleaner::sweep`].
@@ -52,31 +54,37 @@ impl Cleaner {
     }
 
     /// Purges everything due at `now`, each kind in batches until a batch comes back short.
+    /// Old messages go first, so the payloads and responses they hold are not cleared first.
     pub async fn sweep(&self, now: DateTime<Utc>) {
+        let started = Instant::now();
         let Stores {
             store,
             queue,
             inbound,
             ..
         } = &self.stores;
-        in_batches("expired content", || {
-            queue.purge_expired(now, now - self.keep_responses, BATCH)
+        if let Some(kept) = self.kept.messages {
+            in_batches("messages", || queue.purge_messages(now - kept, BATCH)).await;
+        }
+        in_batches("content", || {
+            queue.purge_expired(now, now - self.kept.responses, BATCH)
         })
         .await;
-        in_batches("idempotency records", || async {
+        in_batches("idempotency_records", || async {
             let aged = store.purge_idempotent(now, BATCH).await?;
             Ok(aged as u64)
         })
         .await;
-        in_batches("inbound payloads", || {
-            inbound.purge_inbound(now - self.keep_inbound, BATCH)
+        in_batches("inbound_payloads", || {
+            inbound.purge_inbound(now - self.kept.inbound, BATCH)
         })
         .await;
-        in_batches("expired sessions", || async {
+        in_batches("sessions", || async {
             let ended = store.purge_sessions(now, BATCH).await?;
             Ok(ended as u64)
         })
         .await;
+        metrics::histogram!(m::RETENTION_SWEEP_SECONDS).record(started.elapsed().as_secs_f64());
     }
 }
 
@@ -87,7 +95,11 @@ where
     Fut: Future<Output = StoreResult<u64>>,
 {
     loop {
-        match purge().await {
+        let purged = purge().await;
+        if let Ok(n) = purged {
+            metrics::counter!(m::RETENTION_PURGED, "what" => what).increment(n);
+        }
+        match purged {
             Ok(n) if (n as usize) < BATCH => return,
             Ok(n) => tracing::debug!(rows = n, what, "purged a batch"),
             Err(e) => {

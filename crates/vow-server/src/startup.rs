@@ -212,11 +212,7 @@ impl Server {
             relay,
             Duration::from_secs(config.relay_expiry_seconds.into()),
         );
-        let cleaner = Cleaner::new(
-            stores,
-            chrono::Duration::days(config.response_retention_days.into()),
-            chrono::Duration::days(config.inbound_retention_days.into()),
-        );
+        let cleaner = Cleaner::new(stores, config.retention());
         Ok(Server {
             listener,
             due_limit: config.overload_max_due(),

@@ -12,7 +12,7 @@ use vow_core::AppId;
 use vow_idempotency::fingerprint::canonical_body;
 use vow_idempotency::http::http_date;
 use vow_idempotency::IdempotencyKey;
-use vow_server::retention::Cleaner;
+use vow_server::retention::{Cleaner, Kept};
 use vow_server::Config;
 use vow_store::idempotency::{Begun, Fingerprint, Scope, Settings};
 use vow_store::{MessageFilter, Order, Seek};
@@ -158,7 +158,12 @@ async fn a_key_is_replayed_for_the_configured_retention_then_expires(app: TestAp
 /// then is deleted, and the same request with it runs again as a new one.
 async fn an_expired_key_is_refused_for_the_configured_tombstone_then_runs_again(app: TestApp) {
     let app = configured(app).await;
-    let cleaner = Cleaner::new(app.stores(), Duration::days(30), Duration::days(30));
+    let kept = Kept {
+        messages: None,
+        responses: Duration::days(30),
+        inbound: Duration::days(30),
+    };
+    let cleaner = Cleaner::new(app.stores(), kept);
     let app_id = app.create_app("Shop").await;
     let (id, [expires_at, tombstone_until]) = first_request(&app, &app_id, "ttl-2").await;
 

@@ -50,6 +50,7 @@ mod probes;
 mod receiver;
 mod relay_expiry;
 mod request_identity;
+mod retention;
 mod svix_parity;
 mod tail_api;
 mod throttle;

@@ -140,9 +140,9 @@ async fn the_cleaner_removes_old_inbound_payloads_but_keeps_the_events(app: Test
     github_delivery(&app, source, Some("old"), b"{}").await;
     deliver(&app, &format!("/in/{source}"), &[], b"{}").await;
     let stores = app.stores();
-    let days = i64::from(test_config(&[]).inbound_retention_days);
-    let cleaner =
-        vow_server::retention::Cleaner::new(stores, Duration::days(30), Duration::days(days));
+    let config = test_config(&[]);
+    let days = i64::from(config.inbound_retention_days);
+    let cleaner = vow_server::retention::Cleaner::new(stores, config.retention());
     cleaner.sweep(Utc::now() + Duration::days(days - 1)).await;
     let event = stored_events(&app, source, None).await[0].id;
     let kept = app
