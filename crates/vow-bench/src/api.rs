@@ -142,6 +142,24 @@ impl Api {
         .await
     }
 
+    /// The value of the sample `series` (a metric name with its labels as vow renders them,
+    /// e.g. `vow_retention_purged_total{what="messages"}`) in `GET /metrics`; 0 when absent.
+    pub async fn metric(&self, series: &str) -> anyhow::Result<f64> {
+        let resp = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .context("GET /metrics")?;
+        let text = resp.error_for_status()?.text().await?;
+        let value = text.lines().find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            value.trim().parse::<f64>().ok()
+        });
+        Ok(value.unwrap_or(0.0))
+    }
+
     /// Posts `body` as a message of `app`.
     pub async fn post_message(&self, app: &str, body: Bytes, key: Option<String>) -> PostOutcome {
         let mut req = self

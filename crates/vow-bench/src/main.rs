@@ -60,7 +60,7 @@ struct Cli {
     pg_url: String,
 
     /// Seconds of load per run (default per scenario: ingest 20, e2e 60, slow-neighbour 30,
-    /// soak 1,800; inbound: phase A 10, phase B twice that).
+    /// soak and retention 1,800; inbound: phase A 10, phase B twice that).
     #[arg(long, value_name = "SECS")]
     duration: Option<u64>,
 
@@ -68,7 +68,7 @@ struct Cli {
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
 
-    /// Open-loop offered deliveries per second (e2e, slow-neighbour, soak); with N endpoints,
+    /// Open-loop offered deliveries per second (e2e, slow-neighbour, soak, retention); with N endpoints,
     /// rate/N messages per second are posted. For listen: messages (relayed deliveries) per
     /// second.
     #[arg(long, default_value_t = 10_000.0)]
@@ -117,6 +117,11 @@ struct Cli {
     #[arg(long)]
     vow_max_per_endpoint: Option<usize>,
 
+    /// Sets VOW_MESSAGE_RETENTION_MINUTES for the vow under test (default: vow's own, 90
+    /// days; `retention` needs it).
+    #[arg(long, value_name = "MINUTES")]
+    vow_message_retention_minutes: Option<u32>,
+
     /// Exports the vow under test's traces (VOW_OTEL_ENDPOINT) to this OTLP/HTTP collector.
     #[arg(long, value_name = "URL", conflicts_with = "otel_sink")]
     vow_otel_endpoint: Option<String>,
@@ -137,6 +142,7 @@ enum Scenario {
     SlowNeighbour,
     BacklogDrain,
     Soak,
+    Retention,
     Inbound,
     Console,
     Listen,
@@ -170,6 +176,7 @@ impl Scenario {
             Scenario::SlowNeighbour => scenarios::slow_neighbour::run(opts).await,
             Scenario::BacklogDrain => scenarios::backlog_drain::run(opts).await,
             Scenario::Soak => scenarios::soak::run(opts).await,
+            Scenario::Retention => scenarios::retention::run(opts).await,
             Scenario::Inbound => scenarios::inbound::run(opts).await,
             Scenario::Console => scenarios::console::run(opts).await,
             Scenario::Listen => scenarios::listen::run(opts).await,
@@ -200,6 +207,7 @@ fn main() -> anyhow::Result<()> {
             max_in_flight: cli.vow_max_in_flight,
             max_per_endpoint: cli.vow_max_per_endpoint,
             otel_endpoint: cli.vow_otel_endpoint.clone(),
+            message_retention_minutes: cli.vow_message_retention_minutes,
         },
         pg: cli.pg.then(|| cli.pg_url.clone()),
         duration: cli.duration.map(Duration::from_secs),

@@ -285,6 +285,8 @@ pub struct VowSettings {
     pub max_per_endpoint: Option<usize>,
     /// `VOW_OTEL_ENDPOINT`, when set: traces exported there.
     pub otel_endpoint: Option<String>,
+    /// `VOW_MESSAGE_RETENTION_MINUTES`, when set.
+    pub message_retention_minutes: Option<u32>,
 }
 
 /// A running `vow serve`.
@@ -331,6 +333,9 @@ impl VowProcess {
         }
         if let Some(endpoint) = &settings.otel_endpoint {
             cmd.env("VOW_OTEL_ENDPOINT", endpoint);
+        }
+        if let Some(minutes) = settings.message_retention_minutes {
+            cmd.env("VOW_MESSAGE_RETENTION_MINUTES", minutes.to_string());
         }
         let child = cmd
             .spawn()

@@ -13,6 +13,8 @@
 //! - [`backlog_drain`]: queue with workers off, restart with workers on, time the drain.
 //! - [`soak`]: that drain on a fresh store, again after a long open-loop load: does the queue
 //!   decay with use?
+//! - [`retention`]: a long open-loop load with a short message retention: do the tables stay
+//!   flat, and what does retention cost?
 //! - [`inbound`]: signed deliveries to `/in/{source_id}` with duplicates mixed in: the most it
 //!   takes, then ack latency at half of that.
 //! - [`listen`]: open-loop messages to an HTTP endpoint and to a `vow listen` relay of the
@@ -27,6 +29,7 @@ pub mod idle_latency;
 pub mod inbound;
 pub mod ingest;
 pub mod listen;
+pub mod retention;
 pub mod slow_neighbour;
 pub mod soak;
 

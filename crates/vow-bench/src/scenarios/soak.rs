@@ -106,7 +106,7 @@ fn drain_lines(r: &mut Report, label: &str, d: &Drain, opts: &Options) {
 }
 
 /// Deliveries per second and the backlog, minute by minute over the load window.
-fn minute_lines(r: &mut Report, samples: &[Sample], window_s: f64) {
+pub(super) fn minute_lines(r: &mut Report, samples: &[Sample], window_s: f64) {
     let minutes: Vec<Sample> = samples
         .iter()
         .filter(|s| s.t <= window_s + 0.5)
