@@ -11,7 +11,15 @@ use vow_server::retention::Cleaner;
 
 use crate::delivery::{attempts, send, setup};
 use crate::helpers::{delivery_config, test_config_toml, TestApp};
+use crate::operators::{sample, scrape};
 use crate::receiver::Receiver;
+
+const PURGED: &str = "vow_retention_purged_total";
+
+/// Retention sweeps timed so far, by every server of this test process.
+async fn swept(app: &TestApp) -> f64 {
+    sample(&scrape(app).await, "vow_retention_sweep_seconds_count", &[])
+}
 
 /// Whether the API still finds the message, and how many delivery rows the store holds for it.
 async fn found(app: &TestApp, app_id: &str, msg: &str) -> (bool, usize) {
@@ -50,7 +58,12 @@ async fn old_messages_go_whole_once_their_deliveries_ended(app: TestApp) {
     );
     assert_eq!(attempts(&app, &s.app_id, &delivered).await.len(), 1);
 
+    // Counters are per process and tests run in parallel: compare with a reading taken before.
+    let purged = || async { sample(&scrape(&app).await, PURGED, &[("what", "messages")]) };
+    let (purged_before, swept_before) = (purged().await, swept(&app).await);
     cleaner.sweep(t0 + Duration::minutes(61)).await;
+    assert!(purged().await >= purged_before + 1.0, "counted");
+    assert!(swept(&app).await >= swept_before + 1.0, "timed");
     assert_eq!(found(&app, &s.app_id, &delivered).await, (false, 0));
     assert!(attempts(&app, &s.app_id, &delivered).await.is_empty());
     let still = found(&app, &s.app_id, &retrying).await;
