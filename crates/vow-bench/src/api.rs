@@ -77,6 +77,21 @@ struct OutcomeOnly {
     outcome: String,
 }
 
+/// One reading of vow's `/metrics`.
+pub struct Metrics(String);
+
+impl Metrics {
+    /// The value of the sample `series` (a metric name with its labels as vow renders them,
+    /// e.g. `vow_retention_purged_total{what="messages"}`); 0 when absent.
+    pub fn value(&self, series: &str) -> f64 {
+        let value = self.0.lines().find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            value.trim().parse::<f64>().ok()
+        });
+        value.unwrap_or(0.0)
+    }
+}
+
 /// The API of one vow process.
 #[derive(Debug, Clone)]
 pub struct Api {
@@ -142,9 +157,8 @@ impl Api {
         .await
     }
 
-    /// The value of the sample `series` (a metric name with its labels as vow renders them,
-    /// e.g. `vow_retention_purged_total{what="messages"}`) in `GET /metrics`; 0 when absent.
-    pub async fn metric(&self, series: &str) -> anyhow::Result<f64> {
+    /// `GET /metrics`, read once for any number of series.
+    pub async fn metrics(&self) -> anyhow::Result<Metrics> {
         let resp = self
             .client
             .get(format!("{}/metrics", self.base))
@@ -152,12 +166,7 @@ impl Api {
             .send()
             .await
             .context("GET /metrics")?;
-        let text = resp.error_for_status()?.text().await?;
-        let value = text.lines().find_map(|line| {
-            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
-            value.trim().parse::<f64>().ok()
-        });
-        Ok(value.unwrap_or(0.0))
+        Ok(Metrics(resp.error_for_status()?.text().await?))
     }
 
     /// Posts `body` as a message of `app`.

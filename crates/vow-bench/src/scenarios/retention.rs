@@ -107,7 +107,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
         rig.peak_rss(),
     );
 
-    let purged = rig.target.api.metric(PURGED).await?;
+    let purged = rig.target.api.metrics().await?.value(PURGED);
     let mut closed = rig.close(&load, true, None).await?;
     r.line(format!(
         "messages deleted by retention in all: {purged:.0}; left in the store: {}",
@@ -156,10 +156,11 @@ async fn read(db: &Database, api: &Api) -> anyhow::Result<Reading> {
             Ok((a.parse()?, b.parse()?))
         })
         .collect::<anyhow::Result<Vec<(u64, u64)>>>()?;
+    let metrics = api.metrics().await?;
     Ok(Reading {
         sizes,
-        purged: api.metric(PURGED).await?,
-        swept: (api.metric(SWEEP_SUM).await?, api.metric(SWEEP_COUNT).await?),
+        purged: metrics.value(PURGED),
+        swept: (metrics.value(SWEEP_SUM), metrics.value(SWEEP_COUNT)),
     })
 }
 
