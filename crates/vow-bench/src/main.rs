@@ -12,6 +12,7 @@
 //! - [`vow_process`]: the database and the `vow serve` child.
 //! - [`receiver`]: the endpoints, recording first arrival per `webhook-id`.
 //! - [`api`]: the few API calls a run makes, and the 1 KiB message body.
+//! - [`fill`]: a store filled with delivered history by SQL, for `big-store`.
 //! - [`load`]: closed- and open-loop generators, and the per-second sampler.
 //! - [`ledger`]: the ledger, reports, histograms.
 //! - [`signed`]: signed inbound deliveries and the order they are sent in.
@@ -19,6 +20,7 @@
 //! - [`scenarios`]: one module per scenario.
 
 mod api;
+mod fill;
 mod ledger;
 mod load;
 mod machine;
@@ -91,6 +93,14 @@ struct Cli {
     #[arg(long, default_value_t = 100_000)]
     messages: u64,
 
+    /// Messages within retention that big-store fills its store with.
+    #[arg(long, default_value_t = 10_000_000)]
+    stored: u64,
+
+    /// Messages past retention big-store adds before them, for retention to delete.
+    #[arg(long, default_value_t = 1_000_000)]
+    expired: u64,
+
     /// Sequential messages sent by idle-latency.
     #[arg(long, default_value_t = 200)]
     idle_count: usize,
@@ -143,6 +153,7 @@ enum Scenario {
     BacklogDrain,
     Soak,
     Retention,
+    BigStore,
     Inbound,
     Console,
     Listen,
@@ -177,6 +188,7 @@ impl Scenario {
             Scenario::BacklogDrain => scenarios::backlog_drain::run(opts).await,
             Scenario::Soak => scenarios::soak::run(opts).await,
             Scenario::Retention => scenarios::retention::run(opts).await,
+            Scenario::BigStore => scenarios::big_store::run(opts).await,
             Scenario::Inbound => scenarios::inbound::run(opts).await,
             Scenario::Console => scenarios::console::run(opts).await,
             Scenario::Listen => scenarios::listen::run(opts).await,
@@ -217,6 +229,8 @@ fn main() -> anyhow::Result<()> {
         max_in_flight: cli.max_in_flight.max(1),
         drain_cap: Duration::from_secs(cli.drain_cap),
         messages: cli.messages,
+        stored: cli.stored,
+        expired: cli.expired,
         idle_count: cli.idle_count,
         seed: cli.seed.clone(),
     };

@@ -102,7 +102,8 @@ impl Database {
         }
     }
 
-    fn sqlite_path(&self) -> PathBuf {
+    /// The SQLite file's path (meaningful for the SQLite backend only).
+    pub fn sqlite_path(&self) -> PathBuf {
         self.dir().join("vow.db")
     }
 

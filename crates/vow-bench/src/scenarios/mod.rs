@@ -6,6 +6,8 @@
 //! - [`console`]: the console's and portal's pages on a seeded store of 1M messages, idle
 //!   and while a backlog drains.
 //! - [`ingest`]: closed-loop POSTs with delivery workers off.
+//! - [`big_store`]: the same on a store filled with millions of messages while retention
+//!   deletes old ones, against an empty store.
 //! - [`idempotency`]: the same, with and without `Idempotency-Key`, interleaved in one run.
 //! - [`e2e`]: open-loop POSTs with workers on, 1..N endpoints (fan-out).
 //! - [`idle_latency`]: one message at a time into an idle system.
@@ -21,6 +23,7 @@
 //!   same receiver: what the relay adds.
 
 pub mod backlog_drain;
+pub mod big_store;
 pub mod commit_baseline;
 pub mod console;
 pub mod e2e;
@@ -67,6 +70,10 @@ pub struct Options {
     pub drain_cap: Duration,
     /// Messages queued by `backlog-drain`.
     pub messages: u64,
+    /// Messages within retention that `big-store` fills its store with.
+    pub stored: u64,
+    /// Messages past retention it adds before them, for retention to delete.
+    pub expired: u64,
     /// Sequential messages sent by `idle-latency`.
     pub idle_count: usize,
     /// `console`'s seeded database: a SQLite file, or with `--pg` a database name.
