@@ -1,7 +1,9 @@
 //! Retention: a background cleaner that deletes old messages whole (with their deliveries and
 //! attempts), expired message payloads and old attempt response bodies, ages `Idempotency-Key`
 //! records into tombstones and then out, and removes old raw inbound payloads and rejection
-//! records, in small batches, pausing between them so it never holds up delivery or ingest.
+//! records, in small batches. After each batch it pauses five times as long as the batch took,
+//! so it takes at most a sixth of the store's time, and less when the store is busy (its
+//! batches then take longer): a store catching up on months of old rows keeps taking messages.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -16,8 +18,14 @@ use crate::stores::Stores;
 /// Rows changed per store call.
 const BATCH: usize = 500;
 
-/// The pause between two batches, so other writes get through.
-const PAUSE: Duration = Duration::from_millis(50);
+/// After a batch, the pause is this many times as long as the batch took.
+const PAUSE_PER_BATCH: u32 = 5;
+
+/// The shortest pause between two batches.
+const MIN_PAUSE: Duration = Duration::from_millis(10);
+
+/// The longest pause between two batches, however slow the last one was.
+const MAX_PAUSE: Duration = Duration::from_secs(5);
 
 /// How long each kind of content is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +103,7 @@ where
     Fut: Future<Output = StoreResult<u64>>,
 {
     loop {
+        let started = Instant::now();
         let purged = purge().await;
         if let Ok(n) = purged {
             metrics::counter!(m::RETENTION_PURGED, "what" => what).increment(n);
@@ -107,6 +116,26 @@ where
                 return;
             }
         }
-        tokio::time::sleep(PAUSE).await;
+        tokio::time::sleep(pause_after(started.elapsed())).await;
+    }
+}
+
+/// The pause after a batch that took `batch`: [`PAUSE_PER_BATCH`] times as long, within
+/// [`MIN_PAUSE`] and [`MAX_PAUSE`].
+fn pause_after(batch: Duration) -> Duration {
+    (batch * PAUSE_PER_BATCH).clamp(MIN_PAUSE, MAX_PAUSE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slower_batch_is_followed_by_a_longer_pause_within_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(pause_after(ms(20)), ms(100));
+        assert_eq!(pause_after(ms(60)), ms(300));
+        assert_eq!(pause_after(ms(1)), MIN_PAUSE);
+        assert_eq!(pause_after(Duration::from_secs(3)), MAX_PAUSE);
     }
 }
