@@ -14,6 +14,29 @@ use crate::error::db_error;
 use crate::queue::activity;
 use crate::PgStore;
 
+/// Deletes up to `$3` messages made before `$2` (ids below `$1`) whose deliveries have all
+/// ended: the oldest first, as a range of the primary key; the foreign keys' cascades delete
+/// their deliveries, attempts and channels through the indexes that start with the message.
+///
+/// Each message's deliveries are looked up by message (`deliveries_msg_id_endpoint_id_key`),
+/// whatever the statistics say. Written as a plain `NOT EXISTS (… status = 'pending')`, the
+/// planner trusted statistics taken before a backlog built up ("no pending delivery") and read
+/// every pending delivery for every message, through the pending-only index: on a store of
+/// 11,000,000 messages with a backlog, batches took 1.6 to 11.7 s instead of milliseconds. So
+/// the check is a subquery run per message (`OFFSET 0` keeps it from becoming a join), and it
+/// names the statuses that have ended, which that partial index cannot answer.
+const OLD_MESSAGES: &str = "
+    DELETE FROM messages WHERE id IN (
+        SELECT m.id FROM messages m
+        WHERE m.id < $1 AND m.created_at < $2
+          AND NOT EXISTS (SELECT 1 FROM deliveries d
+                          WHERE d.msg_id = m.id
+                            AND d.status NOT IN ('held', 'delivered', 'dead_lettered')
+                          OFFSET 0)
+        ORDER BY m.id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED)";
+
 #[async_trait]
 impl Retention for PgStore {
     async fn expunge_message_content(&self, app: AppId, msg: MessageId) -> StoreResult<()> {
@@ -81,24 +104,71 @@ impl Retention for PgStore {
         if batch == 0 {
             return Ok(0);
         }
-        // The oldest first, as a range of the primary key; the foreign keys' cascades delete the
-        // deliveries, attempts and channels through the indexes that start with the message.
-        let deleted = sqlx::query(
-            "DELETE FROM messages WHERE id IN (
-                 SELECT m.id FROM messages m
-                 WHERE m.id < $1 AND m.created_at < $2
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d
-                                   WHERE d.msg_id = m.id AND d.status = 'pending')
-                 ORDER BY m.id
-                 LIMIT $3
-                 FOR UPDATE SKIP LOCKED)",
-        )
-        .bind(MessageId::first_at(before).to_string())
-        .bind(before)
-        .bind(convert::bigint_param(batch))
-        .execute(&self.pool)
-        .await
-        .map_err(db_error)?;
+        let deleted = sqlx::query(OLD_MESSAGES)
+            .bind(MessageId::first_at(before).to_string())
+            .bind(before)
+            .bind(convert::bigint_param(batch))
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
         Ok(deleted.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Statistics taken while no delivery was pending, then a backlog: the plan must still look
+    /// each old message's deliveries up by message, not scan the pending ones.
+    #[tokio::test]
+    async fn the_pending_check_looks_deliveries_up_by_message_whatever_the_statistics_say() {
+        let (store, _url) = crate::testing::fresh_store().await;
+        let mut conn = store.conn().await.unwrap();
+        let fill = |status: &'static str, from: i64| {
+            format!(
+                "INSERT INTO messages (id, app_id, event_type, payload_expires_at, created_at)
+                 SELECT 'msg_' || lpad(i::text, 26, '0'), 'app_1', 't', now(), now()
+                 FROM generate_series({from}, {from} + 19999) AS i;
+                 INSERT INTO deliveries (id, app_id, msg_id, endpoint_id, status,
+                                         next_attempt_at, created_at)
+                 SELECT 'dlv_' || lpad(i::text, 26, '0'), 'app_1', 'msg_' || lpad(i::text, 26, '0'),
+                        'ep_1', '{status}', now(), now()
+                 FROM generate_series({from}, {from} + 19999) AS i;"
+            )
+        };
+        sqlx::raw_sql(&format!(
+            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
+             VALUES ('app_1', 'a', '{{}}', now(), now());
+             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+                                    created_at, updated_at)
+             VALUES ('ep_1', 'app_1', 'https://example.com/', '', false, '{{}}', '{{}}', now(),
+                     now());
+             {}
+             ANALYZE messages, deliveries;
+             {}",
+            fill("delivered", 0),
+            fill("pending", 20_000)
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(&format!(
+            "EXPLAIN {}",
+            OLD_MESSAGES
+                .replace("$1", "'msg_9'")
+                .replace("$2", "now()")
+                .replace("$3", "500")
+        ))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("Index Scan using deliveries_msg_id_endpoint_id_key on deliveries d")
+                && plan.contains("Index Cond: (msg_id = m.id)"),
+            "{plan}"
+        );
+        assert!(!plan.contains("pending"), "{plan}");
     }
 }
