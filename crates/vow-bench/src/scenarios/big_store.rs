@@ -193,6 +193,9 @@ fn window_lines(r: &mut Report, w: &Window) {
     r.line(format!("acks/s {rate:.0}"));
     let lat = r.latency("ack", &w.load.ack_latency);
     r.line(lat);
+    if w.load.shed > 0 {
+        r.line(format!("refused with Retry-After: {}", w.load.shed));
+    }
     if let Some(s) = w.load.first_rejection {
         r.line(format!("first non-2xx status: {s}"));
     }
