@@ -63,6 +63,10 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
         .vow
         .message_retention_minutes
         .unwrap_or(DEFAULT_RETENTION_MINUTES);
+    anyhow::ensure!(
+        retention > 1,
+        "big-store fills the store over the message retention: give it more than 1 minute"
+    );
     let title = |what: &str| {
         format!(
             "big-store {} {what} concurrency={} duration={}s",
