@@ -19,6 +19,7 @@ use anyhow::Context;
 use chrono::{TimeDelta, Utc};
 use vow_core::MessageId;
 
+use super::retention::PURGED;
 use super::{cpu_lines, Cpu, Options, Rig};
 use crate::fill::{fill, History};
 use crate::ledger::{ms, spread, Ledger, Report};
@@ -32,9 +33,6 @@ const FIRST_SWEEP: Duration = Duration::from_secs(65);
 
 /// vow's default message retention, minutes.
 const DEFAULT_RETENTION_MINUTES: u32 = 90 * 24 * 60;
-
-/// The series of `/metrics` counting messages retention deleted.
-const PURGED: &str = r#"vow_retention_purged_total{what="messages"}"#;
 
 /// One measurement.
 struct Window {

@@ -22,8 +22,9 @@ use crate::ledger::Report;
 use crate::load::Sampler;
 use crate::vow_process::Database;
 
-/// The series of `/metrics` read each minute.
-const PURGED: &str = r#"vow_retention_purged_total{what="messages"}"#;
+/// The series of `/metrics` read each minute: messages retention deleted (also read by
+/// `big_store`), and its sweeps' time.
+pub(super) const PURGED: &str = r#"vow_retention_purged_total{what="messages"}"#;
 const SWEEP_SUM: &str = "vow_retention_sweep_seconds_sum";
 const SWEEP_COUNT: &str = "vow_retention_sweep_seconds_count";
 
