@@ -105,8 +105,10 @@ pub(crate) async fn claim(
     // The due endpoints, longest waiting first, each with its earliest due rows from its floor
     // up to its room. The nested loop runs in that order and stops at `limit`, so no more rows
     // are read and locked than are taken (plus one endpoint's). `claimed_id`, not `id`, so
-    // RETURNING's bare column names can only mean `deliveries`. The claimed rows are joined to
-    // their messages and endpoints in the same statement: one round trip per claim.
+    // RETURNING's bare column names can only mean `deliveries`. Each claimed row is joined to
+    // its message and endpoint laterally, by id, in the same statement: one round trip per
+    // claim. (Joined as sets, they left the planner join orders to weigh: planning, which this
+    // statement pays at every call, took 0.70 ms instead of 0.45.)
     let mut rows = sqlx::query(&format!(
         "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
          room AS (
@@ -139,12 +141,14 @@ pub(crate) async fn claim(
          claimed AS (
              UPDATE deliveries d SET lease_token = $3, lease_until = $7
              FROM c WHERE d.id = c.claimed_id
-             RETURNING {COLUMNS}),
-         m AS (
-             SELECT id AS message_id, event_type,
-                    CASE WHEN payload_expires_at > $1 THEN payload END AS payload, traceparent
-             FROM messages WHERE id IN (SELECT msg_id FROM claimed)),
-         t AS (
+             RETURNING {COLUMNS})
+         SELECT claimed.*, m.event_type, m.payload, m.traceparent, t.*
+         FROM claimed
+         CROSS JOIN LATERAL (
+             SELECT event_type, CASE WHEN payload_expires_at > $1 THEN payload END AS payload,
+                    traceparent
+             FROM messages WHERE id = claimed.msg_id) m
+         CROSS JOIN LATERAL (
              SELECT {target}, e.id AS target_id,
                     COALESCE(s.keys, '{{}}') AS secret_keys,
                     COALESCE(s.valid_until, '{{}}') AS secret_valid_until
@@ -156,11 +160,7 @@ pub(crate) async fn claim(
                  FROM endpoint_secrets
                  WHERE endpoint_id = e.id AND (valid_until IS NULL OR valid_until > $1)
              ) s ON TRUE
-             WHERE e.id IN (SELECT endpoint_id FROM claimed))
-         SELECT claimed.*, m.event_type, m.payload, m.traceparent, t.*
-         FROM claimed
-         JOIN m ON m.message_id = claimed.msg_id
-         JOIN t ON t.target_id = claimed.endpoint_id",
+             WHERE e.id = claimed.endpoint_id) t",
         target = DeliveryTarget::COLUMNS
     ))
     // Planned for each call (see the module docs): its joins onto `deliveries` and `messages`
