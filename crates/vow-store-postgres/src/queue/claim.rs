@@ -51,8 +51,8 @@ pub(crate) const ENDPOINTS_WITH_WORK: &str = "endpoints_with_work (ep) AS (
 
 /// A claimed delivery as the claim returns it: [`Delivery::COLUMNS`] (`RETURNING` of the
 /// claiming `UPDATE`), its message's event type, payload (NULL when expunged or expired at the
-/// claim's `now`) and traceparent, then its endpoint: [`DeliveryTarget::COLUMNS`], its id, and
-/// its secrets valid at `now` as two arrays (current first, then rotated-out ones newest first).
+/// claim's `now`) and traceparent, then its endpoint: [`DeliveryTarget::COLUMNS`] and its
+/// secrets valid at `now` as two arrays (current first, then rotated-out ones newest first).
 fn claimed_row(row: PgRow) -> sqlx::Result<(Delivery, MessagePart, DeliveryTarget)> {
     let columns = PgColumns(&row);
     let mut r = Reader::new(&columns);
@@ -64,9 +64,8 @@ fn claimed_row(row: PgRow) -> sqlx::Result<(Delivery, MessagePart, DeliveryTarge
     };
     let mut target: DeliveryTarget = r.take()?;
     let at = r.at();
-    // `at` is the endpoint's id, which the delivery already names.
-    let keys: Vec<String> = row.try_get(at + 1)?;
-    let valid_until: Vec<Option<DateTime<Utc>>> = row.try_get(at + 2)?;
+    let keys: Vec<String> = row.try_get(at)?;
+    let valid_until: Vec<Option<DateTime<Utc>>> = row.try_get(at + 1)?;
     target.secrets = keys
         .into_iter()
         .zip(valid_until)
@@ -149,7 +148,7 @@ pub(crate) async fn claim(
                     traceparent
              FROM messages WHERE id = claimed.msg_id) m
          CROSS JOIN LATERAL (
-             SELECT {target}, e.id AS target_id,
+             SELECT {target},
                     COALESCE(s.keys, '{{}}') AS secret_keys,
                     COALESCE(s.valid_until, '{{}}') AS secret_valid_until
              FROM endpoints e
