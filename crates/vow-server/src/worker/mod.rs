@@ -6,17 +6,20 @@
 //! own task. A claim that filled its limit is followed by another at once; otherwise the loop
 //! idles until it is woken, a slot frees, or the next item is due (at most the poll interval:
 //! another process's work only shows up by polling); where a freed slot wakes the loop, only a
-//! claim that found nothing asks the store when the next item is due. A failing claim is
-//! retried with [`Backoff`]. Beside the loop a heartbeat renews the leases of running items
-//! every third of the lease, so a slow item is not taken over while a crashed process's leases
-//! run out. On shutdown the loop stops claiming, lets running items finish (bounded by the item
-//! timeout plus five seconds, then aborts them: their leases run out and another worker retries
-//! them), lets the work settle (e.g. record what finished), and only then stops the heartbeat.
+//! claim that found nothing while nothing runs asks the store when the next item is due. A
+//! failing claim is retried with [`Backoff`]. Beside the loop a heartbeat renews the leases of
+//! running items every third of the lease, so a slow item is not taken over while a crashed
+//! process's leases run out. On shutdown the loop stops claiming, lets running items finish
+//! (bounded by the item timeout plus five seconds, then aborts them: their leases run out and
+//! another worker retries them), lets the work settle (e.g. record what finished), and only then
+//! stops the heartbeat.
 //!
 //! # Layout
 //! - [`backoff`]: the pause between retries of a failing store call.
 
 pub mod backoff;
+#[cfg(test)]
+mod tests;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -150,10 +153,14 @@ pub async fn run<W: Work>(work: Arc<W>, timing: Timing, shutdown: CancellationTo
             continue;
         }
         // A claim that took some but not all it could: what it left is either not due or held
-        // back by the kind's own room (e.g. an endpoint's slots). When one of the items just
-        // started brings the loop back as it finishes, asking the store when the next item
-        // falls due (a second statement per claim) waits for a claim that finds nothing.
-        let idle = if W::WOKEN_BY_FREED_SLOT && started > 0 {
+        // back by the kind's own room (e.g. an endpoint's slots). While items run (just
+        // started or from before) and one of them brings the loop back as it finishes, the
+        // loop does not ask the store when the next item falls due: a second statement per
+        // claim, and one that walks each endpoint's pending rows from the front, past the
+        // entries of rows delivered since the last vacuum (measured on PostgreSQL at 5,000
+        // msg/s offered to one endpoint: 54 ms a call, 531 calls a run, as much time as all
+        // its claims).
+        let idle = if W::WOKEN_BY_FREED_SLOT && (started > 0 || !tasks.is_empty()) {
             timing.poll_interval
         } else {
             idle_wait(&*work, now, timing.poll_interval).await
