@@ -66,10 +66,13 @@ impl Browser {
         panic!("chromedriver did not answer: {last:?}");
     }
 
-    /// The text of the element `css`.
+    /// The text of the element `css`, once it is on the page (waiting at most 10 s: under a
+    /// loaded machine a page that `reaches` reported may still be rendering).
     pub async fn text(&self, css: &str) -> String {
         self.client
-            .find(Locator::Css(css))
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
             .await
             .unwrap_or_else(|e| panic!("no {css}: {e}"))
             .text()
