@@ -20,7 +20,9 @@
 //! - [`record`]: scope, stored response, lease token, settings, and [`record::decide`].
 //! - [`status`]: what a client may ask about its key ([`KeyStatus`]).
 //! - `sqlite`, `postgres`: `SCHEMA`, `begin`, `fence`, `complete`, `release`, `purge`, `status`,
-//!   `oldest_in_progress`.
+//!   `oldest_in_progress`; `postgres` also claims keys inside the host's write (`Claim`,
+//!   `claim_completed`), many in one statement for a host that batches requests (`claim_many`,
+//!   `unclaim`).
 //! - `http` (feature `axum`): the key and `Prefer: wait` from a `HeaderMap`, problem, replay and
 //!   `Idempotency-Expires` responses, and the vocabulary of the entry points (`Request`, `Done`,
 //!   `Failure`, `Outcome`).

@@ -336,6 +336,116 @@ impl Claim<'_> {
     }
 }
 
+/// [`Claim::CTE`] for many claims in ONE statement, for a host that batches the writes of
+/// several requests in one transaction: which of `claims` it claimed (`true` at its index).
+/// Each is taken as [`Claim::CTE`] takes one: under its scope's lock, taken without waiting,
+/// inserted only where no record is. One that claimed nothing (the scope has a record, or
+/// another transaction holds it) is left to the caller, whose request should then take the
+/// one-claim path ([`claim_completed`] or [`Claim::CTE`]) in a transaction of its own, which
+/// resolves it. Two claims of one scope in `claims` claim it once (the first). A claim whose
+/// write then does not happen must be deleted in the same transaction ([`unclaim`]).
+pub async fn claim_many(conn: &mut PgConnection, claims: &[Claim<'_>]) -> Result<Vec<bool>> {
+    const SQL: &str = "WITH input AS MATERIALIZED (SELECT * FROM UNNEST($1::text[], \
+         $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::text[], $8::text[], \
+         $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::int4[], \
+         $14::text[], $15::bytea[], $16::text[]) WITH ORDINALITY AS i (principal, application, \
+         method, route, key, fingerprint_version, fingerprint, canonical_body, lease_token, \
+         lease_until, expires_at, tombstone_until, response_status, response_headers, \
+         response_body, resource, n)), \
+         lock AS MATERIALIZED (SELECT n, pg_try_advisory_xact_lock(hashtextextended(concat_ws(\
+         E'\\x1f', current_schema(), principal, application, method, route, key), 0)) AS free \
+         FROM input ORDER BY n), \
+         claim AS (INSERT INTO idempotency_records (principal, application, method, route, key, \
+         state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+         expires_at, tombstone_until, response_status, response_headers, response_body, \
+         resource) SELECT principal, application, method, route, key, 'completed', \
+         fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, expires_at, \
+         tombstone_until, response_status, response_headers, response_body, resource \
+         FROM input JOIN lock USING (n) WHERE free ORDER BY n ON CONFLICT DO NOTHING \
+         RETURNING lease_token) \
+         SELECT lease_token FROM claim";
+    let mut columns = ClaimColumns::default();
+    for claim in claims {
+        columns.push(claim);
+    }
+    let [principals, applications, methods, routes, keys] = columns.scope;
+    let claimed: std::collections::HashSet<String> = sqlx::query_scalar(SQL)
+        .bind(principals)
+        .bind(applications)
+        .bind(methods)
+        .bind(routes)
+        .bind(keys)
+        .bind(columns.fingerprint_versions)
+        .bind(columns.fingerprints)
+        .bind(columns.canonical_bodies)
+        .bind(columns.tokens)
+        .bind(columns.nows)
+        .bind(columns.expires)
+        .bind(columns.tombstones)
+        .bind(columns.statuses)
+        .bind(columns.headers)
+        .bind(columns.bodies)
+        .bind(columns.resources)
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(claims
+        .iter()
+        .map(|c| claimed.contains(&c.token.0))
+        .collect())
+}
+
+/// Deletes the records `tokens` claimed in this transaction ([`claim_many`]) whose writes did
+/// not happen, so the scopes stay free once it commits; how many it deleted.
+pub async fn unclaim(conn: &mut PgConnection, tokens: &[&LeaseToken]) -> Result<u64> {
+    const SQL: &str = "DELETE FROM idempotency_records WHERE lease_token = ANY($1::text[])";
+    let tokens: Vec<&str> = tokens.iter().map(|t| t.0.as_str()).collect();
+    let done = sqlx::query(SQL).bind(tokens).execute(&mut *conn).await?;
+    Ok(done.rows_affected())
+}
+
+/// [`claim_many`]'s claims as one array per column.
+#[derive(Default)]
+struct ClaimColumns<'a> {
+    scope: [Vec<String>; 5],
+    fingerprint_versions: Vec<i32>,
+    fingerprints: Vec<String>,
+    canonical_bodies: Vec<&'a str>,
+    tokens: Vec<&'a str>,
+    nows: Vec<DateTime<Utc>>,
+    expires: Vec<DateTime<Utc>>,
+    tombstones: Vec<DateTime<Utc>>,
+    statuses: Vec<Option<i32>>,
+    headers: Vec<Option<String>>,
+    bodies: Vec<Option<&'a [u8]>>,
+    resources: Vec<Option<&'a str>>,
+}
+
+impl<'a> ClaimColumns<'a> {
+    fn push(&mut self, claim: &Claim<'a>) {
+        let d = claim.settings.deadlines(claim.now);
+        for (column, value) in self.scope.iter_mut().zip(scope_values(claim.scope)) {
+            column.push(value);
+        }
+        self.fingerprint_versions
+            .push(i32::from(claim.fingerprint.version));
+        self.fingerprints.push(claim.fingerprint.hex());
+        self.canonical_bodies.push(claim.canonical_body);
+        self.tokens.push(claim.token.0.as_str());
+        self.nows.push(claim.now);
+        self.expires.push(d.expires_at);
+        self.tombstones.push(d.tombstone_until);
+        let response = claim.response;
+        self.statuses.push(response.map(|r| i32::from(r.status)));
+        self.headers
+            .push(response.map(|r| columns::encode_headers(&r.headers)));
+        self.bodies.push(response.map(|r| r.body.as_slice()));
+        self.resources
+            .push(response.and_then(|r| r.resource.as_deref()));
+    }
+}
+
 /// Claims the scope at the START of the host's transaction, before its business writes (see
 /// [`Claim`]); without the claim's response, [`store_response`] adds it at the end of the same
 /// transaction, so nobody ever sees the record without one. A concurrent request with the same

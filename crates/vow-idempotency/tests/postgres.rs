@@ -246,6 +246,95 @@ async fn a_claim_in_an_open_transaction_is_in_flight_for_others_who_do_not_wait(
     assert_eq!(count(&pool, "idempotency_records").await, 1);
 }
 
+/// Many claims in one statement, as a host that batches several requests' writes makes them:
+/// a free scope is claimed (once, when two claims in the batch name it), a scope with a record
+/// or held by another open transaction is not, and no claim waits. A claim whose write did not
+/// happen is deleted before the commit (`unclaim`), and its scope is free again afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_claims_in_one_statement_claim_each_free_scope_once() {
+    let hang = std::time::Duration::from_secs(20);
+    let pool = db(4).await;
+    let (fp, canonical) = request(BODY);
+    let (settings, response) = (settings(), response());
+    let (alice, carol, dave, erin, frank) = (
+        alice(),
+        scope("carol", Some("app_1"), "k"),
+        scope("dave", Some("app_1"), "k"),
+        scope("erin", Some("app_1"), "k"),
+        scope("frank", None, "k"),
+    );
+    let tokens: Vec<LeaseToken> = (0..6).map(|i| LeaseToken(format!("batch-{i}"))).collect();
+    let claim = |scope, token| Claim {
+        scope,
+        fingerprint: &fp,
+        canonical_body: &canonical,
+        token,
+        now: t(0),
+        settings: &settings,
+        response: Some(&response),
+    };
+    // dave has a completed record; erin is claimed in a transaction still open.
+    assert_eq!(
+        prerendered_write(&pool, &dave, "msg_dave", t(0), false).await,
+        Recorded::Fresh
+    );
+    let erin_token = LeaseToken("erin-open".into());
+    let mut open = pool.begin().await.unwrap();
+    let held_open = postgres::claim_completed(&mut open, &claim(&erin, &erin_token)).await;
+    assert_eq!(held_open.unwrap(), Recorded::Fresh);
+
+    let claims = [
+        claim(&alice, &tokens[0]),
+        claim(&carol, &tokens[1]),
+        claim(&alice, &tokens[2]),
+        claim(&dave, &tokens[3]),
+        claim(&erin, &tokens[4]),
+        claim(&frank, &tokens[5]),
+    ];
+    let mut tx = pool.begin().await.unwrap();
+    let claimed = tokio::time::timeout(hang, postgres::claim_many(&mut tx, &claims))
+        .await
+        .expect("no claim waits for another transaction")
+        .unwrap();
+    assert_eq!(claimed, [true, true, false, false, false, true]);
+    // carol's write did not happen: her claim goes, the others commit.
+    let gone = postgres::unclaim(&mut tx, &[&tokens[1]]).await.unwrap();
+    assert_eq!(gone, 1);
+    tx.commit().await.unwrap();
+    open.rollback().await.unwrap();
+
+    let kept: Vec<(String, String, i32)> = sqlx::query_as(
+        "SELECT principal, lease_token, response_status FROM idempotency_records \
+         WHERE state = 'completed' ORDER BY principal",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let kept: Vec<(&str, &str, i32)> = kept
+        .iter()
+        .map(|(p, t, s)| (p.as_str(), t.as_str(), *s))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("dave", "token-msg_dave", 202),
+            ("frank", "batch-5", 202),
+            ("tok_alice", "batch-0", 202)
+        ]
+    );
+    assert_eq!(
+        start(&pool, &alice, BODY, t(1)).await,
+        Begun::Replay {
+            response: response.clone(),
+            expires_at: t(EXPIRES)
+        }
+    );
+    assert!(matches!(
+        start(&pool, &carol, BODY, t(1)).await,
+        Begun::Owner(_)
+    ));
+}
+
 async fn count(pool: &PgPool, table_and_where: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT count(*) FROM {table_and_where}"))
         .fetch_one(pool)

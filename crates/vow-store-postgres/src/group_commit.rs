@@ -1,18 +1,23 @@
-//! Group commit of message creates: concurrent creates share one transaction, two multi-row
-//! statements and one commit, as SQLite's writer batches them.
+//! Group commit of message creates, keyed or not: concurrent creates share one transaction, a
+//! few multi-row statements and one commit, as SQLite's writer batches them.
 //!
 //! A create ([`GroupCommit::create`]) queues a job and waits for its answer. A few flushers
 //! (each one connection) take whatever has queued, up to [`MAX_BATCH`], and write it: one
 //! statement reads and key-share locks the batch's applications and their endpoints, the fan-out
-//! is picked here (as the one-message path picks it, [`message::pick`]), and one statement inserts every message with its channels and deliveries
-//! (`ON CONFLICT DO NOTHING`, so a duplicate `eventId` skips only its own message). Each job is
-//! answered after the commit, so an answer means its rows are durable.
+//! is picked here (as the one-message path picks it, [`message::pick`]), one statement claims
+//! the `Idempotency-Key`s of the keyed creates with their responses ([`records::claim_many`],
+//! before any message is written, as a keyed create alone claims first), and one statement
+//! inserts every message with its channels and deliveries (`ON CONFLICT DO NOTHING`, so a
+//! duplicate `eventId` skips only its own message). A key claimed for a message that was then
+//! not written is deleted again before the commit ([`records::unclaim`]). Each job is answered
+//! after the commit, so an answer means its rows (and its key's record) are durable.
 //!
-//! What the batch does not write goes through the one-message path ([`message::create_in`], in
-//! its own transaction) after the commit, which answers it exactly as it always did: a message
-//! whose application or endpoint was not found or whose `eventId` was taken, and every message
-//! of a batch whose statements failed (the cause is then one row, and it fails only its own
-//! request). A job that found every flusher writing and then waited past the intake's limit is
+//! What the batch does not write goes through the one-message path ([`message::create_alone`],
+//! in its own transaction) after the commit, which answers it exactly as it always did: a
+//! message whose application or endpoint was not found or whose `eventId` was taken, a keyed
+//! one whose key has a record or is held by another transaction (there it is taken over or
+//! fenced), and every message of a batch whose statements failed (the cause is then one row,
+//! and it fails only its own request). A job that found every flusher writing and then waited past the intake's limit is
 //! refused as overloaded, with nothing written; one that found a flusher free never is.
 
 use std::collections::{BTreeSet, HashMap};
@@ -24,15 +29,17 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot, Mutex};
 use vow_core::EndpointId;
+use vow_idempotency::postgres as records;
+use vow_store::idempotency::{Applied, LeaseToken};
 use vow_store::rows::{FromColumns, Reader};
 use vow_store::rules::fan_out::FanOutEndpoint;
-use vow_store::{CreatedMessage, Message, NewMessage, StoreError, StoreResult};
+use vow_store::{CreatedMessage, Message, MessageCreate, NewMessage, StoreError, StoreResult};
 
 use crate::convert::{read_optional, PgColumns};
 use crate::error::{db_error, is_contention};
 use crate::idempotency::{step, transaction};
 use crate::intake::Intake;
-use crate::message;
+use crate::message::{self, ReadyKey};
 
 /// The most creates one transaction carries.
 const MAX_BATCH: usize = 256;
@@ -54,10 +61,12 @@ pub(crate) struct GroupCommit {
 struct Job {
     new: NewMessage,
     only: Option<EndpointId>,
+    /// A keyed create's claim, with the response it records.
+    key: Option<ReadyKey>,
     queued: Instant,
     /// Whether every flusher was writing when it was queued (only then can it be late).
     behind: bool,
-    answer: oneshot::Sender<StoreResult<CreatedMessage>>,
+    answer: oneshot::Sender<StoreResult<Applied<CreatedMessage>>>,
 }
 
 impl GroupCommit {
@@ -78,17 +87,20 @@ impl GroupCommit {
         Self { jobs, writing }
     }
 
-    /// Creates `new` (with `only`, for that one endpoint) in the next batch; answered once it
-    /// is durable, or with the error of its own row.
+    /// Creates `new` (with `only`, for that one endpoint; with `key`, claiming that key) in
+    /// the next batch; answered once it is durable (with `key`'s response), or with the error
+    /// of its own row.
     pub(crate) async fn create(
         &self,
         new: NewMessage,
         only: Option<EndpointId>,
-    ) -> StoreResult<CreatedMessage> {
+        key: Option<ReadyKey>,
+    ) -> StoreResult<Applied<CreatedMessage>> {
         let (answer, answered) = oneshot::channel();
         let job = Job {
             new,
             only,
+            key,
             queued: Instant::now(),
             behind: self.writing.load(Ordering::Relaxed) >= FLUSHERS,
             answer,
@@ -158,7 +170,8 @@ async fn write(pool: &PgPool, batch: Vec<Job>) {
                         message: job.new.into_stored(),
                         deliveries,
                     };
-                    let _ = job.answer.send(Ok(created));
+                    let response = job.key.map(|(_, _, response)| response);
+                    let _ = job.answer.send(Ok((created, response)));
                 }
             }
         }
@@ -183,9 +196,18 @@ async fn write(pool: &PgPool, batch: Vec<Job>) {
     }
     for job in batch.into_iter().flatten() {
         let Job {
-            new, only, answer, ..
+            new,
+            only,
+            key,
+            answer,
+            ..
         } = job;
-        let alone = step(move |tx| Box::pin(message::create_in(tx, new, only)));
+        let create = MessageCreate {
+            new,
+            only,
+            app: None,
+        };
+        let alone = step(move |tx| Box::pin(message::create_alone(tx, create, key)));
         let _ = answer.send(transaction(pool, alone).await);
     }
 }
@@ -213,34 +235,95 @@ async fn write_in_one_transaction(
 }
 
 /// The batch's writes in `tx`: for each job, how many deliveries its message got, `None` for
-/// those left to the one-message path (application or endpoint not found, `eventId` taken).
+/// those left to the one-message path (application or endpoint not found, key not claimed,
+/// `eventId` taken).
 async fn write_together(
     tx: &mut PgConnection,
     batch: &[Option<Job>],
 ) -> sqlx::Result<Vec<Option<usize>>> {
     let jobs: Vec<&Job> = batch.iter().flatten().collect();
     let endpoints = read_endpoints(tx, &jobs).await?;
+    let mut fan_outs: Vec<Option<message::FanOut>> = jobs
+        .iter()
+        .map(|job| {
+            endpoints
+                .get(job.new.app_id.to_string().as_str())
+                .and_then(|eps| fan_out(eps, job))
+        })
+        .collect();
+    let claimed = claim_keys(tx, &jobs, &mut fan_outs).await?;
     let mut rows = Rows::default();
-    let mut deliveries = Vec::with_capacity(jobs.len());
-    for job in &jobs {
-        let fan_out = endpoints
-            .get(job.new.app_id.to_string().as_str())
-            .and_then(|eps| fan_out(eps, job));
-        if let Some(fan_out) = &fan_out {
+    for (job, fan_out) in jobs.iter().zip(&fan_outs) {
+        if let Some(fan_out) = fan_out {
             rows.push(&job.new, fan_out);
         }
-        deliveries.push(fan_out.map(|f| f.ids.len()));
     }
     let inserted: BTreeSet<String> = if rows.is_empty() {
         BTreeSet::new()
     } else {
         rows.insert(tx).await?
     };
-    Ok(jobs
+    let written: Vec<Option<usize>> = jobs
         .iter()
-        .zip(deliveries)
-        .map(|(job, deliveries)| deliveries.filter(|_| inserted.contains(&job.new.id.to_string())))
-        .collect())
+        .zip(fan_outs)
+        .map(|(job, f)| f.filter(|_| inserted.contains(&job.new.id.to_string())))
+        .map(|f| f.map(|f| f.ids.len()))
+        .collect();
+    let unwritten: Vec<&LeaseToken> = claimed
+        .iter()
+        .filter(|&&i| written[i].is_none())
+        .filter_map(|&i| jobs[i].key.as_ref().map(|(record, _, _)| &record.token))
+        .collect();
+    if !unwritten.is_empty() {
+        records::unclaim(tx, &unwritten)
+            .await
+            .map_err(postgres_error)?;
+    }
+    Ok(written)
+}
+
+/// Claims the keys of the keyed jobs that have a fan-out, in one statement; a job whose key it
+/// did not claim loses its fan-out (the one-message path resolves it). The indexes of the jobs
+/// whose keys it claimed.
+async fn claim_keys(
+    tx: &mut PgConnection,
+    jobs: &[&Job],
+    fan_outs: &mut [Option<message::FanOut>],
+) -> sqlx::Result<Vec<usize>> {
+    let keyed: Vec<(usize, &ReadyKey)> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| fan_outs[*i].is_some())
+        .filter_map(|(i, job)| job.key.as_ref().map(|key| (i, key)))
+        .collect();
+    if keyed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let claims: Vec<records::Claim<'_>> = keyed
+        .iter()
+        .map(|(_, key)| message::claim_of(key))
+        .collect();
+    let took = records::claim_many(tx, &claims)
+        .await
+        .map_err(postgres_error)?;
+    let mut claimed = Vec::with_capacity(keyed.len());
+    for ((i, _), took) in keyed.iter().zip(took) {
+        if took {
+            claimed.push(*i);
+        } else {
+            fan_outs[*i] = None;
+        }
+    }
+    Ok(claimed)
+}
+
+/// The PostgreSQL error of a record statement (the only kind [`records::claim_many`] and
+/// [`records::unclaim`] fail with).
+fn postgres_error(e: vow_idempotency::Error) -> sqlx::Error {
+    match e {
+        vow_idempotency::Error::Postgres(e) => e,
+        other => sqlx::Error::Protocol(other.to_string()),
+    }
 }
 
 /// The deliveries of `job`'s message among its application's `endpoints` (with `only`, to that

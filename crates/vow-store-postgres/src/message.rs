@@ -65,30 +65,51 @@ async fn create_with_app(
     create_in(tx, new, only).await
 }
 
-/// The hot path of a keyed create ([`Completion::ready_claim`]): the claim carries the
-/// response, rendered before the write, and is folded into the read that comes first
-/// ([`create_claiming`]).
-async fn create_answering(
-    tx: &mut PgConnection,
-    create: MessageCreate,
-    (record, mut fresh, response): (Record, FreshClaim, StoredResponse),
-) -> StoreResult<Applied<CreatedMessage>> {
-    let MessageCreate { new, only, app } = create;
-    if let Some(app) = app {
-        application::create(tx, app).await?;
-    }
-    let claim = records::Claim {
+/// A keyed create's fresh claim with its response rendered before the write
+/// ([`Completion::ready_claim`]): the record, the claim, the response.
+pub(crate) type ReadyKey = (Record, FreshClaim, StoredResponse);
+
+/// The record [`ReadyKey`] inserts: completed, with its response.
+pub(crate) fn claim_of((record, fresh, response): &ReadyKey) -> records::Claim<'_> {
+    records::Claim {
         scope: &record.scope,
         fingerprint: &fresh.fingerprint,
         canonical_body: &fresh.canonical_body,
         token: &record.token,
         now: record.now,
         settings: &record.settings,
-        response: Some(&response),
-    };
-    let (recorded, created) = create_claiming(tx, new, only, &claim).await?;
-    fresh.settle(recorded)?;
-    Ok((created, Some(response)))
+        response: Some(response),
+    }
+}
+
+/// A create in a transaction of its own (the group commit's one-message path): with `key`,
+/// claiming it ([`create_answering`]).
+pub(crate) async fn create_alone(
+    tx: &mut PgConnection,
+    create: MessageCreate,
+    key: Option<ReadyKey>,
+) -> StoreResult<Applied<CreatedMessage>> {
+    match key {
+        Some(key) => create_answering(tx, create, key).await,
+        None => Ok((create_with_app(tx, create).await?, None)),
+    }
+}
+
+/// The hot path of a keyed create ([`Completion::ready_claim`]): the claim carries the
+/// response, rendered before the write, and is folded into the read that comes first
+/// ([`create_claiming`]).
+async fn create_answering(
+    tx: &mut PgConnection,
+    create: MessageCreate,
+    mut key: ReadyKey,
+) -> StoreResult<Applied<CreatedMessage>> {
+    let MessageCreate { new, only, app } = create;
+    if let Some(app) = app {
+        application::create(tx, app).await?;
+    }
+    let (recorded, created) = create_claiming(tx, new, only, &claim_of(&key)).await?;
+    key.1.settle(recorded)?;
+    Ok((created, Some(key.2)))
 }
 
 /// [`create_in`] for a key with no record begun (ADR 6), its response rendered before the write
@@ -404,13 +425,6 @@ impl Messages for PgStore {
         create: MessageCreate,
         completion: Option<Completion<CreatedMessage>>,
     ) -> StoreResult<Applied<CreatedMessage>> {
-        if completion.is_none() && create.app.is_none() {
-            // The hot path: shares a transaction and its commit with concurrent creates.
-            let MessageCreate { new, only, .. } = create;
-            let created = self.group_commit.create(new, only);
-            return self.waking(async { Ok((created.await?, None)) }).await;
-        }
-        let _permit = self.intake.admit().await?;
         let (ready, completion) = match completion.map(Completion::ready_claim) {
             Some(ReadyClaim::Ready(record, fresh, response)) => {
                 (Some((record, fresh, response)), None)
@@ -418,6 +432,15 @@ impl Messages for PgStore {
             Some(ReadyClaim::Not(completion)) => (None, Some(completion)),
             None => (None, None),
         };
+        if completion.is_none() && create.app.is_none() {
+            // The hot path, keyed or not: shares a transaction and its commit with concurrent
+            // creates.
+            let MessageCreate { new, only, .. } = create;
+            return self
+                .waking(self.group_commit.create(new, only, ready))
+                .await;
+        }
+        let _permit = self.intake.admit().await?;
         match ready {
             Some(ready) => {
                 let answering = step(move |tx| Box::pin(create_answering(tx, create, ready)));

@@ -197,7 +197,7 @@ pub struct FreshClaim {
     pub canonical_body: String,
     /// Called, inside the transaction, when the claim took over an abandoned record (the
     /// caller's metrics and log).
-    pub on_takeover: Option<Box<dyn FnOnce() + Send>>,
+    pub on_takeover: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl FreshClaim {

@@ -5,11 +5,14 @@ use std::collections::HashMap;
 
 use sqlx::Row;
 use vow_core::{AppId, EndpointId};
+use vow_store::idempotency::{
+    Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse,
+};
 use vow_store::prelude::*;
-use vow_store::{MessageFilter, NewMessage, Order, Seek, StoreError, StoreResult};
+use vow_store::{CreatedMessage, MessageFilter, NewMessage, Order, Seek, StoreError, StoreResult};
 use vow_store_postgres::testing::fresh_store;
 
-use crate::support::{app, endpoint, endpoint_fields, message, raw};
+use crate::support::{app, endpoint, endpoint_fields, message, now, raw};
 
 /// What each create of the mix is, and so what it must be answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -133,6 +136,158 @@ async fn concurrent_creates_share_commits_and_a_failing_row_fails_only_its_own_r
         transactions < 151 / 2,
         "151 messages in {transactions} transactions"
     );
+}
+
+/// What each keyed create of the keyed mix is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Keyed {
+    /// A key of its own.
+    Fresh,
+    /// Two creates with one key (and one body) in the same burst: one creates, one is fenced.
+    RacedKey,
+    /// Its message is not written (no application): its key gets no record.
+    MissingApp,
+    /// Its message is not written (its `eventId` is taken): its key gets no record.
+    TakenEventId,
+    /// No key at all, in the same batches.
+    Plain,
+}
+
+const KEYED: [Keyed; 5] = [
+    Keyed::Fresh,
+    Keyed::RacedKey,
+    Keyed::MissingApp,
+    Keyed::TakenEventId,
+    Keyed::Plain,
+];
+
+/// Keyed creates share the batches: each key is claimed once, with its response, in its
+/// message's transaction; of two creates racing with one key, one creates and the other is
+/// fenced; a keyed create whose message is not written leaves no record, whether the batch
+/// skipped it before claiming (no application) or after (a taken `eventId`).
+#[tokio::test]
+async fn keyed_creates_share_commits_and_each_key_records_only_a_written_message() {
+    let (store, url) = fresh_store().await;
+    let a = app(&store, None).await;
+    endpoint(&store, a.id, endpoint_fields("https://example.com")).await;
+    store
+        .create_message(message(a.id, "t", Some("taken")))
+        .await
+        .unwrap();
+
+    let creates = (0..300).map(|i| {
+        let kind = KEYED[i % KEYED.len()];
+        let mut new = message(a.id, "t", None);
+        let key = match kind {
+            Keyed::Fresh => Some(format!("fresh-{i}")),
+            Keyed::RacedKey => Some(format!("raced-{}", i / 10)),
+            Keyed::MissingApp => {
+                new.app_id = AppId::new();
+                Some(format!("missing-{i}"))
+            }
+            Keyed::TakenEventId => {
+                new.event_id = Some("taken".into());
+                Some(format!("taken-{i}"))
+            }
+            Keyed::Plain => None,
+        };
+        let store = store.clone();
+        let completion = key.map(|key| ready_claim(&a.id.to_string(), &key, &new));
+        async move {
+            let create = MessageCreate {
+                new: new.clone(),
+                only: None,
+                app: None,
+            };
+            (
+                kind,
+                new,
+                store.create_message_keyed(create, completion).await,
+            )
+        }
+    });
+    let answers = futures_join_all(creates).await;
+
+    let mut created: HashMap<Keyed, usize> = HashMap::new();
+    for (kind, new, answer) in &answers {
+        match (kind, answer) {
+            (Keyed::Fresh | Keyed::RacedKey, Ok((c, Some(response)))) => {
+                assert_eq!(c.message.id, new.id);
+                assert_eq!(response.resource.as_deref(), Some(&*new.id.to_string()));
+                *created.entry(*kind).or_default() += 1;
+            }
+            (Keyed::Plain, Ok((c, None))) => {
+                assert_eq!(c.deliveries, 1);
+                *created.entry(*kind).or_default() += 1;
+            }
+            (Keyed::RacedKey, Err(StoreError::Fenced)) => {}
+            (Keyed::MissingApp, Err(StoreError::NotFound("application"))) => {}
+            (Keyed::TakenEventId, Err(StoreError::Conflict(_))) => {}
+            other => panic!("unexpected answer: {other:?}"),
+        }
+    }
+    assert_eq!(created[&Keyed::Fresh], 60);
+    assert_eq!(created[&Keyed::RacedKey], 30, "one of each raced pair");
+    assert_eq!(created[&Keyed::Plain], 60);
+
+    // Stored: every message answered as created, and a record for each keyed one, naming it.
+    let mut conn = raw(&url).await;
+    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql);
+    let messages = count("SELECT count(*) FROM messages");
+    assert_eq!(messages.fetch_one(&mut conn).await.unwrap(), 151);
+    let records = count("SELECT count(*) FROM idempotency_records");
+    assert_eq!(records.fetch_one(&mut conn).await.unwrap(), 90);
+    let naming = count(
+        "SELECT count(*) FROM idempotency_records r JOIN messages m ON m.id = r.resource \
+         WHERE r.state = 'completed' AND r.response_status = 202",
+    );
+    assert_eq!(naming.fetch_one(&mut conn).await.unwrap(), 90);
+    // The records shared their messages' transactions, and those were shared.
+    let apart = count(
+        "SELECT count(*) FROM idempotency_records r JOIN messages m ON m.id = r.resource \
+         WHERE r.xmin::text <> m.xmin::text",
+    );
+    assert_eq!(apart.fetch_one(&mut conn).await.unwrap(), 0);
+    let row = sqlx::query("SELECT count(DISTINCT xmin::text) AS txs FROM idempotency_records")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let transactions: i64 = row.get("txs");
+    assert!(
+        transactions < 90 / 2,
+        "90 keyed messages in {transactions} transactions"
+    );
+}
+
+/// A keyed create's claim as the server's hot path makes it: `key` of `app`, the response
+/// (naming `new`) rendered before the write.
+fn ready_claim(app: &str, key: &str, new: &NewMessage) -> Completion<CreatedMessage> {
+    let body = br#"{"eventType":"t","payload":{}}"#;
+    let id = new.id.to_string();
+    let response = StoredResponse {
+        resource: Some(id.clone()),
+        ..StoredResponse::json(202, &serde_json::json!({ "id": id }))
+    };
+    Completion {
+        scope: Scope {
+            principal: "admin".into(),
+            application: Some(app.into()),
+            method: "POST".into(),
+            route: "/api/v1/app/{app_id}/msg".into(),
+            key: vow_idempotency::IdempotencyKey::parse(key).unwrap(),
+        },
+        token: LeaseToken::generate(),
+        fresh: Some(FreshClaim {
+            fingerprint: Fingerprint::of("POST", "/api/v1/app/{app_id}/msg", body),
+            canonical_body: vow_idempotency::fingerprint::canonical(
+                &serde_json::from_slice(body).unwrap(),
+            ),
+            on_takeover: None,
+        }),
+        now: now(),
+        settings: Settings::default(),
+        render: Render::Ready(response),
+    }
 }
 
 /// Runs the futures concurrently, answers in order.
