@@ -1,90 +1,61 @@
 //! Group commit of message creates, keyed or not: concurrent creates share one transaction, a
 //! few multi-row statements and one commit, as SQLite's writer batches them.
 //!
-//! A create ([`GroupCommit::create`]) queues a job and waits for its answer. A few flushers
-//! (each one connection) take whatever has queued, up to [`MAX_BATCH`], and write it: one
-//! statement reads and key-share locks the batch's applications and their endpoints, the fan-out
-//! is picked here (as the one-message path picks it, [`message::pick`]), one statement claims
-//! the `Idempotency-Key`s of the keyed creates with their responses ([`records::claim_many`],
-//! before any message is written, as a keyed create alone claims first), and one statement
-//! inserts every message with its channels and deliveries (`ON CONFLICT DO NOTHING`, so a
-//! duplicate `eventId` skips only its own message). A key claimed for a message that was then
-//! not written is deleted again before the commit ([`records::unclaim`]). Each job is answered
-//! after the commit, so an answer means its rows (and its key's record) are durable.
+//! A create ([`GroupCommit::create`]) queues a job on a [`Batcher`] and waits for its answer.
+//! Each batch (up to [`MAX_BATCH`](crate::batcher::MAX_BATCH) creates) is written in one
+//! transaction: one statement reads and key-share locks the batch's applications and their
+//! endpoints, the fan-out is picked here (as the one-message path picks it, [`message::pick`]),
+//! one statement claims the `Idempotency-Key`s of the keyed creates with their responses
+//! ([`records::claim_many`], before any message is written, as a keyed create alone claims
+//! first), and one statement inserts every message with its channels and deliveries (`ON
+//! CONFLICT DO NOTHING`, so a duplicate `eventId` skips only its own message). A key claimed for
+//! a message that was then not written is deleted again before the commit
+//! ([`records::unclaim`]). Each job is answered after the commit, so an answer means its rows
+//! (and its key's record) are durable.
 //!
 //! What the batch does not write goes through the one-message path ([`message::create_alone`],
 //! in its own transaction) after the commit, which answers it exactly as it always did: a
 //! message whose application or endpoint was not found or whose `eventId` was taken, a keyed
 //! one whose key has a record or is held by another transaction (there it is taken over or
 //! fenced), and every message of a batch whose statements failed (the cause is then one row,
-//! and it fails only its own request). A job that found every flusher writing and then waited past the intake's limit is
-//! refused as overloaded, with nothing written; one that found a flusher free never is.
+//! and it fails only its own request).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool};
-use tokio::sync::{mpsc, oneshot, Mutex};
 use vow_core::EndpointId;
 use vow_idempotency::postgres as records;
 use vow_store::idempotency::{Applied, LeaseToken};
 use vow_store::rows::{FromColumns, Reader};
 use vow_store::rules::fan_out::FanOutEndpoint;
-use vow_store::{CreatedMessage, Message, MessageCreate, NewMessage, StoreError, StoreResult};
+use vow_store::{CreatedMessage, Message, MessageCreate, NewMessage, StoreResult};
+
+use crate::batcher::{Batcher, Writer};
 
 use crate::convert::{read_optional, PgColumns};
-use crate::error::{db_error, is_contention};
 use crate::idempotency::{step, transaction};
 use crate::intake::Intake;
 use crate::message::{self, ReadyKey};
 
-/// The most creates one transaction carries.
-const MAX_BATCH: usize = 256;
-
-/// How many batches are written at once (each holds one connection while it writes): one
-/// collects while another commits.
-const FLUSHERS: usize = 2;
-
-/// The queue of message creates and its flushers. Cheap to clone.
+/// Message creates, batched. Cheap to clone.
 #[derive(Debug, Clone)]
-pub(crate) struct GroupCommit {
-    jobs: mpsc::UnboundedSender<Job>,
-    /// How many flushers are writing a batch.
-    writing: Arc<AtomicUsize>,
-}
+pub(crate) struct GroupCommit(Batcher<Creates>);
 
-/// One queued create and where its answer goes.
+/// One queued create.
 #[derive(Debug)]
-struct Job {
+struct Create {
     new: NewMessage,
     only: Option<EndpointId>,
     /// A keyed create's claim, with the response it records.
     key: Option<ReadyKey>,
-    queued: Instant,
-    /// Whether every flusher was writing when it was queued (only then can it be late).
-    behind: bool,
-    answer: oneshot::Sender<StoreResult<Applied<CreatedMessage>>>,
 }
 
 impl GroupCommit {
     /// Starts the flushers on `pool`; they stop once every clone of the returned handle is gone.
     pub(crate) fn spawn(pool: PgPool, intake: Arc<Intake>) -> Self {
-        let (jobs, queue) = mpsc::unbounded_channel();
-        let queue = Arc::new(Mutex::new(queue));
-        let writing = Arc::new(AtomicUsize::new(0));
-        for _ in 0..FLUSHERS {
-            let flusher = Flusher {
-                pool: pool.clone(),
-                intake: intake.clone(),
-                queue: queue.clone(),
-                writing: writing.clone(),
-            };
-            tokio::spawn(flusher.run());
-        }
-        Self { jobs, writing }
+        Self(Batcher::spawn(pool, intake))
     }
 
     /// Creates `new` (with `only`, for that one endpoint; with `key`, claiming that key) in
@@ -96,141 +67,43 @@ impl GroupCommit {
         only: Option<EndpointId>,
         key: Option<ReadyKey>,
     ) -> StoreResult<Applied<CreatedMessage>> {
-        let (answer, answered) = oneshot::channel();
-        let job = Job {
-            new,
-            only,
-            key,
-            queued: Instant::now(),
-            behind: self.writing.load(Ordering::Relaxed) >= FLUSHERS,
-            answer,
+        self.0.submit(Create { new, only, key }).await
+    }
+}
+
+/// The writer of message creates.
+struct Creates;
+
+impl Writer for Creates {
+    type Job = Create;
+    type Answer = Applied<CreatedMessage>;
+    type Written = usize;
+    const WHAT: &'static str = "message creates";
+
+    async fn write_together(
+        tx: &mut PgConnection,
+        jobs: &[&Create],
+    ) -> sqlx::Result<Vec<Option<usize>>> {
+        write_together(tx, jobs).await
+    }
+
+    fn answer(job: Create, deliveries: usize) -> Applied<CreatedMessage> {
+        let created = CreatedMessage {
+            message: job.new.into_stored(),
+            deliveries,
         };
-        self.jobs
-            .send(job)
-            .map_err(|_| StoreError::Unavailable("the group commit has stopped".into()))?;
-        answered
-            .await
-            .map_err(|_| StoreError::Unavailable("the group commit dropped a create".into()))?
+        (created, job.key.map(|(_, _, response)| response))
     }
-}
 
-/// A flusher: takes what has queued (up to [`MAX_BATCH`]) and writes it, until the queue closes.
-struct Flusher {
-    pool: PgPool,
-    intake: Arc<Intake>,
-    queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>,
-    writing: Arc<AtomicUsize>,
-}
-
-impl Flusher {
-    async fn run(self) {
-        loop {
-            let mut batch = Vec::new();
-            {
-                let mut queue = self.queue.lock().await;
-                if queue.recv_many(&mut batch, MAX_BATCH).await == 0 {
-                    return;
-                }
-            }
-            self.writing.fetch_add(1, Ordering::Relaxed);
-            let batch = refuse_late(batch, &self.intake);
-            if !batch.is_empty() {
-                write(&self.pool, batch).await;
-            }
-            self.writing.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Answers the jobs that waited behind busy flushers longer than the intake's limit as
-/// overloaded; the rest.
-fn refuse_late(batch: Vec<Job>, intake: &Intake) -> Vec<Job> {
-    let Some(limit) = intake.limit() else {
-        return batch;
-    };
-    let now = Instant::now();
-    let (late, timely): (Vec<_>, Vec<_>) = batch
-        .into_iter()
-        .partition(|job| job.behind && now.duration_since(job.queued) > limit);
-    for job in late {
-        let _ = job.answer.send(Err(StoreError::overloaded()));
-    }
-    timely
-}
-
-/// Writes `batch` in one transaction, then the jobs it left through the one-message path.
-async fn write(pool: &PgPool, batch: Vec<Job>) {
-    let mut batch: Vec<Option<Job>> = batch.into_iter().map(Some).collect();
-    match write_in_one_transaction(pool, &batch).await {
-        Ok(written) => {
-            for (slot, deliveries) in batch.iter_mut().zip(written) {
-                if let Some(deliveries) = deliveries {
-                    let job = slot.take().expect("each job is answered once");
-                    let created = CreatedMessage {
-                        message: job.new.into_stored(),
-                        deliveries,
-                    };
-                    let response = job.key.map(|(_, _, response)| response);
-                    let _ = job.answer.send(Ok((created, response)));
-                }
-            }
-        }
-        Err(e) => {
-            let contended = is_contention(&e);
-            match db_error(e) {
-                StoreError::Unavailable(cause) if !contended => {
-                    // The database cannot be reached: every job gets that answer at once.
-                    let cause = cause.to_string();
-                    for job in batch.iter_mut().filter_map(Option::take) {
-                        let unavailable = StoreError::Unavailable(cause.clone().into());
-                        let _ = job.answer.send(Err(unavailable));
-                    }
-                }
-                e => {
-                    // A row the database refused, or a lock lost to another transaction: each
-                    // message alone finds out whose it was.
-                    tracing::debug!(error = %e, "a batch of creates failed; writing them one by one");
-                }
-            }
-        }
-    }
-    for job in batch.into_iter().flatten() {
-        let Job {
-            new,
-            only,
-            key,
-            answer,
-            ..
-        } = job;
+    async fn alone(pool: &PgPool, job: Create) -> StoreResult<Applied<CreatedMessage>> {
+        let Create { new, only, key } = job;
         let create = MessageCreate {
             new,
             only,
             app: None,
         };
         let alone = step(move |tx| Box::pin(message::create_alone(tx, create, key)));
-        let _ = answer.send(transaction(pool, alone).await);
-    }
-}
-
-/// [`write_together`] in a transaction of its own, committed before it returns.
-async fn write_in_one_transaction(
-    pool: &PgPool,
-    batch: &[Option<Job>],
-) -> sqlx::Result<Vec<Option<usize>>> {
-    let mut tx = pool.begin().await?;
-    match write_together(&mut tx, batch).await {
-        Ok(created) => {
-            tx.commit().await?;
-            Ok(created)
-        }
-        Err(e) => {
-            // Ended now: the one-message path writes the same rows next, and must not wait on
-            // this transaction's locks.
-            if let Err(cause) = tx.rollback().await {
-                tracing::debug!(error = %cause, "rolling back a failed batch failed");
-            }
-            Err(e)
-        }
+        transaction(pool, alone).await
     }
 }
 
@@ -239,10 +112,9 @@ async fn write_in_one_transaction(
 /// `eventId` taken).
 async fn write_together(
     tx: &mut PgConnection,
-    batch: &[Option<Job>],
+    jobs: &[&Create],
 ) -> sqlx::Result<Vec<Option<usize>>> {
-    let jobs: Vec<&Job> = batch.iter().flatten().collect();
-    let endpoints = read_endpoints(tx, &jobs).await?;
+    let endpoints = read_endpoints(tx, jobs).await?;
     let mut fan_outs: Vec<Option<message::FanOut>> = jobs
         .iter()
         .map(|job| {
@@ -251,7 +123,7 @@ async fn write_together(
                 .and_then(|eps| fan_out(eps, job))
         })
         .collect();
-    let claimed = claim_keys(tx, &jobs, &mut fan_outs).await?;
+    let claimed = claim_keys(tx, jobs, &mut fan_outs).await?;
     let mut rows = Rows::default();
     for (job, fan_out) in jobs.iter().zip(&fan_outs) {
         if let Some(fan_out) = fan_out {
@@ -287,7 +159,7 @@ async fn write_together(
 /// whose keys it claimed.
 async fn claim_keys(
     tx: &mut PgConnection,
-    jobs: &[&Job],
+    jobs: &[&Create],
     fan_outs: &mut [Option<message::FanOut>],
 ) -> sqlx::Result<Vec<usize>> {
     let keyed: Vec<(usize, &ReadyKey)> = jobs
@@ -328,7 +200,7 @@ fn postgres_error(e: vow_idempotency::Error) -> sqlx::Error {
 
 /// The deliveries of `job`'s message among its application's `endpoints` (with `only`, to that
 /// one); `None` when `only` names an endpoint that is not among them.
-fn fan_out(endpoints: &[FanOutEndpoint], job: &Job) -> Option<message::FanOut> {
+fn fan_out(endpoints: &[FanOutEndpoint], job: &Create) -> Option<message::FanOut> {
     let Some(only) = job.only.map(|ep| ep.to_string()) else {
         return Some(message::pick(endpoints, &job.new, false));
     };
@@ -342,7 +214,7 @@ fn fan_out(endpoints: &[FanOutEndpoint], job: &Job) -> Option<message::FanOut> {
 /// endpoints of each application found, by its id.
 async fn read_endpoints(
     tx: &mut PgConnection,
-    jobs: &[&Job],
+    jobs: &[&Create],
 ) -> sqlx::Result<HashMap<String, Vec<FanOutEndpoint>>> {
     static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         format!(

@@ -25,8 +25,9 @@
 //!   `settings`, `session`, `application`, `event_type`, `endpoint` (with its signing secrets and their
 //!   rotation), `message` (with the fan-out into deliveries), `delivery` and `idempotency`
 //!   (`Idempotency-Key` records, completed in the transaction of the write they protect).
-//! - `group_commit`: concurrent message creates share one transaction, two statements and one
-//!   commit; `intake`: the bounded share of connections (and wait) new work may take.
+//! - `batcher`: the queue and flushers of a group commit; `group_commit`: concurrent message
+//!   creates, keyed or not, share one transaction, a few statements and one commit; `intake`:
+//!   the bounded share of connections (and wait) new work may take.
 //! - `queue`: the [`vow_store::DeliveryQueue`] traits: leased claims, fenced records, attempts,
 //!   resend/replay, retention; one module per concern.
 //! - `inbound`: the [`vow_store::InboundStore`] traits: sources, the atomic claim of inbound
@@ -43,6 +44,7 @@
 //! - `testing` (feature `testing`): a fresh migrated schema per test.
 
 mod application;
+mod batcher;
 mod connection_setup;
 mod convert;
 mod dead_letters;
@@ -104,6 +106,7 @@ pub struct PgStore {
     notifier: listen::WorkNotifier,
     intake: std::sync::Arc<intake::Intake>,
     group_commit: group_commit::GroupCommit,
+    inbound_claims: inbound::group_claims::GroupClaims,
     /// Where this process's delivery claims start walking each endpoint's pending rows.
     claim_floors: std::sync::Arc<queue::floors::ClaimFloors>,
 }
@@ -154,6 +157,7 @@ impl PgStore {
             max_connections,
             notifier: listen::WorkNotifier::spawn(pool.clone()),
             group_commit: group_commit::GroupCommit::spawn(pool.clone(), intake.clone()),
+            inbound_claims: inbound::group_claims::GroupClaims::spawn(pool.clone(), intake.clone()),
             claim_floors: std::sync::Arc::default(),
             intake,
             pool,

@@ -65,6 +65,10 @@ impl EventRow {
     pub(crate) fn into_model(self) -> StoreResult<InboundEvent> {
         Ok(self.event)
     }
+
+    pub(crate) fn into_event(self) -> InboundEvent {
+        self.event
+    }
 }
 
 pub(crate) type EventQuery<'q> = QueryAs<'q, Postgres, EventRow, PgArguments>;
@@ -410,8 +414,8 @@ pub(crate) async fn purge(pool: &PgPool, before: DateTime<Utc>, batch: usize) ->
 #[async_trait]
 impl InboundEvents for PgStore {
     async fn claim_inbound(&self, new: NewInboundEvent) -> StoreResult<Claim> {
-        let _permit = self.intake.admit().await?;
-        claim(&self.pool, new).await
+        // Shares a transaction and its commit with concurrent claims.
+        self.inbound_claims.claim(new).await
     }
 
     async fn get_inbound_event(

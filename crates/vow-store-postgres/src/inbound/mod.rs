@@ -7,6 +7,8 @@
 //! - `sources`: the `sources` table.
 //! - `activity`: a source's activity after a cursor, for `vow tail --source`.
 //! - `events`: the claim, `inbound_events` and `inbound_rejections`.
+//! - `group_claims`: concurrent claims in one transaction and one commit (the one-claim path of
+//!   `events` takes what a batch leaves).
 //! - `digests`: the replay guard's `inbound_digests`, consulted by the claim.
 //! - `forwards`: `inbound_forwards`, each destination's outcome of an event.
 //! - `work`: processing: claims under leases (with the ordering by version kept in
@@ -29,6 +31,7 @@ pub(crate) mod activity;
 pub(crate) mod digests;
 pub(crate) mod events;
 pub(crate) mod forwards;
+pub(crate) mod group_claims;
 pub(crate) mod operators;
 pub(crate) mod replays;
 pub(crate) mod sources;

@@ -1,12 +1,15 @@
-//! Group commit: concurrent message creates share transactions, and a row that fails fails only
-//! its own request, with the answer it gets alone.
+//! Group commit: concurrent message creates (keyed or not) and inbound claims share
+//! transactions, and a row that fails fails only its own request, with the answer it gets alone.
 
 use std::collections::HashMap;
 
 use sqlx::Row;
-use vow_core::{AppId, EndpointId};
+use vow_core::{AppId, EndpointId, InboundEventId, SourceId};
 use vow_store::idempotency::{
     Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse,
+};
+use vow_store::inbound::{
+    Claim, InboundState, NewInboundEvent, NewSource, ReplayGuard, SourceFields,
 };
 use vow_store::prelude::*;
 use vow_store::{CreatedMessage, MessageFilter, NewMessage, Order, Seek, StoreError, StoreResult};
@@ -303,4 +306,163 @@ where
         out.push(h.await.unwrap());
     }
     out
+}
+
+/// What each inbound claim of the inbound mix is, and so what it must be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Inbound {
+    /// An id, a payload and a guarded digest of its own.
+    Fresh,
+    /// Two claims of one id with one payload in the same burst: one received, one duplicate.
+    SameIdAndPayload,
+    /// Two claims of one id with other payloads: one received, one quarantined.
+    SameIdOtherPayload,
+    /// Two claims with their own ids and one guarded digest: one received, one replayed.
+    SameDigest,
+    /// No id: always stored.
+    NoId,
+    /// A source that does not exist.
+    MissingSource,
+}
+
+const INBOUND: [Inbound; 6] = [
+    Inbound::Fresh,
+    Inbound::SameIdAndPayload,
+    Inbound::SameIdOtherPayload,
+    Inbound::SameDigest,
+    Inbound::NoId,
+    Inbound::MissingSource,
+];
+
+/// Concurrent inbound claims share transactions, and each is answered as it would be alone:
+/// received, duplicate, quarantined, replayed (nothing stored) or "no such source"; what is
+/// stored is exactly what was answered as stored, with one digest per received guarded claim.
+#[tokio::test]
+async fn concurrent_inbound_claims_share_commits_and_each_is_answered_as_alone() {
+    let (store, url) = fresh_store().await;
+    let source = store.create_source(inbound_source()).await.unwrap();
+    let claims = (0..360).map(|i| {
+        let kind = INBOUND[i % INBOUND.len()];
+        let pair = i / 12;
+        let (event_id, payload, digest) = match kind {
+            Inbound::Fresh => (
+                Some(format!("fresh-{i}")),
+                format!("fresh-{i}"),
+                Some(format!("d-fresh-{i}")),
+            ),
+            Inbound::SameIdAndPayload => {
+                (Some(format!("same-{pair}")), format!("same-{pair}"), None)
+            }
+            Inbound::SameIdOtherPayload => {
+                (Some(format!("other-{pair}")), format!("other-{i}"), None)
+            }
+            Inbound::SameDigest => (
+                Some(format!("replay-{i}")),
+                format!("replay-{pair}"),
+                Some(format!("d-replay-{pair}")),
+            ),
+            Inbound::NoId => (None, "no id".to_string(), None),
+            Inbound::MissingSource => (Some(format!("gone-{i}")), format!("gone-{i}"), None),
+        };
+        let source_id = match kind {
+            Inbound::MissingSource => SourceId::new(),
+            _ => source.id,
+        };
+        let new = NewInboundEvent {
+            id: InboundEventId::new(),
+            source_id,
+            account: String::new(),
+            event_id,
+            sha256: format!("sha-{payload}"),
+            payload: payload.into_bytes(),
+            headers: vec![("x-kind".into(), format!("{kind:?}"))],
+            version: None,
+            entity: None,
+            replay_guard: digest.map(|digest| ReplayGuard {
+                digest,
+                window: chrono::Duration::minutes(5),
+            }),
+            now: now(),
+        };
+        let store = store.clone();
+        async move { (kind, store.claim_inbound(new).await) }
+    });
+    let answers = futures_join_all(claims).await;
+
+    let mut seen: HashMap<(Inbound, &'static str), usize> = HashMap::new();
+    for (kind, answer) in &answers {
+        let outcome = match (kind, answer) {
+            (_, Ok(Claim::Received(e))) if e.state == InboundState::Received => "received",
+            (Inbound::SameIdAndPayload, Ok(Claim::Duplicate(_))) => "duplicate",
+            (Inbound::SameIdOtherPayload, Ok(Claim::Quarantined(_))) => "quarantined",
+            (Inbound::SameDigest, Ok(Claim::Replayed(_))) => "replayed",
+            (Inbound::MissingSource, Err(StoreError::NotFound("source"))) => "missing",
+            other => panic!("unexpected answer: {other:?}"),
+        };
+        *seen.entry((*kind, outcome)).or_default() += 1;
+    }
+    let expected: HashMap<(Inbound, &'static str), usize> = [
+        ((Inbound::Fresh, "received"), 60),
+        ((Inbound::SameIdAndPayload, "received"), 30),
+        ((Inbound::SameIdAndPayload, "duplicate"), 30),
+        ((Inbound::SameIdOtherPayload, "received"), 30),
+        ((Inbound::SameIdOtherPayload, "quarantined"), 30),
+        ((Inbound::SameDigest, "received"), 30),
+        ((Inbound::SameDigest, "replayed"), 30),
+        ((Inbound::NoId, "received"), 60),
+        ((Inbound::MissingSource, "missing"), 60),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(seen, expected);
+
+    // Stored: each received or quarantined claim once, each duplicate counted on its row, a
+    // digest for each received guarded claim, nothing of a replay.
+    let mut conn = raw(&url).await;
+    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql);
+    let rows = count("SELECT count(*) FROM inbound_events");
+    assert_eq!(rows.fetch_one(&mut conn).await.unwrap(), 240);
+    let received = count("SELECT count(*) FROM inbound_events WHERE state = 'received'");
+    assert_eq!(received.fetch_one(&mut conn).await.unwrap(), 210);
+    let duplicates = count("SELECT sum(duplicates)::int8 FROM inbound_events");
+    assert_eq!(duplicates.fetch_one(&mut conn).await.unwrap(), 30);
+    let digests =
+        count("SELECT count(*) FROM inbound_digests d JOIN inbound_events e ON e.id = d.event_id");
+    assert_eq!(digests.fetch_one(&mut conn).await.unwrap(), 90);
+    let replays = count("SELECT count(*) FROM inbound_events WHERE event_id LIKE 'replay-%'");
+    assert_eq!(replays.fetch_one(&mut conn).await.unwrap(), 30);
+    let row = sqlx::query(
+        "SELECT count(DISTINCT xmin::text) AS txs FROM inbound_events \
+         WHERE event_id LIKE 'fresh-%'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let transactions: i64 = row.get("txs");
+    assert!(
+        transactions < 60 / 2,
+        "60 fresh claims in {transactions} transactions"
+    );
+}
+
+/// A source whose deliveries the test makes up (the store never verifies them).
+fn inbound_source() -> NewSource {
+    NewSource {
+        id: SourceId::new(),
+        token: format!("token-{}", SourceId::new()),
+        fields: SourceFields {
+            description: "batched".into(),
+            scheme: "github".into(),
+            hmac: None,
+            secrets: vec!["s".into()],
+            tolerance_secs: 300,
+            replay_window_secs: None,
+            event_id: None,
+            account: None,
+            version_pointer: None,
+            entity_pointer: None,
+            destinations: Vec::new(),
+        },
+        now: now(),
+    }
 }

@@ -1,0 +1,237 @@
+//! The queue, flushers and transaction a group commit runs on ([`Batcher`]): a caller queues a
+//! job and waits for its answer; a few flushers (each one connection while it writes) take
+//! whatever has queued, up to [`MAX_BATCH`], so one collects while another commits.
+//!
+//! A batch is written in one transaction by its kind's [`Writer::write_together`], and each job
+//! it wrote is answered after the commit, so an answer means its rows are durable. The jobs it
+//! left, and every job of a batch whose statements failed (the cause is then one row, or a lock
+//! lost to another transaction), go through [`Writer::alone`] after that, each in its own
+//! transaction, which answers it as it would have been answered alone; a database that cannot
+//! be reached answers the whole batch at once. A job that found every flusher writing and then
+//! waited past the intake's limit is refused as overloaded, with nothing written; one that
+//! found a flusher free never is.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::{mpsc, oneshot, Mutex};
+use vow_store::{StoreError, StoreResult};
+
+use crate::error::{db_error, is_contention};
+use crate::intake::Intake;
+
+/// The most jobs one batch carries.
+pub(crate) const MAX_BATCH: usize = 256;
+
+/// How many batches are written at once: one collects while another commits.
+const FLUSHERS: usize = 2;
+
+/// How one kind of job is written: a batch together, or one alone.
+pub(crate) trait Writer: Send + Sync + 'static {
+    /// What a caller queues.
+    type Job: Send + Sync + 'static;
+    /// What a caller is answered.
+    type Answer: Send + 'static;
+    /// What the batch wrote for one job.
+    type Written: Send;
+    /// What the jobs are, for errors and logs ("message creates").
+    const WHAT: &'static str;
+
+    /// The batch's writes in `tx` (which the caller commits): for each job, what was written
+    /// for it, `None` for a job left to [`Writer::alone`].
+    fn write_together(
+        tx: &mut PgConnection,
+        jobs: &[&Self::Job],
+    ) -> impl Future<Output = sqlx::Result<Vec<Option<Self::Written>>>> + Send;
+
+    /// The answer of a job the batch wrote.
+    fn answer(job: Self::Job, written: Self::Written) -> Self::Answer;
+
+    /// Writes one job in a transaction of its own.
+    fn alone(
+        pool: &PgPool,
+        job: Self::Job,
+    ) -> impl Future<Output = StoreResult<Self::Answer>> + Send;
+}
+
+/// The queue the flushers share (one takes a batch at a time).
+type Queue<W> =
+    Arc<Mutex<mpsc::UnboundedReceiver<Queued<<W as Writer>::Job, <W as Writer>::Answer>>>>;
+
+/// A queued job and where its answer goes.
+#[derive(Debug)]
+pub(crate) struct Queued<J, A> {
+    pub(crate) job: J,
+    pub(crate) answer: oneshot::Sender<StoreResult<A>>,
+    queued: Instant,
+    /// Whether every flusher was writing when it was queued (only then can it be late).
+    behind: bool,
+}
+
+/// The queue of one kind of job and its flushers. Cheap to clone.
+pub(crate) struct Batcher<W: Writer> {
+    jobs: mpsc::UnboundedSender<Queued<W::Job, W::Answer>>,
+    /// How many flushers are writing a batch.
+    writing: Arc<AtomicUsize>,
+}
+
+impl<W: Writer> Clone for Batcher<W> {
+    fn clone(&self) -> Self {
+        Self {
+            jobs: self.jobs.clone(),
+            writing: self.writing.clone(),
+        }
+    }
+}
+
+impl<W: Writer> std::fmt::Debug for Batcher<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher").field("what", &W::WHAT).finish()
+    }
+}
+
+impl<W: Writer> Batcher<W> {
+    /// Starts the flushers on `pool`; they stop once every clone of the returned handle is gone.
+    pub(crate) fn spawn(pool: PgPool, intake: Arc<Intake>) -> Self {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let queue = Arc::new(Mutex::new(queue));
+        let writing = Arc::new(AtomicUsize::new(0));
+        for _ in 0..FLUSHERS {
+            let flusher = Flusher::<W> {
+                pool: pool.clone(),
+                intake: intake.clone(),
+                queue: queue.clone(),
+                writing: writing.clone(),
+            };
+            tokio::spawn(flusher.run());
+        }
+        Self { jobs, writing }
+    }
+
+    /// Writes `job` in the next batch: its answer, given once its rows are durable, or the
+    /// error of its own row.
+    pub(crate) async fn submit(&self, job: W::Job) -> StoreResult<W::Answer> {
+        let (answer, answered) = oneshot::channel();
+        let queued = Queued {
+            job,
+            answer,
+            queued: Instant::now(),
+            behind: self.writing.load(Ordering::Relaxed) >= FLUSHERS,
+        };
+        self.jobs.send(queued).map_err(|_| {
+            StoreError::Unavailable(format!("the group commit of {} has stopped", W::WHAT).into())
+        })?;
+        answered.await.map_err(|_| {
+            StoreError::Unavailable(format!("the group commit dropped one of {}", W::WHAT).into())
+        })?
+    }
+}
+
+/// A flusher: takes what has queued (up to [`MAX_BATCH`]) and writes it, until the queue closes.
+struct Flusher<W: Writer> {
+    pool: PgPool,
+    intake: Arc<Intake>,
+    queue: Queue<W>,
+    writing: Arc<AtomicUsize>,
+}
+
+impl<W: Writer> Flusher<W> {
+    async fn run(self) {
+        loop {
+            let mut batch = Vec::new();
+            {
+                let mut queue = self.queue.lock().await;
+                if queue.recv_many(&mut batch, MAX_BATCH).await == 0 {
+                    return;
+                }
+            }
+            self.writing.fetch_add(1, Ordering::Relaxed);
+            let batch = refuse_late(batch, &self.intake);
+            if !batch.is_empty() {
+                write::<W>(&self.pool, batch).await;
+            }
+            self.writing.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Answers the jobs that waited behind busy flushers longer than the intake's limit as
+/// overloaded; the rest.
+fn refuse_late<J, A>(batch: Vec<Queued<J, A>>, intake: &Intake) -> Vec<Queued<J, A>> {
+    let Some(limit) = intake.limit() else {
+        return batch;
+    };
+    let now = Instant::now();
+    let (late, timely): (Vec<_>, Vec<_>) = batch
+        .into_iter()
+        .partition(|job| job.behind && now.duration_since(job.queued) > limit);
+    for job in late {
+        let _ = job.answer.send(Err(StoreError::overloaded()));
+    }
+    timely
+}
+
+/// Writes `batch` in one transaction, then the jobs it left one by one.
+async fn write<W: Writer>(pool: &PgPool, batch: Vec<Queued<W::Job, W::Answer>>) {
+    let mut batch: Vec<Option<Queued<W::Job, W::Answer>>> = batch.into_iter().map(Some).collect();
+    let together = {
+        let jobs: Vec<&W::Job> = batch.iter().flatten().map(|queued| &queued.job).collect();
+        write_in_one_transaction::<W>(pool, &jobs).await
+    };
+    match together {
+        Ok(written) => {
+            for (slot, written) in batch.iter_mut().zip(written) {
+                if let Some(written) = written {
+                    let queued = slot.take().expect("each job is answered once");
+                    let _ = queued.answer.send(Ok(W::answer(queued.job, written)));
+                }
+            }
+        }
+        Err(e) => {
+            let contended = is_contention(&e);
+            match db_error(e) {
+                StoreError::Unavailable(cause) if !contended => {
+                    // The database cannot be reached: every job gets that answer at once.
+                    let cause = cause.to_string();
+                    for queued in batch.iter_mut().filter_map(Option::take) {
+                        let unavailable = StoreError::Unavailable(cause.clone().into());
+                        let _ = queued.answer.send(Err(unavailable));
+                    }
+                }
+                e => {
+                    // A row the database refused, or a lock lost to another transaction: each
+                    // job alone finds out whose it was.
+                    tracing::debug!(error = %e, what = W::WHAT, "a batch failed; writing it one by one");
+                }
+            }
+        }
+    }
+    for queued in batch.into_iter().flatten() {
+        let _ = queued.answer.send(W::alone(pool, queued.job).await);
+    }
+}
+
+/// [`Writer::write_together`] in a transaction of its own, committed before it returns.
+async fn write_in_one_transaction<W: Writer>(
+    pool: &PgPool,
+    jobs: &[&W::Job],
+) -> sqlx::Result<Vec<Option<W::Written>>> {
+    let mut tx = pool.begin().await?;
+    match W::write_together(&mut tx, jobs).await {
+        Ok(written) => {
+            tx.commit().await?;
+            Ok(written)
+        }
+        Err(e) => {
+            // Ended now: the one-job path writes the same rows next, and must not wait on this
+            // transaction's locks.
+            if let Err(cause) = tx.rollback().await {
+                tracing::debug!(error = %cause, "rolling back a failed batch failed");
+            }
+            Err(e)
+        }
+    }
+}
