@@ -8,9 +8,7 @@ use vow_core::{AppId, EndpointId, InboundEventId, SourceId};
 use vow_store::idempotency::{
     Completion, Fingerprint, FreshClaim, LeaseToken, Render, Scope, Settings, StoredResponse,
 };
-use vow_store::inbound::{
-    Claim, InboundState, NewInboundEvent, NewSource, ReplayGuard, SourceFields,
-};
+use vow_store::inbound::{Claim, InboundState, NewInboundEvent, ReplayGuard};
 use vow_store::prelude::*;
 use vow_store::{CreatedMessage, MessageFilter, NewMessage, Order, Seek, StoreError, StoreResult};
 use vow_store_postgres::testing::fresh_store;
@@ -340,7 +338,7 @@ const INBOUND: [Inbound; 6] = [
 #[tokio::test]
 async fn concurrent_inbound_claims_share_commits_and_each_is_answered_as_alone() {
     let (store, url) = fresh_store().await;
-    let source = store.create_source(inbound_source()).await.unwrap();
+    let source = crate::inbound::source(&store, Vec::new()).await;
     let claims = (0..360).map(|i| {
         let kind = INBOUND[i % INBOUND.len()];
         let pair = i / 12;
@@ -443,26 +441,4 @@ async fn concurrent_inbound_claims_share_commits_and_each_is_answered_as_alone()
         transactions < 60 / 2,
         "60 fresh claims in {transactions} transactions"
     );
-}
-
-/// A source whose deliveries the test makes up (the store never verifies them).
-fn inbound_source() -> NewSource {
-    NewSource {
-        id: SourceId::new(),
-        token: format!("token-{}", SourceId::new()),
-        fields: SourceFields {
-            description: "batched".into(),
-            scheme: "github".into(),
-            hmac: None,
-            secrets: vec!["s".into()],
-            tolerance_secs: 300,
-            replay_window_secs: None,
-            event_id: None,
-            account: None,
-            version_pointer: None,
-            entity_pointer: None,
-            destinations: Vec::new(),
-        },
-        now: now(),
-    }
 }

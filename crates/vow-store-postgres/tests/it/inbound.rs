@@ -31,7 +31,8 @@ fn destination(idempotent: bool) -> Destination {
     }
 }
 
-async fn source(store: &PgStore, destinations: Vec<Destination>) -> Source {
+/// A source (deliveries ordered by `/v` within `/id`) with `destinations`.
+pub(crate) async fn source(store: &PgStore, destinations: Vec<Destination>) -> Source {
     let fields = SourceFields {
         description: "work".into(),
         scheme: "github".into(),
