@@ -293,6 +293,43 @@ macro_rules! insert_completed {
     };
 }
 
+/// A claim's values after its scope, in [`Claim::add_to`]'s order, derived once for both the
+/// one-claim statements and [`claim_many`]'s arrays.
+struct ClaimRow<'a> {
+    fingerprint_version: i32,
+    fingerprint: String,
+    canonical_body: &'a str,
+    token: &'a str,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+    tombstone_until: DateTime<Utc>,
+    status: Option<i32>,
+    headers: Option<String>,
+    body: Option<&'a [u8]>,
+    resource: Option<&'a str>,
+}
+
+impl<'a> Claim<'a> {
+    /// The values the record is inserted with, after its scope.
+    fn row(&self) -> ClaimRow<'a> {
+        let d = self.settings.deadlines(self.now);
+        let response = self.response;
+        ClaimRow {
+            fingerprint_version: i32::from(self.fingerprint.version),
+            fingerprint: self.fingerprint.hex(),
+            canonical_body: self.canonical_body,
+            token: self.token.0.as_str(),
+            now: self.now,
+            expires_at: d.expires_at,
+            tombstone_until: d.tombstone_until,
+            status: response.map(|r| i32::from(r.status)),
+            headers: response.map(|r| columns::encode_headers(&r.headers)),
+            body: response.map(|r| r.body.as_slice()),
+            resource: response.and_then(|r| r.resource.as_deref()),
+        }
+    }
+}
+
 impl Claim<'_> {
     /// How many parameters the claim takes (`$1`..`$16`): a statement that folds it in
     /// ([`Claim::CTE`]) numbers its own from `PARAMS + 1`.
@@ -319,20 +356,19 @@ impl Claim<'_> {
 
     /// Adds the claim's values, `$1`..`$16` in order.
     pub fn add_to(&self, args: &mut PgArguments) -> Result<()> {
-        let d = self.settings.deadlines(self.now);
+        let row = self.row();
         add_scope(args, self.scope)?;
-        add(args, i32::from(self.fingerprint.version))?;
-        add(args, self.fingerprint.hex())?;
-        add(args, self.canonical_body)?;
-        add(args, self.token.0.as_str())?;
-        add(args, self.now)?;
-        add(args, d.expires_at)?;
-        add(args, d.tombstone_until)?;
-        let response = self.response;
-        add(args, response.map(|r| i32::from(r.status)))?;
-        add(args, response.map(|r| columns::encode_headers(&r.headers)))?;
-        add(args, response.map(|r| r.body.as_slice()))?;
-        add(args, response.and_then(|r| r.resource.as_deref()))
+        add(args, row.fingerprint_version)?;
+        add(args, row.fingerprint)?;
+        add(args, row.canonical_body)?;
+        add(args, row.token)?;
+        add(args, row.now)?;
+        add(args, row.expires_at)?;
+        add(args, row.tombstone_until)?;
+        add(args, row.status)?;
+        add(args, row.headers)?;
+        add(args, row.body)?;
+        add(args, row.resource)
     }
 }
 
@@ -424,25 +460,21 @@ struct ClaimColumns<'a> {
 
 impl<'a> ClaimColumns<'a> {
     fn push(&mut self, claim: &Claim<'a>) {
-        let d = claim.settings.deadlines(claim.now);
         for (column, value) in self.scope.iter_mut().zip(scope_values(claim.scope)) {
             column.push(value);
         }
-        self.fingerprint_versions
-            .push(i32::from(claim.fingerprint.version));
-        self.fingerprints.push(claim.fingerprint.hex());
-        self.canonical_bodies.push(claim.canonical_body);
-        self.tokens.push(claim.token.0.as_str());
-        self.nows.push(claim.now);
-        self.expires.push(d.expires_at);
-        self.tombstones.push(d.tombstone_until);
-        let response = claim.response;
-        self.statuses.push(response.map(|r| i32::from(r.status)));
-        self.headers
-            .push(response.map(|r| columns::encode_headers(&r.headers)));
-        self.bodies.push(response.map(|r| r.body.as_slice()));
-        self.resources
-            .push(response.and_then(|r| r.resource.as_deref()));
+        let row = claim.row();
+        self.fingerprint_versions.push(row.fingerprint_version);
+        self.fingerprints.push(row.fingerprint);
+        self.canonical_bodies.push(row.canonical_body);
+        self.tokens.push(row.token);
+        self.nows.push(row.now);
+        self.expires.push(row.expires_at);
+        self.tombstones.push(row.tombstone_until);
+        self.statuses.push(row.status);
+        self.headers.push(row.headers);
+        self.bodies.push(row.body);
+        self.resources.push(row.resource);
     }
 }
 

@@ -63,9 +63,9 @@ type Queue<W> =
 
 /// A queued job and where its answer goes.
 #[derive(Debug)]
-pub(crate) struct Queued<J, A> {
-    pub(crate) job: J,
-    pub(crate) answer: oneshot::Sender<StoreResult<A>>,
+struct Queued<J, A> {
+    job: J,
+    answer: oneshot::Sender<StoreResult<A>>,
     queued: Instant,
     /// Whether every flusher was writing when it was queued (only then can it be late).
     behind: bool,

@@ -63,7 +63,7 @@ impl sqlx::FromRow<'_, PgRow> for EventRow {
 
 impl EventRow {
     pub(crate) fn into_model(self) -> StoreResult<InboundEvent> {
-        Ok(self.event)
+        Ok(self.into_event())
     }
 
     pub(crate) fn into_event(self) -> InboundEvent {

@@ -129,57 +129,21 @@ async fn insert(tx: &mut PgConnection, claims: &[&NewInboundEvent]) -> sqlx::Res
             target.rows()
         )
     });
-    let headers: Vec<String> = claims
-        .iter()
-        .map(|new| serde_json::to_string(&new.headers).expect("header pairs are always JSON"))
-        .collect();
+    let headers = column(claims, |n| {
+        serde_json::to_string(&n.headers).expect("header pairs are always JSON")
+    });
     sqlx::query_as::<_, EventRow>(SQL.as_str())
-        .bind(claims.iter().map(|n| n.id.to_string()).collect::<Vec<_>>())
-        .bind(
-            claims
-                .iter()
-                .map(|n| n.source_id.to_string())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            claims
-                .iter()
-                .map(|n| n.account.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            claims
-                .iter()
-                .map(|n| n.event_id.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(claims.iter().map(|n| n.sha256.as_str()).collect::<Vec<_>>())
-        .bind(
-            claims
-                .iter()
-                .map(|n| convert::bigint_param(n.payload.len()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            claims
-                .iter()
-                .map(|n| n.payload.as_slice())
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(claims, |n| n.id.to_string()))
+        .bind(column(claims, |n| n.source_id.to_string()))
+        .bind(column(claims, |n| n.account.as_str()))
+        .bind(column(claims, |n| n.event_id.as_deref()))
+        .bind(column(claims, |n| n.sha256.as_str()))
+        .bind(column(claims, |n| convert::bigint_param(n.payload.len())))
+        .bind(column(claims, |n| n.payload.as_slice()))
         .bind(headers)
-        .bind(
-            claims
-                .iter()
-                .map(|n| n.version.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            claims
-                .iter()
-                .map(|n| n.entity.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(claims.iter().map(|n| n.now).collect::<Vec<_>>())
+        .bind(column(claims, |n| n.version.as_deref()))
+        .bind(column(claims, |n| n.entity.as_deref()))
+        .bind(column(claims, |n| n.now))
         .fetch_all(&mut *tx)
         .await
 }
@@ -200,33 +164,24 @@ async fn remember_digests(
            SET event_id = excluded.event_id, seen_at = excluded.seen_at \
            WHERE inbound_digests.seen_at <= excluded.seen_at - $5 * interval '1 microsecond' \
          RETURNING event_id";
-    let mut by_window: BTreeMap<i64, Vec<&NewInboundEvent>> = BTreeMap::new();
+    let mut by_window: BTreeMap<i64, Vec<(&NewInboundEvent, &str)>> = BTreeMap::new();
     for new in claims {
         let Some(guard) = &new.replay_guard else {
             continue;
         };
         if received.contains_key(&new.id.to_string()) {
             let window = guard.window.num_microseconds().unwrap_or(i64::MAX);
-            by_window.entry(window).or_default().push(new);
+            let digest = guard.digest.as_str();
+            by_window.entry(window).or_default().push((new, digest));
         }
     }
     let mut refused = Vec::new();
     for (window, guarded) in by_window {
         let moved: HashSet<String> = sqlx::query_scalar(SQL)
-            .bind(
-                guarded
-                    .iter()
-                    .map(|n| n.source_id.to_string())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                guarded
-                    .iter()
-                    .filter_map(|n| n.replay_guard.as_ref().map(|g| g.digest.as_str()))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(guarded.iter().map(|n| n.id.to_string()).collect::<Vec<_>>())
-            .bind(guarded.iter().map(|n| n.now).collect::<Vec<_>>())
+            .bind(column(&guarded, |(n, _)| n.source_id.to_string()))
+            .bind(column(&guarded, |(_, digest)| digest))
+            .bind(column(&guarded, |(n, _)| n.id.to_string()))
+            .bind(column(&guarded, |(n, _)| n.now))
             .bind(window)
             .fetch_all(&mut *tx)
             .await?
@@ -235,9 +190,14 @@ async fn remember_digests(
         refused.extend(
             guarded
                 .iter()
-                .map(|n| n.id.to_string())
+                .map(|(n, _)| n.id.to_string())
                 .filter(|id| !moved.contains(id)),
         );
     }
     Ok(refused)
+}
+
+/// One column of `rows`, for an `UNNEST` parameter.
+fn column<R: Copy, T>(rows: &[R], value: impl Fn(R) -> T) -> Vec<T> {
+    rows.iter().map(|&row| value(row)).collect()
 }
