@@ -4,16 +4,18 @@
 //! small machine ingest can still take the cores the deliveries need while the store keeps up:
 //! acks stay fast and the due backlog grows as deliveries slow (10,000 msg/s offered to one
 //! endpoint on 2 cores delivered 2,134/s; BENCHMARKS.md, issue 18). With
-//! `overload_max_due_deliveries` set, [`Admission::watch`] reads the due backlog four times a
-//! second; from when it reaches the limit until it falls below three quarters of it, the
-//! intake routes (`POST /api/v1/app/{app}/msg`, `POST /in/...`) are refused before their body
-//! is read ([`shed`]: 503, `Retry-After`, code `overloaded`), so the cores go to delivering
-//! what was acknowledged.
+//! `overload_max_due_deliveries` set, [`Admission::watch`] reads the due backlog ten times a
+//! second and refuses a share of the intake routes (`POST /api/v1/app/{app}/msg`,
+//! `POST /in/...`) before their body is read ([`shed`]: 503, `Retry-After`, code
+//! `overloaded`): none below half the limit, all at the limit, in proportion between. So
+//! the accepted rate settles near what deliveries drain, and the cores go to delivering what
+//! was acknowledged. (Refusing all or nothing would let the full offered rate in between
+//! bursts of refusals, and those bursts of twice the capacity are what made acks slow.)
 //!
 //! Off by default: the backlog of one slow or throttled endpoint is a backlog too, and would
 //! refuse every application's messages.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,34 +24,54 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use rand::Rng;
 use tokio_util::sync::CancellationToken;
 use vow_store::{Store, StoreError};
 
 use crate::error::ApiError;
 
-/// How often the backlog is read.
-const EVERY: Duration = Duration::from_millis(250);
+/// Gauge: the share of intake refused now, 0 to 1 (absent while the bound is off).
+pub const REFUSED_SHARE: &str = "vow_intake_refused_share";
 
-/// Whether the intake routes are refused now.
+/// How often the backlog is read.
+const EVERY: Duration = Duration::from_millis(100);
+
+/// [`Admission`]'s share when every intake request is refused.
+const ALL: u32 = 1 << 16;
+
+/// The share of intake requests refused now, from the last due backlog read.
 #[derive(Debug, Default)]
 pub struct Admission {
-    shedding: AtomicBool,
+    /// Refused out of [`ALL`].
+    refused: AtomicU32,
 }
 
 impl Admission {
-    /// Whether new messages and inbound deliveries are refused now.
-    pub fn shedding(&self) -> bool {
-        self.shedding.load(Ordering::Relaxed)
+    /// The share of new messages and inbound deliveries refused now, from 0 to 1.
+    pub fn refused_share(&self) -> f64 {
+        f64::from(self.refused.load(Ordering::Relaxed)) / f64::from(ALL)
     }
 
-    /// Updates [`Admission::shedding`] from a due backlog of `due` against `limit`: on at the
-    /// limit, off below three quarters of it, unchanged between.
+    /// Whether to refuse one intake request now: a draw against [`Admission::refused_share`].
+    fn refuses(&self) -> bool {
+        let refused = self.refused.load(Ordering::Relaxed);
+        refused >= ALL || (refused > 0 && rand::thread_rng().gen_range(0..ALL) < refused)
+    }
+
+    /// Sets [`Admission::refused_share`] from a due backlog of `due` against `limit`: none at
+    /// or below half the limit, all at the limit, rising in proportion between.
     pub fn observe(&self, due: u64, limit: u64) {
-        if due >= limit {
-            self.shedding.store(true, Ordering::Relaxed);
-        } else if due < limit - limit / 4 {
-            self.shedding.store(false, Ordering::Relaxed);
-        }
+        let from = limit / 2;
+        let refused = if due >= limit {
+            ALL
+        } else if due <= from {
+            0
+        } else {
+            let share = (due - from) * u64::from(ALL) / (limit - from);
+            u32::try_from(share).unwrap_or(ALL)
+        };
+        self.refused.store(refused, Ordering::Relaxed);
+        metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
     }
 
     /// Reads `store`'s due backlog every [`EVERY`] and observes it against `limit`, until
@@ -74,9 +96,9 @@ impl Admission {
     }
 }
 
-/// Refuses an intake request while shedding, before anything else reads it.
+/// Refuses an intake request drawn for refusal, before anything else reads it.
 pub async fn shed(State(admission): State<Arc<Admission>>, req: Request, next: Next) -> Response {
-    if admission.shedding() && is_intake(req.method(), req.uri().path()) {
+    if admission.refuses() && is_intake(req.method(), req.uri().path()) {
         return ApiError::from(StoreError::overloaded()).into_response();
     }
     next.run(req).await
@@ -97,18 +119,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shedding_starts_at_the_limit_and_stops_below_three_quarters() {
+    fn the_refused_share_rises_from_half_the_limit_to_all_at_it() {
         let a = Admission::default();
-        a.observe(99, 100);
-        assert!(!a.shedding());
+        for (due, share) in [
+            (0, 0.0),
+            (50, 0.0),
+            (75, 0.5),
+            (90, 0.8),
+            (100, 1.0),
+            (5000, 1.0),
+        ] {
+            a.observe(due, 100);
+            assert!((a.refused_share() - share).abs() < 1e-4, "due {due}");
+        }
+        a.observe(10, 100);
+        assert_eq!(a.refused_share(), 0.0, "falls again as the backlog does");
+        a.observe(2, 3);
+        assert_eq!(a.refused_share(), 0.5, "a limit of 3 refuses half at 2");
+    }
+
+    #[test]
+    fn requests_are_refused_in_the_share_drawn() {
+        let a = Admission::default();
+        let refused = |a: &Admission| (0..20_000).filter(|_| a.refuses()).count();
+        assert_eq!(refused(&a), 0);
         a.observe(100, 100);
-        assert!(a.shedding());
-        a.observe(80, 100);
-        assert!(a.shedding(), "between: unchanged");
-        a.observe(74, 100);
-        assert!(!a.shedding());
-        a.observe(80, 100);
-        assert!(!a.shedding(), "between: unchanged");
+        assert_eq!(refused(&a), 20_000);
+        a.observe(75, 100);
+        let half = refused(&a);
+        assert!(
+            (9_000..=11_000).contains(&half),
+            "{half} of 20,000 at one half"
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub struct Config {
     /// (0 = never).
     pub overload_max_wait_ms: u32,
     /// Backpressure: the due delivery backlog at which new messages and inbound deliveries are
-    /// refused (0 = never).
+    /// all refused; from half of it a share of them is, in proportion (0 = never).
     pub overload_max_due_deliveries: u32,
     /// Request body limit in bytes.
     pub max_body_bytes: usize,

@@ -85,8 +85,11 @@ pub const DEAD_LETTER_ALERTS_RAISED: &str = "vow_dead_letter_alerts_raised";
 pub const DEAD_LETTER_ALERTS: &str = "vow_dead_letter_alerts_total";
 
 /// Counter: requests refused with 503 and `Retry-After` because the store was over its write
-/// capacity (graceful overload).
+/// capacity or the due delivery backlog over its bound (graceful overload).
 pub const REQUESTS_SHED: &str = "vow_requests_shed_total";
+/// Gauge: the share of new messages and inbound deliveries refused now for the due delivery
+/// backlog, 0 to 1 (named beside its recorder, [`crate::admission`]).
+pub use crate::admission::REFUSED_SHARE as INTAKE_REFUSED_SHARE;
 
 /// Counter: rows retention removed or cleared, by `what` (`messages`: whole messages with their
 /// deliveries and attempts; `content`: payloads, response bodies, activity minutes and
@@ -166,7 +169,11 @@ fn describe() {
     );
     describe_counter!(
         REQUESTS_SHED,
-        "Requests refused with 503 and Retry-After because the store was over its write capacity."
+        "Requests refused with 503 and Retry-After because the store was over its write capacity or the due backlog over its bound."
+    );
+    describe_gauge!(
+        INTAKE_REFUSED_SHARE,
+        "Share of new messages and inbound deliveries refused now for the due delivery backlog, 0 to 1."
     );
     describe_counter!(
         RETENTION_PURGED,

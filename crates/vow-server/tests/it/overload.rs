@@ -7,8 +7,9 @@
 //! that finds the intake's connections all taken.
 //!
 //! The delivery backlog's bound (`overload_max_due_deliveries`): once that many deliveries are
-//! due, new messages and inbound deliveries are refused before their body is read, other
-//! routes answer, and once deliveries bring the backlog down intake opens again by itself.
+//! due, new messages and inbound deliveries are refused before their body is read (and
+//! `vow_intake_refused_share` reads 1), other routes answer, and once deliveries bring the
+//! backlog down intake opens again by itself.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use crate::operators::{sample, scrape};
 use crate::receiver::Receiver;
 
 const SHED: &str = "vow_requests_shed_total";
+const REFUSED_SHARE: &str = "vow_intake_refused_share";
 
 /// Held while a test sheds, so the process-wide counter's growth is one test's.
 static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -162,6 +164,8 @@ async fn refused_with_retry_after_and_none_lost(
 }
 
 async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(app: TestApp) {
+    // The refused share is a process-wide gauge.
+    let _alone = ALONE.lock().await;
     let receiver = Receiver::start(&[]).await;
     // No workers: what is sent stays due.
     let mut config = test_config(&[]);
@@ -191,6 +195,7 @@ async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(ap
     assert_eq!(refused.headers()["retry-after"], "1");
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["code"], "overloaded", "{body}");
+    assert_eq!(sample(&scrape(&app).await, REFUSED_SHARE, &[]), 1.0);
     let inbound = app
         .request(reqwest::Method::POST, "/in/src_none")
         .body("{}")
@@ -212,6 +217,7 @@ async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(ap
         || async { (not_json().send().await.unwrap().status() == 400).then_some(()) },
     )
     .await;
+    assert_eq!(sample(&scrape(&app).await, REFUSED_SHARE, &[]), 0.0);
     send(&app, &s.app_id, r#"{"eventType":"a.b","payload":{}}"#).await;
     assert_eq!(receiver.received().len(), 3);
     let (_, listed) = app.get(&path).await;
