@@ -181,7 +181,7 @@ async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(ap
             .header("content-type", "application/json")
             .body("not json")
     };
-    // The backlog is read four times a second; a body that is not JSON shows nothing read it.
+    // The backlog is read ten times a second; a body that is not JSON shows nothing read it.
     let refused = eventually(
         "intake refused",
         Duration::from_millis(50),
