@@ -12,9 +12,19 @@
 //! was acknowledged. (Refusing all or nothing would let the full offered rate in between
 //! bursts of refusals, and those bursts of twice the capacity are what made acks slow.)
 //!
-//! Off by default: the backlog of one slow or throttled endpoint is a backlog too, and would
-//! refuse every application's messages.
+//! The backlog counted is only the one this process holds up. An endpoint that is slow or
+//! throttled holds up its own deliveries: its claims here wait for or are in requests to it,
+//! and its backlog would refuse every application's messages while more cores would not send
+//! them any sooner. So [`SlowEndpoints`] samples the dispatcher's claims with each read
+//! (`delivery::dispatcher::Occupancy`), and the endpoints whose claims mostly wait on the endpoint (smoothed over
+//! about a second) are left out of the count. When ingest starves delivery of cores, the
+//! claims wait on this process instead (for a core, for their outcome to be written: about 85 %
+//! of their time in BENCHMARKS.md's thirteenth part), and their endpoint's backlog counts.
+//!
+//! On by default (10,000), where the delivery workers run: a process without them has no
+//! deliveries of its own to give cores to, and cannot tell which endpoints are slow.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,11 +36,13 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
+use vow_core::EndpointId;
 use vow_store::{Store, StoreError};
 
 use crate::error::ApiError;
 
-/// Gauge: the share of intake refused now, 0 to 1 (absent while the bound is off).
+/// Gauge: the share of intake refused now, 0 to 1 (absent while the bound is off); set at each
+/// read while refusing, and as it falls to 0.
 pub const REFUSED_SHARE: &str = "vow_intake_refused_share";
 
 /// How often the backlog is read.
@@ -38,6 +50,15 @@ const EVERY: Duration = Duration::from_millis(100);
 
 /// [`Admission`]'s share when every intake request is refused.
 const ALL: u32 = 1 << 16;
+
+/// The smoothed share of an endpoint's claims on the endpoint from which its backlog is its own.
+const ON_THE_ENDPOINT: f64 = 0.5;
+
+/// The weight of each new sample in the smoothed share: about a second of reads.
+const WEIGHT: f64 = 0.2;
+
+/// A smoothed share below which an endpoint is forgotten (about 3 s without claims).
+const FORGOTTEN: f64 = 1e-3;
 
 /// The share of intake requests refused now, from the last due backlog read.
 #[derive(Debug, Default)]
@@ -70,21 +91,28 @@ impl Admission {
             let share = (due - from) * u64::from(ALL) / (limit - from);
             u32::try_from(share).unwrap_or(ALL)
         };
-        self.refused.store(refused, Ordering::Relaxed);
-        metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
+        if self.refused.swap(refused, Ordering::Relaxed) != refused || refused > 0 {
+            metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
+        }
     }
 
-    /// Reads `store`'s due backlog every [`EVERY`] and observes it against `limit`, until
-    /// `shutdown`. A failed read changes nothing (the store's own errors answer requests).
+    /// Reads `store`'s due backlog every [`EVERY`], without the endpoints that hold up their
+    /// own deliveries (from `on_the_endpoint`: each endpoint with claims in this process and
+    /// the share of them on the endpoint), and observes it against `limit`, until `shutdown`. A
+    /// failed read changes nothing (the store's own errors answer requests).
     pub async fn watch(
         self: Arc<Self>,
         store: Arc<dyn Store>,
         now: impl Fn() -> DateTime<Utc> + Send,
         limit: u64,
+        on_the_endpoint: impl Fn() -> Vec<(EndpointId, f64)> + Send,
         shutdown: CancellationToken,
     ) {
+        let mut slow = SlowEndpoints::default();
+        metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
         loop {
-            match store.backlog(now()).await {
+            let except = slow.sample(on_the_endpoint());
+            match store.backlog(now(), &except).await {
                 Ok(backlog) => self.observe(backlog.due.value, limit),
                 Err(e) => tracing::warn!(error = %e, "could not read the delivery backlog"),
             }
@@ -93,6 +121,35 @@ impl Admission {
                 () = shutdown.cancelled() => return,
             }
         }
+    }
+}
+
+/// The endpoints that hold up their own deliveries: those whose claims, smoothed over about a
+/// second of samples, mostly wait for or are in requests to them.
+#[derive(Debug, Default)]
+struct SlowEndpoints {
+    /// Each endpoint's smoothed share of claims on the endpoint.
+    smoothed: HashMap<EndpointId, f64>,
+}
+
+impl SlowEndpoints {
+    /// Adds a sample of each endpoint's share of claims on the endpoint (one not in it has no
+    /// claims here: 0; a new one starts at its first sample); the slow endpoints now. An
+    /// endpoint is forgotten once it has no claims here and its share has decayed.
+    fn sample(&mut self, on_the_endpoint: Vec<(EndpointId, f64)>) -> Vec<EndpointId> {
+        let now: HashMap<EndpointId, f64> = on_the_endpoint.into_iter().collect();
+        for (endpoint, smoothed) in &mut self.smoothed {
+            let sample = now.get(endpoint).copied().unwrap_or(0.0);
+            *smoothed += WEIGHT * (sample - *smoothed);
+        }
+        for (endpoint, sample) in &now {
+            self.smoothed.entry(*endpoint).or_insert(*sample);
+        }
+        let kept =
+            |endpoint: &EndpointId, s: &mut f64| *s >= FORGOTTEN || now.contains_key(endpoint);
+        self.smoothed.retain(kept);
+        let slow = self.smoothed.iter().filter(|(_, s)| **s >= ON_THE_ENDPOINT);
+        slow.map(|(endpoint, _)| *endpoint).collect()
     }
 }
 
@@ -151,6 +208,34 @@ mod tests {
             (9_000..=11_000).contains(&half),
             "{half} of 20,000 at one half"
         );
+    }
+
+    /// A slow endpoint is one from its first sample while most of its claims wait on it, and
+    /// stops being one about half a second after they stop; an endpoint whose claims mostly
+    /// wait on this process never is, though all of them wait on it now and then.
+    #[test]
+    fn slow_endpoints_are_those_whose_claims_mostly_wait_on_them() {
+        let (slow, starved) = (EndpointId::new(), EndpointId::new());
+        let mut endpoints = SlowEndpoints::default();
+        assert_eq!(endpoints.sample(vec![(slow, 1.0)]), [slow]);
+        for i in 0..50 {
+            // The starved endpoint's claims are all on it in one sample of six, none in the rest.
+            let share = if i % 6 == 5 { 1.0 } else { 0.0 };
+            let found = endpoints.sample(vec![(slow, 0.9), (starved, share)]);
+            assert_eq!(found, [slow], "sample {i}");
+        }
+        let mut after = 0;
+        while endpoints.sample(vec![(starved, 0.0)]).contains(&slow) {
+            after += 1;
+        }
+        assert_eq!(
+            after, 2,
+            "0.9 falls below one half in three samples of none"
+        );
+        for _ in 0..40 {
+            endpoints.sample(vec![]);
+        }
+        assert!(endpoints.smoothed.is_empty(), "forgotten without claims");
     }
 
     #[test]

@@ -33,8 +33,9 @@ pub struct Config {
     /// Graceful overload: the longest the oldest new write may wait before new ones are refused
     /// (0 = never).
     pub overload_max_wait_ms: u32,
-    /// Backpressure: the due delivery backlog at which new messages and inbound deliveries are
-    /// all refused; from half of it a share of them is, in proportion (0 = never).
+    /// Backpressure: the due delivery backlog (of the endpoints that do not hold up their own
+    /// deliveries) at which new messages and inbound deliveries are all refused; from half of
+    /// it a share of them is, in proportion (0 = never; only where the delivery workers run).
     pub overload_max_due_deliveries: u32,
     /// Request body limit in bytes.
     pub max_body_bytes: usize,

@@ -260,7 +260,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     responses((status = 200, description = "Prometheus metrics.", content_type = "text/plain", body = String)))]
 async fn render(State(state): State<AppState>) -> impl IntoResponse {
     let now = state.now();
-    match state.store.backlog(now).await {
+    match state.store.backlog(now, &[]).await {
         Ok(backlog) => {
             metrics::gauge!(DUE).set(backlog.due.value as f64);
             let waited = backlog.oldest_due.map_or(0.0, |due| seconds(now - due));

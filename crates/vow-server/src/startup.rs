@@ -140,7 +140,8 @@ pub struct Server {
     cleaner: Cleaner,
     expiry: Expiry,
     alert: Option<DeadLetterAlert>,
-    /// The due backlog at which intake is refused, if any ([`crate::admission`]).
+    /// The due backlog at which intake is refused, if any, where the dispatcher runs
+    /// ([`crate::admission`]).
     due_limit: Option<u64>,
 }
 
@@ -248,6 +249,7 @@ impl Server {
     /// and attempts.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let readiness = self.state.readiness.clone();
+        let occupancy = self.dispatcher.as_ref().map(Dispatcher::occupancy);
         let workers = self.dispatcher.map(|d| {
             let running = readiness.running(WorkerKind::Delivery);
             spawn_worker(running, d.run(shutdown.clone()))
@@ -266,11 +268,13 @@ impl Server {
         if let Some(alert) = self.alert {
             tokio::spawn(alert.run(shutdown.clone()));
         }
-        if let Some(limit) = self.due_limit {
+        if let (Some(limit), Some(occupancy)) = (self.due_limit, occupancy) {
             let clock = self.state.clock.clone();
             let (admission, store) = (self.state.admission.clone(), self.state.store.clone());
             let now = move || clock.now();
-            tokio::spawn(admission.watch(store, now, limit, shutdown.clone()));
+            let on_the_endpoint = move || occupancy.on_the_endpoint();
+            let watch = admission.watch(store, now, limit, on_the_endpoint, shutdown.clone());
+            tokio::spawn(watch);
         }
         let router = http::router(self.state, self.admin.hash());
         let served = http::serve(self.listener, router, shutdown).await;

@@ -15,6 +15,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
+use vow_core::EndpointId;
 use vow_store::inbound::InboundState;
 use vow_store::overview::{
     inbound_ids, Backlog, Count, Current, Held, InboundWindow, Overview, Overviews, Rejections,
@@ -89,8 +90,8 @@ fn rejections_sql() -> String {
     )
 }
 
-/// The pending deliveries due at `$1` (in flight included): the earliest due time, and how
-/// many, at most `$2`; and the disabled endpoints, at most `$2`.
+/// The pending deliveries due at `$1` (in flight included) but those of the endpoints in `$3`:
+/// the earliest due time, and how many, at most `$2`; and the disabled endpoints, at most `$2`.
 fn current_sql() -> String {
     format!(
         "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
@@ -99,7 +100,7 @@ fn current_sql() -> String {
                  SELECT next_attempt_at AS head FROM deliveries
                  WHERE status = 'pending' AND endpoint_id = w.ep
                  ORDER BY next_attempt_at LIMIT 1) h
-             WHERE w.ep IS NOT NULL AND h.head <= $1)
+             WHERE w.ep IS NOT NULL AND w.ep <> ALL($3) AND h.head <= $1)
          SELECT (SELECT min(head) FROM heads),
                 (SELECT count(*) FROM (
                      SELECT 1 FROM heads CROSS JOIN LATERAL (
@@ -186,7 +187,7 @@ impl Overviews for PgStore {
     async fn overview(&self, now: DateTime<Utc>) -> StoreResult<Overview> {
         let windows = Windows::at(now);
         // Three independent reads, at once, each on a connection of its own.
-        let current = self.current(now);
+        let current = self.current(now, &[]);
         let inbound = async {
             let mut conn = self.pool.acquire().await.map_err(db_error)?;
             inbound(&mut conn, &windows).await
@@ -207,8 +208,8 @@ impl Overviews for PgStore {
         Ok(windows.assemble(&minutes, inbound.hour, inbound.day, current))
     }
 
-    async fn backlog(&self, now: DateTime<Utc>) -> StoreResult<Backlog> {
-        let (oldest_due, due, _disabled) = self.current(now).await?;
+    async fn backlog(&self, now: DateTime<Utc>, except: &[EndpointId]) -> StoreResult<Backlog> {
+        let (oldest_due, due, _disabled) = self.current(now, except).await?;
         Ok(Backlog {
             due: count(due),
             oldest_due,
@@ -217,12 +218,18 @@ impl Overviews for PgStore {
 }
 
 impl PgStore {
-    /// The current figures: the oldest due time, the due count and the disabled endpoints
-    /// (both capped).
-    async fn current(&self, now: DateTime<Utc>) -> StoreResult<(Option<DateTime<Utc>>, i64, i64)> {
+    /// The current figures but for the endpoints in `except`: the oldest due time, the due
+    /// count and the disabled endpoints (both capped).
+    async fn current(
+        &self,
+        now: DateTime<Utc>,
+        except: &[EndpointId],
+    ) -> StoreResult<(Option<DateTime<Utc>>, i64, i64)> {
+        let except: Vec<String> = except.iter().map(ToString::to_string).collect();
         sqlx::query_as(&current_sql())
             .bind(now)
             .bind(Count::LIMIT)
+            .bind(except)
             .fetch_one(&self.pool)
             .await
             .map_err(db_error)

@@ -11,6 +11,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
+use vow_core::EndpointId;
 use vow_store::inbound::InboundState;
 use vow_store::overview::{
     inbound_ids, Backlog, Count, Current, Held, InboundWindow, Overview, Overviews, Rejections,
@@ -18,14 +19,16 @@ use vow_store::overview::{
 };
 use vow_store::StoreResult;
 
-use crate::convert::micros;
+use crate::convert::{id, micros};
 use crate::error::Result;
 use crate::queue::{activity, claim};
 use crate::SqliteStore;
 
-/// Leased pending rows due at `?1` (in flight, or whose lease ran out): how many, the earliest.
-const LEASED_DUE: &str = "SELECT count(*), min(next_attempt_at) FROM deliveries
-     WHERE status = 'pending' AND lease_until IS NOT NULL AND next_attempt_at <= ?1";
+/// Leased pending rows due at `?1` (in flight, or whose lease ran out), by endpoint: how many,
+/// the earliest.
+const LEASED_DUE: &str = "SELECT endpoint_id, count(*), min(next_attempt_at) FROM deliveries
+     WHERE status = 'pending' AND lease_until IS NOT NULL AND next_attempt_at <= ?1
+     GROUP BY endpoint_id";
 
 /// An endpoint's (`?1`) unleased pending rows due at `?2`, at most `?3`.
 const DUE_OF_ENDPOINT: &str = "SELECT count(*) FROM (SELECT 1 FROM deliveries
@@ -64,15 +67,21 @@ fn count(found: i64) -> Count {
     Count::of(u64::try_from(found).unwrap_or(0))
 }
 
-/// The deliveries due at `now` (see the module docs).
-fn backlog(conn: &Connection, now: i64) -> Result<Backlog> {
-    let (leased, mut oldest): (i64, Option<i64>) = conn
-        .prepare_cached(LEASED_DUE)?
-        .query_row([now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let mut due = leased;
+/// The deliveries due at `now` but those of the endpoints in `except` (see the module docs).
+fn backlog(conn: &Connection, now: i64, except: &[EndpointId]) -> Result<Backlog> {
+    let (mut due, mut oldest) = (0, None::<i64>);
+    let mut leased = conn.prepare_cached(LEASED_DUE)?;
+    let mut rows = leased.query([now])?;
+    while let Some(r) = rows.next()? {
+        if !except.contains(&id::<EndpointId>(r, 0)?) {
+            due += r.get::<_, i64>(1)?;
+            let earliest: i64 = r.get(2)?;
+            oldest = Some(oldest.map_or(earliest, |o| o.min(earliest)));
+        }
+    }
     let mut of_endpoint = conn.prepare_cached(DUE_OF_ENDPOINT)?;
     for (endpoint, head) in claim::endpoint_heads(conn)? {
-        if head > now {
+        if head > now || except.contains(&endpoint) {
             continue;
         }
         oldest = Some(oldest.map_or(head, |o| o.min(head)));
@@ -142,7 +151,7 @@ fn read(conn: &Connection, now: DateTime<Utc>) -> Result<Overview> {
         .prepare_cached(DISABLED)?
         .query_row([Count::LIMIT], |r| r.get(0))?;
     let current = Current {
-        backlog: backlog(&tx, micros(now))?,
+        backlog: backlog(&tx, micros(now), &[])?,
         endpoints_disabled: count(disabled),
         held: held(&tx, &from, &to)?,
     };
@@ -156,8 +165,10 @@ impl Overviews for SqliteStore {
         self.read(move |conn| read(conn, now)).await
     }
 
-    async fn backlog(&self, now: DateTime<Utc>) -> StoreResult<Backlog> {
-        self.read(move |conn| backlog(conn, micros(now))).await
+    async fn backlog(&self, now: DateTime<Utc>, except: &[EndpointId]) -> StoreResult<Backlog> {
+        let except = except.to_vec();
+        self.read(move |conn| backlog(conn, micros(now), &except))
+            .await
     }
 }
 

@@ -22,7 +22,7 @@ use std::ops::AddAssign;
 
 use async_trait::async_trait;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use vow_core::InboundEventId;
+use vow_core::{EndpointId, InboundEventId};
 
 use crate::queue::{AttemptOutcome, NextState, Recorded};
 use crate::StoreResult;
@@ -332,8 +332,10 @@ pub trait Overviews: Send + Sync + 'static {
     /// The overview at `now` (see the module docs for what each figure reads).
     async fn overview(&self, now: DateTime<Utc>) -> StoreResult<Overview>;
 
-    /// Only the overview's backlog at `now` (for the metrics gauges at each scrape).
-    async fn backlog(&self, now: DateTime<Utc>) -> StoreResult<Backlog>;
+    /// Only the overview's backlog at `now` (for the metrics gauges at each scrape), without
+    /// the deliveries of the endpoints in `except` (the backlog bound leaves out the endpoints
+    /// that hold up their own deliveries: `vow-server`'s `admission`).
+    async fn backlog(&self, now: DateTime<Utc>, except: &[EndpointId]) -> StoreResult<Backlog>;
 }
 
 #[cfg(test)]

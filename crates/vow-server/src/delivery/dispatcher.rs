@@ -37,6 +37,7 @@ pub struct Dispatcher {
     settings: DeliverySettings,
     wake: Arc<Notify>,
     operational: Option<Operational>,
+    shared: Arc<Shared>,
 }
 
 /// An outcome and the delivery it is about, on its way to the recorder.
@@ -73,10 +74,11 @@ struct InFlight {
     per_endpoint: HashMap<EndpointId, EndpointWork>,
 }
 
-/// An endpoint's claims not yet attempted to the end, and its request slots; forgotten when it
-/// has none left, so no task still waits for those slots.
+/// An endpoint's claims not yet attempted to the end, its claims not yet recorded, and its
+/// request slots; forgotten when it has no claim left, so no task still waits for those slots.
 struct EndpointWork {
     claimed: usize,
+    held: usize,
     slots: Arc<Semaphore>,
 }
 
@@ -128,40 +130,54 @@ impl Shared {
             .entry(endpoint)
             .or_insert_with(|| EndpointWork {
                 claimed: 0,
+                held: 0,
                 slots: Arc::new(Semaphore::new(self.slots_per_endpoint)),
             });
         work.claimed += 1;
+        work.held += 1;
         work.slots.clone()
     }
 
     /// Gives back the share of `endpoint`'s room of a claim whose attempt has its response (or
     /// gave up; its slot is already free), and wakes the claim loop.
     fn attempted(&self, endpoint: EndpointId) {
-        let mut f = self.lock();
-        if let Some(w) = f.per_endpoint.get_mut(&endpoint) {
+        if let Some(w) = self.lock().per_endpoint.get_mut(&endpoint) {
             w.claimed = w.claimed.saturating_sub(1);
-            if w.claimed == 0 {
-                f.per_endpoint.remove(&endpoint);
-            }
         }
-        drop(f);
         self.freed.notify_one();
     }
 
-    /// Frees the places of recorded claims (each delivery and the lease it was attempted
-    /// under) and wakes the claim loop. A delivery's lease is forgotten with its own claim
-    /// only: one a newer claim replaced is renewed until that claim is recorded.
-    fn finish(&self, recorded: impl IntoIterator<Item = (DeliveryId, LeaseToken)>) {
+    /// Frees the places of recorded claims (each delivery, the lease it was attempted under
+    /// and its endpoint) and wakes the claim loop. A delivery's lease is forgotten with its own
+    /// claim only: one a newer claim replaced is renewed until that claim is recorded.
+    fn finish(&self, recorded: impl IntoIterator<Item = (DeliveryId, LeaseToken, EndpointId)>) {
         let mut f = self.lock();
-        for (id, lease) in recorded {
+        for (id, lease, endpoint) in recorded {
             if f.leases.get(&id) == Some(&lease) {
                 f.leases.remove(&id);
             }
             f.claims = f.claims.saturating_sub(1);
+            if let Some(w) = f.per_endpoint.get_mut(&endpoint) {
+                w.held = w.held.saturating_sub(1);
+                if w.held == 0 {
+                    f.per_endpoint.remove(&endpoint);
+                }
+            }
         }
         metrics::gauge!(m::IN_FLIGHT).set(f.claims as f64);
         drop(f);
         self.freed.notify_one();
+    }
+
+    /// Each endpoint with claims not yet recorded, and the share of them that wait for or are
+    /// in a request to it.
+    fn on_the_endpoint(&self) -> Vec<(EndpointId, f64)> {
+        let f = self.lock();
+        let share = |w: &EndpointWork| w.claimed.min(w.held) as f64 / w.held.max(1) as f64;
+        f.per_endpoint
+            .iter()
+            .map(|(ep, w)| (*ep, share(w)))
+            .collect()
     }
 
     fn leases(&self) -> Vec<(DeliveryId, LeaseToken)> {
@@ -190,10 +206,16 @@ impl Dispatcher {
         Self {
             queue,
             env,
+            shared: Arc::new(Shared::new(&settings)),
             settings,
             wake,
             operational: None,
         }
+    }
+
+    /// What this dispatcher's claims wait on, for the backlog bound ([`crate::admission`]).
+    pub fn occupancy(&self) -> Occupancy {
+        Occupancy(self.shared.clone())
     }
 
     /// Attempts relay endpoints through `hub` (the one the API's `vow listen` streams
@@ -216,7 +238,7 @@ impl Dispatcher {
     /// Runs until `shutdown`, then lets running attempts finish (bounded by the attempt
     /// timeout) and records their outcomes.
     pub async fn run(self, shutdown: CancellationToken) {
-        let shared = Arc::new(Shared::new(&self.settings));
+        let shared = self.shared.clone();
         let (outcomes, rx) = mpsc::unbounded_channel();
         let recorder = tokio::spawn(record(
             self.queue.clone(),
@@ -278,6 +300,19 @@ impl Dispatcher {
                 .await?;
             settled(self.operational.as_ref(), &finished, &results).await;
         }
+    }
+}
+
+/// What a [`Dispatcher`]'s claims wait on: the endpoint, or this process.
+#[derive(Clone)]
+pub struct Occupancy(Arc<Shared>);
+
+impl Occupancy {
+    /// Each endpoint with claims not yet recorded here, and the share of them (0 to 1) that
+    /// wait for one of its request slots or are in a request to it. The rest wait on this
+    /// process: for a core, or for their outcome to be written.
+    pub fn on_the_endpoint(&self) -> Vec<(EndpointId, f64)> {
+        self.0.on_the_endpoint()
     }
 }
 
@@ -437,7 +472,7 @@ async fn record(
         };
         settled(operational.as_ref(), &batch, &results).await;
         let recorded = batch.drain(..);
-        shared.finish(recorded.map(|(o, _)| (o.delivery_id, o.lease)));
+        shared.finish(recorded.map(|(o, d)| (o.delivery_id, o.lease, d.endpoint_id)));
     }
 }
 
@@ -531,7 +566,8 @@ mod tests {
     /// The store was down for longer than a lease: this process claimed a delivery again
     /// while its earlier attempt's outcome waited to be recorded. Both claims give their place
     /// back, in either order, and the newer lease is renewed while it is held. The endpoint's
-    /// room is given back as the attempts end, before their outcomes are recorded.
+    /// room is given back as the attempts end, before their outcomes are recorded; the
+    /// endpoint is forgotten once both are.
     #[test]
     fn a_delivery_claimed_again_before_its_outcome_is_recorded_frees_both_places() {
         let (id, endpoint) = (DeliveryId::new(), EndpointId::new());
@@ -544,15 +580,15 @@ mod tests {
             shared.attempted(endpoint);
             assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![1]));
             shared.attempted(endpoint);
-            assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![]));
+            assert_eq!(slots(&shared), (2, vec![(id, new.clone())], vec![0]));
             if old_first {
-                shared.finish([(id, old.clone())]);
-                assert_eq!(slots(&shared), (1, vec![(id, new.clone())], vec![]));
-                shared.finish([(id, new.clone())]);
+                shared.finish([(id, old.clone(), endpoint)]);
+                assert_eq!(slots(&shared), (1, vec![(id, new.clone())], vec![0]));
+                shared.finish([(id, new.clone(), endpoint)]);
             } else {
-                shared.finish([(id, new.clone())]);
-                assert_eq!(slots(&shared), (1, vec![], vec![]));
-                shared.finish([(id, old.clone())]);
+                shared.finish([(id, new.clone(), endpoint)]);
+                assert_eq!(slots(&shared), (1, vec![], vec![0]));
+                shared.finish([(id, old.clone(), endpoint)]);
             }
             assert_eq!(
                 slots(&shared),
@@ -560,5 +596,29 @@ mod tests {
                 "no place is left taken"
             );
         }
+    }
+
+    /// An endpoint's claims are on the endpoint while they wait for or are in a request to it,
+    /// and on this process once their attempt has ended until their outcome is recorded.
+    #[test]
+    fn the_share_of_claims_on_the_endpoint_falls_as_attempts_end_and_rises_as_they_are_recorded() {
+        let shared = Shared::new(&DeliverySettings::default());
+        let (slow, fast) = (EndpointId::new(), EndpointId::new());
+        let lease = LeaseToken("lease".into());
+        let ids: Vec<DeliveryId> = (0..4).map(|_| DeliveryId::new()).collect();
+        for (id, endpoint) in ids.iter().zip([slow, slow, fast, fast]) {
+            let _ = shared.take(*id, lease.clone(), endpoint);
+        }
+        let shares = |shared: &Shared| {
+            let all: HashMap<EndpointId, f64> = shared.on_the_endpoint().into_iter().collect();
+            (all.get(&slow).copied(), all.get(&fast).copied())
+        };
+        assert_eq!(shares(&shared), (Some(1.0), Some(1.0)));
+        shared.attempted(fast);
+        assert_eq!(shares(&shared), (Some(1.0), Some(0.5)));
+        shared.attempted(fast);
+        assert_eq!(shares(&shared), (Some(1.0), Some(0.0)));
+        shared.finish([(ids[2], lease.clone(), fast), (ids[3], lease.clone(), fast)]);
+        assert_eq!(shares(&shared), (Some(1.0), None), "recorded: forgotten");
     }
 }

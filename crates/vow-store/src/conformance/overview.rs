@@ -71,7 +71,7 @@ fn rejection(source: SourceId, reason: &str, at: DateTime<Utc>) -> NewRejection 
 /// The overview at `now`; its backlog is also what the backlog read alone answers.
 async fn overview(store: &dyn Store, now: DateTime<Utc>) -> Overview {
     let overview = store.overview(now).await.expect("read the overview");
-    let backlog = store.backlog(now).await.expect("read the backlog");
+    let backlog = store.backlog(now, &[]).await.expect("read the backlog");
     assert_eq!(backlog, overview.current.backlog, "the backlog read alone");
     overview
 }
@@ -97,7 +97,7 @@ pub async fn the_overview_counts_each_figure_in_the_windows_it_falls_in(store: &
     // One: a 500 25 h ago (before the day), a 503 2 h ago, then delivered 10 minutes ago,
     // recorded twice (the second finds its lease gone).
     let one = create_app(store, "One").await;
-    create_endpoint(store, one.id).await;
+    let one_endpoint = create_endpoint(store, one.id).await;
     message(store, one.id, ago(26 * 60)).await;
     let c = claim(store, ago(26 * 60), 1).await;
     let first = done(&c[0], Some(500), retry(ago(120)), ago(25 * 60));
@@ -148,7 +148,7 @@ pub async fn the_overview_counts_each_figure_in_the_windows_it_falls_in(store: &
     // Three, the backlog: due 50 and 5 minutes ago (the older one being attempted now), and
     // one due in 10 minutes.
     let three = create_app(store, "Three").await;
-    create_endpoint(store, three.id).await;
+    let three_endpoint = create_endpoint(store, three.id).await;
     for at in [ago(50), ago(5), now + TimeDelta::minutes(10)] {
         message(store, three.id, at).await;
     }
@@ -214,6 +214,11 @@ pub async fn the_overview_counts_each_figure_in_the_windows_it_falls_in(store: &
         }
     );
     assert_eq!(o.current.endpoints_disabled, Count::of(2));
+    // The backlog without some endpoints' deliveries (the backlog bound's read): without
+    // Three's, the leased one and the unleased one, nothing is due; without One's, all of it.
+    let without = |endpoint| async move { store.backlog(now, &[endpoint]).await.unwrap() };
+    assert_eq!(without(three_endpoint.id).await, Backlog::default());
+    assert_eq!(without(one_endpoint.id).await, o.current.backlog);
     let one_each = Held {
         quarantined: Count::of(1),
         uncertain: Count::of(1),
