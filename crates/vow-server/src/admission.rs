@@ -45,6 +45,10 @@ use crate::error::ApiError;
 /// read while refusing, and as it falls to 0.
 pub const REFUSED_SHARE: &str = "vow_intake_refused_share";
 
+/// Gauge: the endpoints whose backlog the bound leaves out now, as slow ([`SlowEndpoints`]); set
+/// at each read while there are any, and as they fall to none.
+pub const LEFT_OUT: &str = "vow_intake_slow_endpoints";
+
 /// How often the backlog is read.
 const EVERY: Duration = Duration::from_millis(100);
 
@@ -52,7 +56,11 @@ const EVERY: Duration = Duration::from_millis(100);
 const ALL: u32 = 1 << 16;
 
 /// The smoothed share of an endpoint's claims on the endpoint from which its backlog is its own.
-const ON_THE_ENDPOINT: f64 = 0.5;
+/// A slow endpoint's is nearly 1 (its requests take far longer than recording them). Under
+/// overload requests slow down too (the receiver's or vow's share of the cores is taken), and at
+/// one half a flooded endpoint was now and then left out, letting the flood in (BENCHMARKS.md,
+/// issue 18's fourteenth part).
+const ON_THE_ENDPOINT: f64 = 0.8;
 
 /// The weight of each new sample in the smoothed share: about a second of reads.
 const WEIGHT: f64 = 0.2;
@@ -110,8 +118,14 @@ impl Admission {
     ) {
         let mut slow = SlowEndpoints::default();
         metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
+        metrics::gauge!(LEFT_OUT).set(0.0);
+        let mut left_out = 0;
         loop {
             let except = slow.sample(on_the_endpoint());
+            if except.len() != left_out || left_out > 0 {
+                left_out = except.len();
+                metrics::gauge!(LEFT_OUT).set(left_out as f64);
+            }
             match store.backlog(now(), &except).await {
                 Ok(backlog) => self.observe(backlog.due.value, limit),
                 Err(e) => tracing::warn!(error = %e, "could not read the delivery backlog"),
@@ -211,16 +225,16 @@ mod tests {
     }
 
     /// A slow endpoint is one from its first sample while most of its claims wait on it, and
-    /// stops being one about half a second after they stop; an endpoint whose claims mostly
-    /// wait on this process never is, though all of them wait on it now and then.
+    /// stops being one as soon as none are; an endpoint whose claims are half
+    /// on it (its requests slowed by an overload) never is, though all of them are now and then.
     #[test]
     fn slow_endpoints_are_those_whose_claims_mostly_wait_on_them() {
         let (slow, starved) = (EndpointId::new(), EndpointId::new());
         let mut endpoints = SlowEndpoints::default();
         assert_eq!(endpoints.sample(vec![(slow, 1.0)]), [slow]);
         for i in 0..50 {
-            // The starved endpoint's claims are all on it in one sample of six, none in the rest.
-            let share = if i % 6 == 5 { 1.0 } else { 0.0 };
+            // The starved endpoint's claims are all on it in one sample of six, half in the rest.
+            let share = if i % 6 == 5 { 1.0 } else { 0.5 };
             let found = endpoints.sample(vec![(slow, 0.9), (starved, share)]);
             assert_eq!(found, [slow], "sample {i}");
         }
@@ -228,10 +242,7 @@ mod tests {
         while endpoints.sample(vec![(starved, 0.0)]).contains(&slow) {
             after += 1;
         }
-        assert_eq!(
-            after, 2,
-            "0.9 falls below one half in three samples of none"
-        );
+        assert_eq!(after, 0, "0.9 falls below 0.8 at the first sample of none");
         for _ in 0..40 {
             endpoints.sample(vec![]);
         }

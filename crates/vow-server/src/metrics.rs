@@ -87,6 +87,9 @@ pub const DEAD_LETTER_ALERTS: &str = "vow_dead_letter_alerts_total";
 /// Counter: requests refused with 503 and `Retry-After` because the store was over its write
 /// capacity or the due delivery backlog over its bound (graceful overload).
 pub const REQUESTS_SHED: &str = "vow_requests_shed_total";
+/// Gauge: the endpoints the backlog bound leaves out now because they hold up their own
+/// deliveries (named beside its recorder, [`crate::admission`]).
+pub use crate::admission::LEFT_OUT as INTAKE_SLOW_ENDPOINTS;
 /// Gauge: the share of new messages and inbound deliveries refused now for the due delivery
 /// backlog, 0 to 1 (named beside its recorder, [`crate::admission`]).
 pub use crate::admission::REFUSED_SHARE as INTAKE_REFUSED_SHARE;
@@ -174,6 +177,10 @@ fn describe() {
     describe_gauge!(
         INTAKE_REFUSED_SHARE,
         "Share of new messages and inbound deliveries refused now for the due delivery backlog, 0 to 1."
+    );
+    describe_gauge!(
+        INTAKE_SLOW_ENDPOINTS,
+        "Endpoints whose due deliveries the backlog bound leaves out now: most of their claims wait for or are in a request to them."
     );
     describe_counter!(
         RETENTION_PURGED,

@@ -5,6 +5,9 @@
 //! claims beyond them wait in the process for a slot. At shutdown those still waiting are not
 //! attempted: they give their leases back ([`given_back`]), so another process takes them at
 //! once and the shutdown waits only for the requests already running.
+//!
+//! [`Occupancy`] tells the backlog bound ([`crate::admission`]) where each endpoint's claims
+//! wait: on the endpoint (for a slot, or in a request) or on this process (to be recorded).
 
 use std::collections::HashMap;
 use std::future::Future;
