@@ -31,6 +31,19 @@ const SLOW_ENDPOINTS: &str = "vow_intake_slow_endpoints";
 static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const MESSAGES: usize = 400;
 
+/// Waits until the gauge `name` reads 1. Gauges are the process's: a server of a test running
+/// beside this one sets them to 0 as it starts, and the server under test sets them again at
+/// its next backlog read.
+async fn gauge_reads_one(app: &TestApp, name: &str) {
+    eventually(
+        &format!("{name} reads 1"),
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || async { (sample(&scrape(app).await, name, &[]) == 1.0).then_some(()) },
+    )
+    .await;
+}
+
 /// What one create answered.
 struct Answer {
     event_id: String,
@@ -200,15 +213,7 @@ async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(ap
     assert_eq!(refused.headers()["retry-after"], "1");
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["code"], "overloaded", "{body}");
-    // The gauge is the process's: a server of a test running beside this one sets it to 0 as
-    // it starts.
-    eventually(
-        "the refused share reads 1",
-        Duration::from_millis(50),
-        Duration::from_secs(5),
-        || async { (sample(&scrape(&app).await, REFUSED_SHARE, &[]) == 1.0).then_some(()) },
-    )
-    .await;
+    gauge_reads_one(&app, REFUSED_SHARE).await;
     let inbound = app
         .request(reqwest::Method::POST, "/in/src_none")
         .body("{}")
@@ -257,15 +262,7 @@ async fn a_slow_endpoints_backlog_refuses_nothing(app: TestApp) {
         send(&app, &s.app_id, message).await;
     }
     receiver.wait_for(1).await;
-    // The gauge is the process's: a server of a test running beside this one sets it to 0 as
-    // it starts.
-    eventually(
-        "the slow endpoint is left out",
-        Duration::from_millis(50),
-        Duration::from_secs(5),
-        || async { (sample(&scrape(&app).await, SLOW_ENDPOINTS, &[]) == 1.0).then_some(()) },
-    )
-    .await;
+    gauge_reads_one(&app, SLOW_ENDPOINTS).await;
     // Through the first requests and into the next ones (each waits a second), the backlog
     // stays past the limit, and every message sent is accepted (`send` asserts its 202).
     for _ in 0..15 {
