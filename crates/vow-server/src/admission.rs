@@ -16,10 +16,11 @@
 //! throttled holds up its own deliveries: its claims here wait for or are in requests to it,
 //! and its backlog would refuse every application's messages while more cores would not send
 //! them any sooner. So [`SlowEndpoints`] samples the dispatcher's claims with each read
-//! (`delivery::dispatcher::Occupancy`), and the endpoints whose claims mostly wait on the endpoint (smoothed over
-//! about a second) are left out of the count. When ingest starves delivery of cores, the
-//! claims wait on this process instead (for a core, for their outcome to be written: about 85 %
-//! of their time in BENCHMARKS.md's thirteenth part), and their endpoint's backlog counts.
+//! (`delivery::dispatcher::Occupancy`), and the endpoints with at least [`ON_THE_ENDPOINT`] of
+//! their claims on the endpoint (smoothed over about a second) are left out of the count
+//! (`vow_intake_slow_endpoints`). When ingest starves delivery of cores, the claims wait on this
+//! process instead (for a core, for their outcome to be written: about 85 % of their time in
+//! BENCHMARKS.md's thirteenth part), and their endpoint's backlog counts.
 //!
 //! On by default (10,000), where the delivery workers run: a process without them has no
 //! deliveries of its own to give cores to, and cannot tell which endpoints are slow.
@@ -225,8 +226,8 @@ mod tests {
     }
 
     /// A slow endpoint is one from its first sample while most of its claims wait on it, and
-    /// stops being one as soon as none are; an endpoint whose claims are half
-    /// on it (its requests slowed by an overload) never is, though all of them are now and then.
+    /// stops being one as soon as none are; an endpoint whose claims are half on it (its
+    /// requests slowed by an overload) never is, though all of them are now and then.
     #[test]
     fn slow_endpoints_are_those_whose_claims_mostly_wait_on_them() {
         let (slow, starved) = (EndpointId::new(), EndpointId::new());
