@@ -241,19 +241,17 @@ impl Dispatcher {
     /// Runs until `shutdown`, then lets running attempts finish (bounded by the attempt
     /// timeout) and records their outcomes.
     pub async fn run(self, shutdown: CancellationToken) {
-        let shared = self.shared.clone();
         let (outcomes, rx) = mpsc::unbounded_channel();
         let recorder = tokio::spawn(record(
             self.queue.clone(),
             rx,
-            shared.clone(),
+            self.shared.clone(),
             self.settings.disable_after,
             self.operational.clone(),
         ));
         let timing = self.settings.timing();
         let work = Arc::new(Deliveries {
             dispatcher: self,
-            shared,
             stopping: shutdown.clone(),
             outcomes: Mutex::new(Some(outcomes)),
             recorder: Mutex::new(Some(recorder)),
@@ -323,7 +321,6 @@ impl Occupancy {
 /// recorder, which frees their slots once their outcomes are stored.
 struct Deliveries {
     dispatcher: Dispatcher,
-    shared: Arc<Shared>,
     /// Cancelled at shutdown: a claim still waiting for its endpoint's slot gives its lease back.
     stopping: CancellationToken,
     /// The recorder's input; closed when the run settles, so the recorder finishes.
@@ -350,7 +347,7 @@ impl Work for Deliveries {
     /// round trip (and on SQLite a turn of the one writer) however few it takes.
     fn room(&self) -> Option<(usize, EndpointRoom)> {
         let settings = &self.dispatcher.settings;
-        let (free, room) = self.shared.capacity(settings);
+        let (free, room) = self.dispatcher.shared.capacity(settings);
         let running = settings.max_in_flight - free;
         if free == 0 || (running > 0 && free < settings.max_in_flight / 8) {
             return None;
@@ -359,7 +356,7 @@ impl Work for Deliveries {
     }
 
     fn slot_freed(&self) -> impl Future<Output = ()> + Send + '_ {
-        self.shared.freed.notified()
+        self.dispatcher.shared.freed.notified()
     }
 
     async fn claim(
@@ -372,8 +369,8 @@ impl Work for Deliveries {
     }
 
     fn start(self: &Arc<Self>, c: ClaimedDelivery) -> impl Future<Output = ()> + Send + 'static {
-        let slots = self.shared.start(&c);
-        let (env, shared) = (self.dispatcher.env.clone(), self.shared.clone());
+        let slots = self.dispatcher.shared.start(&c);
+        let (env, shared) = (self.dispatcher.env.clone(), self.dispatcher.shared.clone());
         let queue = self.dispatcher.queue.clone();
         let outcomes = lock(&self.outcomes).clone();
         let stopping = self.stopping.clone();
@@ -405,7 +402,7 @@ impl Work for Deliveries {
     async fn woken(&self) {
         tokio::select! {
             _ = self.dispatcher.wake.notified() => {},
-            _ = self.shared.freed.notified() => {},
+            _ = self.dispatcher.shared.freed.notified() => {},
         }
     }
 
@@ -414,7 +411,7 @@ impl Work for Deliveries {
     }
 
     fn leases(&self) -> Vec<(DeliveryId, LeaseToken)> {
-        self.shared.leases()
+        self.dispatcher.shared.leases()
     }
 
     async fn renew(
