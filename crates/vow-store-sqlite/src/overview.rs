@@ -8,6 +8,8 @@
 //! - inbound: a range of `inbound_events`' primary key, `inbound_events_by_state` source by
 //!   source, and `inbound_rejections_by_time`.
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
@@ -68,7 +70,7 @@ fn count(found: i64) -> Count {
 }
 
 /// The deliveries due at `now` but those of the endpoints in `except` (see the module docs).
-fn backlog(conn: &Connection, now: i64, except: &[EndpointId]) -> Result<Backlog> {
+fn backlog(conn: &Connection, now: i64, except: &HashSet<EndpointId>) -> Result<Backlog> {
     let (mut due, mut oldest) = (0, None::<i64>);
     let mut leased = conn.prepare_cached(LEASED_DUE)?;
     let mut rows = leased.query([now])?;
@@ -151,7 +153,7 @@ fn read(conn: &Connection, now: DateTime<Utc>) -> Result<Overview> {
         .prepare_cached(DISABLED)?
         .query_row([Count::LIMIT], |r| r.get(0))?;
     let current = Current {
-        backlog: backlog(&tx, micros(now), &[])?,
+        backlog: backlog(&tx, micros(now), &HashSet::new())?,
         endpoints_disabled: count(disabled),
         held: held(&tx, &from, &to)?,
     };
@@ -166,7 +168,8 @@ impl Overviews for SqliteStore {
     }
 
     async fn backlog(&self, now: DateTime<Utc>, except: &[EndpointId]) -> StoreResult<Backlog> {
-        let except = except.to_vec();
+        // A set: each endpoint with pending rows is looked up in it.
+        let except: HashSet<EndpointId> = except.iter().copied().collect();
         self.read(move |conn| backlog(conn, micros(now), &except))
             .await
     }
