@@ -10,7 +10,7 @@
 //!   whether the log kept them all;
 //! - backlog: the endpoints with pending rows, one seek each, as a claim finds them
 //!   (`queue::claim`), counting each one's due rows on the pending index until the cap; and the
-//!   disabled endpoints.
+//!   disabled endpoints. The count is held to the pending index ([`INDEX_WALKS_ONLY`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -90,6 +90,17 @@ fn rejections_sql() -> String {
     )
 }
 
+/// For the rest of the transaction, plans without bitmap or sequential scans. With it, and the
+/// count's rows taken in due order, the backlog's count walks the pending index, which holds
+/// every column it reads, whatever plan PostgreSQL picks. A plan made for the call's own
+/// arguments counted on `(endpoint_id, status, created_at)` instead (by a bitmap scan, or
+/// without one by an index scan), whose `pending` entries include those of every row delivered
+/// since the last vacuum, so the count read each of their heap pages. Measured under overload
+/// (10 endpoints, 10,000 msg/s offered, a due backlog of about 7,000), `auto_explain` of the
+/// reads over 8 ms: 5 of 144 took that plan, 59.5 ms on average against 12.3 ms on the index.
+const INDEX_WALKS_ONLY: &str =
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)";
+
 /// The pending deliveries due at `$1` (in flight included) but those of the endpoints in `$3`:
 /// the earliest due time, and how many, at most `$2`; and the disabled endpoints, at most `$2`.
 fn current_sql() -> String {
@@ -106,7 +117,8 @@ fn current_sql() -> String {
                      SELECT 1 FROM heads CROSS JOIN LATERAL (
                          SELECT 1 FROM deliveries d
                          WHERE d.status = 'pending' AND d.endpoint_id = heads.ep
-                           AND d.next_attempt_at <= $1 LIMIT $2) x
+                           AND d.next_attempt_at <= $1
+                         ORDER BY d.next_attempt_at LIMIT $2) x
                      LIMIT $2) c),
                 (SELECT count(*) FROM (SELECT 1 FROM endpoints WHERE disabled LIMIT $2) c)"
     )
@@ -226,12 +238,79 @@ impl PgStore {
         except: &[EndpointId],
     ) -> StoreResult<(Option<DateTime<Utc>>, i64, i64)> {
         let except: Vec<String> = except.iter().map(ToString::to_string).collect();
-        sqlx::query_as(&current_sql())
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        sqlx::query(INDEX_WALKS_ONLY)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let current = sqlx::query_as(&current_sql())
             .bind(now)
             .bind(Count::LIMIT)
             .bind(except)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *tx)
             .await
-            .map_err(db_error)
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(current)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Statistics of a backlog (8,000 pending rows of one endpoint, 32,000 delivered): the due
+    /// count must walk the pending index, not the status index and the heap.
+    #[tokio::test]
+    async fn the_due_count_walks_the_pending_index_whatever_the_statistics_say() {
+        let (store, _url) = crate::testing::fresh_store().await;
+        let mut conn = store.conn().await.unwrap();
+        sqlx::raw_sql(
+            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
+             VALUES ('app_1', 'a', '{}', now(), now());
+             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+                                    created_at, updated_at)
+             VALUES ('ep_1', 'app_1', 'https://example.com/', '', false, '{}', '{}', now(),
+                     now());
+             INSERT INTO messages (id, app_id, event_type, payload_expires_at, created_at)
+             SELECT 'msg_' || lpad(i::text, 26, '0'), 'app_1', 't', now(), now()
+             FROM generate_series(1, 40000) AS i;
+             INSERT INTO deliveries (id, app_id, msg_id, endpoint_id, status, next_attempt_at,
+                                     created_at)
+             SELECT 'dlv_' || lpad(i::text, 26, '0'), 'app_1', 'msg_' || lpad(i::text, 26, '0'),
+                    'ep_1', CASE WHEN i > 32000 THEN 'pending' ELSE 'delivered' END,
+                    now() - interval '1 hour' + i * interval '1 ms', now()
+             FROM generate_series(1, 40000) AS i;
+             ANALYZE messages, deliveries, endpoints;",
+        )
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        sqlx::query("BEGIN").execute(&mut *conn).await.unwrap();
+        sqlx::query(INDEX_WALKS_ONLY)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(&format!(
+            "EXPLAIN {}",
+            current_sql()
+                .replace("$1", "now()")
+                .replace("$2", "10000")
+                .replace("$3", "'{}'::text[]")
+        ))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains(
+                "Index Only Scan using deliveries_pending_endpoint_id_next_attempt_at_idx \
+                 on deliveries d "
+            ),
+            "{plan}"
+        );
+        assert!(!plan.contains("status_created_at"), "{plan}");
+        assert!(!plan.contains("Bitmap"), "{plan}");
+        assert!(!plan.contains("Seq Scan on deliveries"), "{plan}");
     }
 }
