@@ -265,13 +265,8 @@ mod tests {
     async fn the_due_count_walks_the_pending_index_whatever_the_statistics_say() {
         let (store, _url) = crate::testing::fresh_store().await;
         let mut conn = store.conn().await.unwrap();
-        sqlx::raw_sql(
-            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
-             VALUES ('app_1', 'a', '{}', now(), now());
-             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
-                                    created_at, updated_at)
-             VALUES ('ep_1', 'app_1', 'https://example.com/', '', false, '{}', '{}', now(),
-                     now());
+        let fill = format!(
+            "{}
              INSERT INTO messages (id, app_id, event_type, payload_expires_at, created_at)
              SELECT 'msg_' || lpad(i::text, 26, '0'), 'app_1', 't', now(), now()
              FROM generate_series(1, 40000) AS i;
@@ -282,10 +277,9 @@ mod tests {
                     now() - interval '1 hour' + i * interval '1 ms', now()
              FROM generate_series(1, 40000) AS i;
              ANALYZE messages, deliveries, endpoints;",
-        )
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+            crate::testing::ONE_APP_AND_ENDPOINT
+        );
+        sqlx::raw_sql(&fill).execute(&mut *conn).await.unwrap();
         sqlx::query("BEGIN").execute(&mut *conn).await.unwrap();
         sqlx::query(INDEX_WALKS_ONLY)
             .execute(&mut *conn)

@@ -26,3 +26,12 @@ pub async fn fresh_store() -> (PgStore, String) {
         .unwrap_or_else(|e| schema.fail("migrate", &e));
     (store, schema.url)
 }
+
+/// SQL that adds application `app_1` with one endpoint, `ep_1`, for tests that fill tables
+/// with rows of their own.
+pub const ONE_APP_AND_ENDPOINT: &str =
+    "INSERT INTO applications (id, name, metadata, created_at, updated_at)
+     VALUES ('app_1', 'a', '{}', now(), now());
+     INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+                            created_at, updated_at)
+     VALUES ('ep_1', 'app_1', 'https://example.com/', '', false, '{}', '{}', now(), now());";

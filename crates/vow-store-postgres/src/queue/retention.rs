@@ -138,15 +138,11 @@ mod tests {
             )
         };
         sqlx::raw_sql(&format!(
-            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
-             VALUES ('app_1', 'a', '{{}}', now(), now());
-             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
-                                    created_at, updated_at)
-             VALUES ('ep_1', 'app_1', 'https://example.com/', '', false, '{{}}', '{{}}', now(),
-                     now());
+            "{}
              {}
              ANALYZE messages, deliveries;
              {}",
+            crate::testing::ONE_APP_AND_ENDPOINT,
             fill("delivered", 0),
             fill("pending", 20_000)
         ))
