@@ -28,6 +28,8 @@
 //! - `batcher`: the queue and flushers of a group commit; `group_commit`: concurrent message
 //!   creates, keyed or not, share one transaction, a few statements and one commit; `intake`:
 //!   the bounded share of connections (and wait) new work may take.
+//! - `kept_plans`: transactions whose statements run plans kept per connection, made of index
+//!   reads only (the delivery queue's claim and record).
 //! - `queue`: the [`vow_store::DeliveryQueue`] traits: leased claims, fenced records, attempts,
 //!   resend/replay, retention; one module per concern.
 //! - `inbound`: the [`vow_store::InboundStore`] traits: sources, the atomic claim of inbound
@@ -56,6 +58,7 @@ mod group_commit;
 mod idempotency;
 mod inbound;
 mod intake;
+mod kept_plans;
 mod listen;
 mod message;
 mod migrate;

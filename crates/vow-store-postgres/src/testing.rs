@@ -35,3 +35,19 @@ pub const ONE_APP_AND_ENDPOINT: &str =
      INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
                             created_at, updated_at)
      VALUES ('ep_1', 'app_1', 'https://example.com/', '', false, '{}', '{}', now(), now());";
+
+/// SQL that adds messages numbered `from` to `to` to `app_1`, each with one delivery to `ep_1`
+/// (see [`ONE_APP_AND_ENDPOINT`]) in `status` (an SQL expression of the number, `i`), due a
+/// millisecond apart from an hour ago.
+pub fn deliveries_to_ep_1(from: u32, to: u32, status: &str) -> String {
+    format!(
+        "INSERT INTO messages (id, app_id, event_type, payload_expires_at, created_at)
+         SELECT 'msg_' || lpad(i::text, 26, '0'), 'app_1', 't', now(), now()
+         FROM generate_series({from}, {to}) AS i;
+         INSERT INTO deliveries (id, app_id, msg_id, endpoint_id, status, next_attempt_at,
+                                 created_at)
+         SELECT 'dlv_' || lpad(i::text, 26, '0'), 'app_1', 'msg_' || lpad(i::text, 26, '0'),
+                'ep_1', {status}, now() - interval '1 hour' + i * interval '1 ms', now()
+         FROM generate_series({from}, {to}) AS i;"
+    )
+}

@@ -20,6 +20,19 @@ use crate::error::db_error;
 /// day stays a few thousand rows to read.
 const SHARDS: i16 = 4;
 
+/// Adds minutes `$1` with their tallies (`$2` to `$6`) to one of their `$7` rows each.
+pub(crate) const ADD: &str = "INSERT INTO delivery_activity AS a
+         (minute, shard, succeeded, failed, delivered, dead_lettered, disabled)
+     SELECT u.minute, floor(random() * $7)::smallint, u.s, u.f, u.d, u.x, u.y
+     FROM UNNEST($1::timestamptz[], $2::bigint[], $3::bigint[], $4::bigint[],
+                 $5::bigint[], $6::bigint[]) AS u (minute, s, f, d, x, y)
+     ORDER BY u.minute
+     ON CONFLICT (minute, shard) DO UPDATE SET
+         succeeded = a.succeeded + excluded.succeeded, failed = a.failed + excluded.failed,
+         delivered = a.delivered + excluded.delivered,
+         dead_lettered = a.dead_lettered + excluded.dead_lettered,
+         disabled = a.disabled + excluded.disabled";
+
 /// Adds each minute's activity (oldest first, as `tally` gives them) to one of its rows.
 pub(crate) async fn add(conn: &mut PgConnection, minutes: &[ActivityMinute]) -> StoreResult<()> {
     if minutes.is_empty() {
@@ -32,29 +45,17 @@ pub(crate) async fn add(conn: &mut PgConnection, minutes: &[ActivityMinute]) -> 
             .collect()
     };
     let at: Vec<DateTime<Utc>> = minutes.iter().map(|m| m.minute).collect();
-    sqlx::query(
-        "INSERT INTO delivery_activity AS a
-             (minute, shard, succeeded, failed, delivered, dead_lettered, disabled)
-         SELECT u.minute, floor(random() * $7)::smallint, u.s, u.f, u.d, u.x, u.y
-         FROM UNNEST($1::timestamptz[], $2::bigint[], $3::bigint[], $4::bigint[],
-                     $5::bigint[], $6::bigint[]) AS u (minute, s, f, d, x, y)
-         ORDER BY u.minute
-         ON CONFLICT (minute, shard) DO UPDATE SET
-             succeeded = a.succeeded + excluded.succeeded, failed = a.failed + excluded.failed,
-             delivered = a.delivered + excluded.delivered,
-             dead_lettered = a.dead_lettered + excluded.dead_lettered,
-             disabled = a.disabled + excluded.disabled",
-    )
-    .bind(&at)
-    .bind(column(|m| m.activity.succeeded))
-    .bind(column(|m| m.activity.failed))
-    .bind(column(|m| m.activity.delivered))
-    .bind(column(|m| m.activity.dead_lettered))
-    .bind(column(|m| m.activity.disabled))
-    .bind(f64::from(SHARDS))
-    .execute(conn)
-    .await
-    .map_err(db_error)?;
+    sqlx::query(ADD)
+        .bind(&at)
+        .bind(column(|m| m.activity.succeeded))
+        .bind(column(|m| m.activity.failed))
+        .bind(column(|m| m.activity.delivered))
+        .bind(column(|m| m.activity.dead_lettered))
+        .bind(column(|m| m.activity.disabled))
+        .bind(f64::from(SHARDS))
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
     Ok(())
 }
 

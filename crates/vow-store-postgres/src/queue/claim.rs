@@ -9,13 +9,12 @@
 //! deleted since the statement's snapshot took its deliveries with it (ON DELETE CASCADE), so such
 //! a delivery no longer exists and is simply left out of the answer.
 //!
-//! The statements that find rows of `deliveries` or `messages` by id (the claim, lease
-//! renewal) are not prepared once per connection but planned for each call
-//! ([`sqlx::query::Query::persistent`]`(false)`), with its arrays and the tables' sizes as they
-//! are now. A plan cached while a table was small joins it by a sequential scan,
-//! and keeps doing so as it grows, until autovacuum's next analyze: measured, a claim and a
-//! record each scanned all 19,941 rows of `deliveries` to update 15, so deliveries slowed
-//! down as the table grew.
+//! The claim runs on a plan kept per connection, made of index reads only ([`kept_plans`]);
+//! lease renewal, made every few seconds, is planned for each call
+//! ([`sqlx::query::Query::persistent`]`(false)`), with its arrays and the tables' sizes as
+//! they are now. A plan PostgreSQL cached while a table was small joined it by a sequential
+//! scan, and kept doing so as it grew, until autovacuum's next analyze: measured, a claim and
+//! a record each scanned all 19,941 rows of `deliveries` to update 15.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -31,7 +30,7 @@ use vow_store::{Delivery, EndpointSecret, StoreResult};
 use crate::convert::{self, PgColumns};
 use crate::delivery::COLUMNS;
 use crate::error::db_error;
-use crate::PgStore;
+use crate::{kept_plans, PgStore};
 
 use super::floors::ClaimFloors;
 
@@ -81,6 +80,72 @@ struct MessagePart {
     traceparent: Option<String>,
 }
 
+/// The claim: the due endpoints, longest waiting first, each with its earliest due rows from
+/// its floor up to its room (`$5`/`$6`, else `$4`), at most `$2` in all, leased under `$3`
+/// until `$7`; `$1` is now, `$8`/`$9` the floors. The nested loop runs in that order and
+/// stops at `$2`, so no more rows are read and locked than are taken (plus one endpoint's).
+/// `claimed_id`, not `id`, so RETURNING's bare column names can only mean `deliveries`. Each
+/// claimed row is joined to its message and endpoint laterally, by id, in the same statement:
+/// one round trip per claim. (`LIMIT 1` on a row found by its primary key keeps the planner
+/// from turning the lateral into a join it may order the other way round: from every
+/// endpoint to the claimed rows.) Columns as [`claimed_row`] reads them.
+fn claim_sql() -> String {
+    format!(
+        "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
+     room AS (
+         SELECT w.ep, COALESCE(x.n, $4) AS n, f.floor, h.head
+         FROM endpoints_with_work w
+         LEFT JOIN UNNEST($5::text[], $6::bigint[]) AS x (ep, n) ON x.ep = w.ep
+         CROSS JOIN LATERAL (
+             SELECT COALESCE(
+                 (SELECT at FROM UNNEST($8::text[], $9::timestamptz[]) AS f (ep, at)
+                  WHERE f.ep = w.ep),
+                 '-infinity') AS floor) f
+         CROSS JOIN LATERAL (
+             SELECT next_attempt_at AS head FROM deliveries
+             WHERE status = 'pending' AND endpoint_id = w.ep
+               AND next_attempt_at >= f.floor
+               AND (lease_until IS NULL OR lease_until <= $1)
+             ORDER BY next_attempt_at LIMIT 1) h
+         WHERE w.ep IS NOT NULL AND h.head <= $1
+         ORDER BY h.head, w.ep),
+     c AS (
+         SELECT p.claimed_id FROM room CROSS JOIN LATERAL (
+             SELECT id AS claimed_id FROM deliveries
+             WHERE status = 'pending' AND endpoint_id = room.ep
+               AND next_attempt_at >= room.floor AND next_attempt_at <= $1
+               AND (lease_until IS NULL OR lease_until <= $1)
+             ORDER BY next_attempt_at
+             LIMIT LEAST(room.n, $2)
+             FOR UPDATE SKIP LOCKED) p
+         LIMIT $2),
+     claimed AS (
+         UPDATE deliveries d SET lease_token = $3, lease_until = $7
+         FROM c WHERE d.id = c.claimed_id
+         RETURNING {COLUMNS})
+     SELECT claimed.*, m.event_type, m.payload, m.traceparent, t.*
+     FROM claimed
+     CROSS JOIN LATERAL (
+         SELECT event_type, CASE WHEN payload_expires_at > $1 THEN payload END AS payload,
+                traceparent
+         FROM messages WHERE id = claimed.msg_id LIMIT 1) m
+     CROSS JOIN LATERAL (
+         SELECT {target},
+                COALESCE(s.keys, '{{}}') AS secret_keys,
+                COALESCE(s.valid_until, '{{}}') AS secret_valid_until
+         FROM endpoints e
+         LEFT JOIN LATERAL (
+             SELECT array_agg(key ORDER BY valid_until IS NULL DESC, seq DESC) AS keys,
+                    array_agg(valid_until ORDER BY valid_until IS NULL DESC, seq DESC)
+                        AS valid_until
+             FROM endpoint_secrets
+             WHERE endpoint_id = e.id AND (valid_until IS NULL OR valid_until > $1)
+         ) s ON TRUE
+         WHERE e.id = claimed.endpoint_id LIMIT 1) t",
+        target = DeliveryTarget::COLUMNS
+    )
+}
+
 /// Claims as [`ClaimRequest`] asks, walking each endpoint from its floor in `floors`, which it
 /// raises by what it took.
 pub(crate) async fn claim(
@@ -101,83 +166,22 @@ pub(crate) async fn claim(
         .map(|(ep, n)| (ep.to_string(), convert::bigint_param(*n)))
         .unzip();
 
-    // The due endpoints, longest waiting first, each with its earliest due rows from its floor
-    // up to its room. The nested loop runs in that order and stops at `limit`, so no more rows
-    // are read and locked than are taken (plus one endpoint's). `claimed_id`, not `id`, so
-    // RETURNING's bare column names can only mean `deliveries`. Each claimed row is joined to
-    // its message and endpoint laterally, by id, in the same statement: one round trip per
-    // claim. (Joined as sets, they left the planner join orders to weigh: planning, which this
-    // statement pays at every call, took 0.70 ms instead of 0.45.)
-    let mut rows = sqlx::query(&format!(
-        "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
-         room AS (
-             SELECT w.ep, COALESCE(x.n, $4) AS n, f.floor, h.head
-             FROM endpoints_with_work w
-             LEFT JOIN UNNEST($5::text[], $6::bigint[]) AS x (ep, n) ON x.ep = w.ep
-             CROSS JOIN LATERAL (
-                 SELECT COALESCE(
-                     (SELECT at FROM UNNEST($8::text[], $9::timestamptz[]) AS f (ep, at)
-                      WHERE f.ep = w.ep),
-                     '-infinity') AS floor) f
-             CROSS JOIN LATERAL (
-                 SELECT next_attempt_at AS head FROM deliveries
-                 WHERE status = 'pending' AND endpoint_id = w.ep
-                   AND next_attempt_at >= f.floor
-                   AND (lease_until IS NULL OR lease_until <= $1)
-                 ORDER BY next_attempt_at LIMIT 1) h
-             WHERE w.ep IS NOT NULL AND h.head <= $1
-             ORDER BY h.head, w.ep),
-         c AS (
-             SELECT p.claimed_id FROM room CROSS JOIN LATERAL (
-                 SELECT id AS claimed_id FROM deliveries
-                 WHERE status = 'pending' AND endpoint_id = room.ep
-                   AND next_attempt_at >= room.floor AND next_attempt_at <= $1
-                   AND (lease_until IS NULL OR lease_until <= $1)
-                 ORDER BY next_attempt_at
-                 LIMIT LEAST(room.n, $2)
-                 FOR UPDATE SKIP LOCKED) p
-             LIMIT $2),
-         claimed AS (
-             UPDATE deliveries d SET lease_token = $3, lease_until = $7
-             FROM c WHERE d.id = c.claimed_id
-             RETURNING {COLUMNS})
-         SELECT claimed.*, m.event_type, m.payload, m.traceparent, t.*
-         FROM claimed
-         CROSS JOIN LATERAL (
-             SELECT event_type, CASE WHEN payload_expires_at > $1 THEN payload END AS payload,
-                    traceparent
-             FROM messages WHERE id = claimed.msg_id) m
-         CROSS JOIN LATERAL (
-             SELECT {target},
-                    COALESCE(s.keys, '{{}}') AS secret_keys,
-                    COALESCE(s.valid_until, '{{}}') AS secret_valid_until
-             FROM endpoints e
-             LEFT JOIN LATERAL (
-                 SELECT array_agg(key ORDER BY valid_until IS NULL DESC, seq DESC) AS keys,
-                        array_agg(valid_until ORDER BY valid_until IS NULL DESC, seq DESC)
-                            AS valid_until
-                 FROM endpoint_secrets
-                 WHERE endpoint_id = e.id AND (valid_until IS NULL OR valid_until > $1)
-             ) s ON TRUE
-             WHERE e.id = claimed.endpoint_id) t",
-        target = DeliveryTarget::COLUMNS
-    ))
-    // Planned for each call (see the module docs): its joins onto `deliveries` and `messages`
-    // by id.
-    .persistent(false)
-    .bind(req.now)
-    .bind(convert::bigint_param(req.limit))
-    .bind(&lease.0)
-    .bind(convert::bigint_param(req.room.default))
-    .bind(&except)
-    .bind(&except_room)
-    .bind(lease_until)
-    .bind(&walked.endpoints)
-    .bind(&walked.at)
-    .try_map(claimed_row)
-    .fetch_all(pool)
-    .await
-    .map_err(db_error)?;
+    let mut tx = kept_plans::begin(pool).await?;
+    let mut rows = sqlx::query(&claim_sql())
+        .bind(req.now)
+        .bind(convert::bigint_param(req.limit))
+        .bind(&lease.0)
+        .bind(convert::bigint_param(req.room.default))
+        .bind(&except)
+        .bind(&except_room)
+        .bind(lease_until)
+        .bind(&walked.endpoints)
+        .bind(&walked.at)
+        .try_map(claimed_row)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
     // No order comes back; hand them out earliest due first, as they were picked. A delivery
     // whose message or endpoint was deleted since is not among them: it went with it.
     rows.sort_by_key(|(d, _, _)| (d.next_attempt_at, d.id));
@@ -293,5 +297,49 @@ impl DeliveryClaims for PgStore {
         rate: u16,
     ) -> StoreResult<std::time::Duration> {
         super::pace::reserve(&self.pool, endpoint, rate).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kept_plans::tests::off_index_reads;
+    use crate::testing::{deliveries_to_ep_1, ONE_APP_AND_ENDPOINT};
+
+    /// Whatever the tables held when it was made (empty: where a kept plan goes wrong; 100
+    /// rows; 20,000), the claim's plan reads every table by an index condition and joins by
+    /// nested loops, and walks each endpoint's pending rows on the pending index.
+    #[tokio::test]
+    async fn the_claims_kept_plan_reads_by_index_conditions_only() {
+        let (store, _url) = crate::testing::fresh_store().await;
+        let mut conn = store.conn().await.unwrap();
+        sqlx::raw_sql(ONE_APP_AND_ENDPOINT)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let analyzed = |rows: String| format!("{rows} ANALYZE messages, deliveries, endpoints;");
+        for (rows, more) in [
+            (0, String::new()),
+            (100, analyzed(deliveries_to_ep_1(1, 100, "'pending'"))),
+            (
+                20_000,
+                analyzed(deliveries_to_ep_1(101, 20_000, "'pending'")),
+            ),
+        ] {
+            sqlx::raw_sql(&more).execute(&mut *conn).await.unwrap();
+            let (off, plan) = off_index_reads(
+                &mut conn,
+                &claim_sql(),
+                "timestamptz, bigint, text, bigint, text[], bigint[], timestamptz, text[], \
+                 timestamptz[]",
+                "now(), 256, 'lease', 64, '{}', '{}', now(), '{}', '{}'",
+            )
+            .await;
+            assert_eq!(off, Vec::<String>::new(), "{rows} rows: {plan}");
+            assert!(
+                plan.contains("deliveries_pending_endpoint_id_next_attempt_at_idx"),
+                "{rows} rows: {plan}"
+            );
+        }
     }
 }

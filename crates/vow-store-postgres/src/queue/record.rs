@@ -1,7 +1,7 @@
 //! Recording attempt outcomes: one transaction per batch, each outcome written only while its
 //! lease token still matches.
 //!
-//! The transaction:
+//! The transaction (its statements on plans kept per connection: [`kept_plans`]):
 //! 1. locks the batch's deliveries (`FOR NO KEY UPDATE`, in id order) and reads their lease
 //!    tokens; the outcomes are then matched in order, here, exactly as if they were recorded one
 //!    by one (a second outcome for one delivery finds the lease already cleared by the first);
@@ -32,7 +32,7 @@ use crate::convert;
 use crate::dead_letters;
 use crate::error::{corrupt, db_error};
 use crate::queue::activity;
-use crate::PgStore;
+use crate::{kept_plans, PgStore};
 
 /// A delivery as locked by step 1.
 #[derive(sqlx::FromRow)]
@@ -120,6 +120,40 @@ impl DeliveryColumns {
     }
 }
 
+/// Step 1: locks the deliveries `$1` in id order and reads their lease tokens.
+const LOCK: &str = "SELECT id, app_id, msg_id, endpoint_id, lease_token FROM deliveries
+     WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE";
+
+/// Step 2: inserts the attempts (`$1` to `$13`, as columns), updates the deliveries (`$14` to
+/// `$21`) and resets the dead-letter count of the endpoints `$22`.
+const WRITE: &str = "WITH inserted AS (
+         INSERT INTO attempts
+             (id, app_id, msg_id, endpoint_id, delivery_id, started_at, url,
+              response_status, response, duration_ms, success, error, trigger)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                              $6::timestamptz[], $7::text[], $8::int[], $9::text[],
+                              $10::bigint[], $11::bool[], $12::text[], $13::text[])
+     ), reset AS (
+         UPDATE endpoints SET consecutive_dead_letters = 0
+         WHERE id = ANY($22) AND consecutive_dead_letters <> 0
+     )
+     UPDATE deliveries d SET
+         status = u.status,
+         attempts = d.attempts + CASE WHEN u.has_attempt THEN 1 ELSE 0 END,
+         next_attempt_at = COALESCE(u.next_attempt_at, d.next_attempt_at),
+         client_errors = COALESCE(u.client_errors, d.client_errors),
+         last_status = CASE WHEN u.has_attempt THEN u.last_status ELSE d.last_status END,
+         dead_letter_reason = u.dead_letter_reason,
+         manual = d.manual AND NOT u.has_attempt,
+         lease_token = NULL,
+         lease_until = NULL,
+         updated_at = u.now
+     FROM UNNEST($14::text[], $15::text[], $16::timestamptz[], $17::int[], $18::bool[],
+                 $19::int[], $20::text[], $21::timestamptz[])
+         AS u (id, status, next_attempt_at, client_errors, has_attempt, last_status,
+               dead_letter_reason, now)
+     WHERE d.id = u.id";
+
 pub(crate) async fn record(
     pool: &PgPool,
     outcomes: Vec<AttemptOutcome>,
@@ -129,22 +163,17 @@ pub(crate) async fn record(
         return Ok(Vec::new());
     }
     let ids: Vec<String> = outcomes.iter().map(|o| o.delivery_id.to_string()).collect();
-    let mut tx = pool.begin().await.map_err(db_error)?;
+    let mut tx = kept_plans::begin(pool).await?;
 
     // 1. Lock the deliveries and match the lease tokens, in order.
-    let mut locked: HashMap<String, LeaseRow> = sqlx::query_as::<_, LeaseRow>(
-        "SELECT id, app_id, msg_id, endpoint_id, lease_token FROM deliveries
-         WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
-    )
-    // Planned for each call, as a claim's statements are (see `queue::claim`).
-    .persistent(false)
-    .bind(&ids)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_error)?
-    .into_iter()
-    .map(|row| (row.id.clone(), row))
-    .collect();
+    let mut locked: HashMap<String, LeaseRow> = sqlx::query_as::<_, LeaseRow>(LOCK)
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(|row| (row.id.clone(), row))
+        .collect();
 
     let mut results = vec![Recorded::LeaseLost; outcomes.len()];
     let mut attempts = AttemptColumns::default();
@@ -183,61 +212,32 @@ pub(crate) async fn record(
     let reset_only: Vec<String> = reset_only.into_keys().collect();
 
     // 2. Attempts, deliveries and count resets, in one statement.
-    sqlx::query(
-        "WITH inserted AS (
-             INSERT INTO attempts
-                 (id, app_id, msg_id, endpoint_id, delivery_id, started_at, url,
-                  response_status, response, duration_ms, success, error, trigger)
-             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                                  $6::timestamptz[], $7::text[], $8::int[], $9::text[],
-                                  $10::bigint[], $11::bool[], $12::text[], $13::text[])
-         ), reset AS (
-             UPDATE endpoints SET consecutive_dead_letters = 0
-             WHERE id = ANY($22) AND consecutive_dead_letters <> 0
-         )
-         UPDATE deliveries d SET
-             status = u.status,
-             attempts = d.attempts + CASE WHEN u.has_attempt THEN 1 ELSE 0 END,
-             next_attempt_at = COALESCE(u.next_attempt_at, d.next_attempt_at),
-             client_errors = COALESCE(u.client_errors, d.client_errors),
-             last_status = CASE WHEN u.has_attempt THEN u.last_status ELSE d.last_status END,
-             dead_letter_reason = u.dead_letter_reason,
-             manual = d.manual AND NOT u.has_attempt,
-             lease_token = NULL,
-             lease_until = NULL,
-             updated_at = u.now
-         FROM UNNEST($14::text[], $15::text[], $16::timestamptz[], $17::int[], $18::bool[],
-                     $19::int[], $20::text[], $21::timestamptz[])
-             AS u (id, status, next_attempt_at, client_errors, has_attempt, last_status,
-                   dead_letter_reason, now)
-         WHERE d.id = u.id",
-    )
-    .persistent(false)
-    .bind(&attempts.id)
-    .bind(&attempts.app_id)
-    .bind(&attempts.msg_id)
-    .bind(&attempts.endpoint_id)
-    .bind(&attempts.delivery_id)
-    .bind(&attempts.started_at)
-    .bind(&attempts.url)
-    .bind(&attempts.response_status)
-    .bind(&attempts.response)
-    .bind(&attempts.duration_ms)
-    .bind(&attempts.success)
-    .bind(&attempts.error)
-    .bind(&attempts.trigger)
-    .bind(&deliveries.id)
-    .bind(&deliveries.status)
-    .bind(&deliveries.next_attempt_at)
-    .bind(&deliveries.client_errors)
-    .bind(&deliveries.has_attempt)
-    .bind(&deliveries.last_status)
-    .bind(&deliveries.dead_letter_reason)
-    .bind(&deliveries.now)
-    .bind(&reset_only)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_error)?;
+    sqlx::query(WRITE)
+        .bind(&attempts.id)
+        .bind(&attempts.app_id)
+        .bind(&attempts.msg_id)
+        .bind(&attempts.endpoint_id)
+        .bind(&attempts.delivery_id)
+        .bind(&attempts.started_at)
+        .bind(&attempts.url)
+        .bind(&attempts.response_status)
+        .bind(&attempts.response)
+        .bind(&attempts.duration_ms)
+        .bind(&attempts.success)
+        .bind(&attempts.error)
+        .bind(&attempts.trigger)
+        .bind(&deliveries.id)
+        .bind(&deliveries.status)
+        .bind(&deliveries.next_attempt_at)
+        .bind(&deliveries.client_errors)
+        .bind(&deliveries.has_attempt)
+        .bind(&deliveries.last_status)
+        .bind(&deliveries.dead_letter_reason)
+        .bind(&deliveries.now)
+        .bind(&reset_only)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
 
     // 3. Dead-letter counts and auto-disabling.
     if !dead_lettering.is_empty() {
@@ -250,6 +250,35 @@ pub(crate) async fn record(
     tx.commit().await.map_err(db_error)?;
     Ok(results)
 }
+
+/// Step 3: locks the endpoints `$1` in id order and reads their dead-letter counts.
+const LOCK_COUNTS: &str = "SELECT id, app_id, consecutive_dead_letters, disabled FROM endpoints
+    WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE";
+
+/// Step 3: writes each endpoint's count, and when it changed, whether it is disabled and why.
+const WRITE_COUNTS: &str = "UPDATE endpoints e SET
+        consecutive_dead_letters = u.count,
+        disabled = u.disabled,
+        disabled_reason = CASE WHEN u.changed_at IS NULL THEN e.disabled_reason
+                               ELSE u.reason END,
+        updated_at = CASE WHEN u.changed_at IS NULL THEN e.updated_at
+                          ELSE GREATEST(u.changed_at,
+                                        e.updated_at + interval '1 microsecond') END
+    FROM UNNEST($1::text[], $2::int[], $3::bool[], $4::timestamptz[], $5::text[])
+        AS u (id, count, disabled, changed_at, reason)
+    WHERE e.id = u.id";
+
+/// Step 3: moves the pending deliveries that hold no lease of the endpoints `$1` to `held`, each
+/// endpoint's at `$2`.
+const HOLD: &str = "WITH c AS (
+        SELECT h.held_id, u.at AS held_at
+        FROM UNNEST($1::text[], $2::timestamptz[]) AS u (endpoint_id, at)
+        CROSS JOIN LATERAL (
+            SELECT id AS held_id FROM deliveries
+            WHERE endpoint_id = u.endpoint_id AND status = 'pending' AND lease_token IS NULL
+            FOR UPDATE SKIP LOCKED) h)
+    UPDATE deliveries d SET status = 'held', updated_at = c.held_at
+    FROM c WHERE d.id = c.held_id AND d.lease_token IS NULL";
 
 /// An endpoint's dead-letter bookkeeping, as locked and then as replayed through the batch.
 #[derive(sqlx::FromRow)]
@@ -270,14 +299,11 @@ async fn count_dead_letters(
     results: &mut [Recorded],
 ) -> StoreResult<()> {
     let endpoint_ids: Vec<&str> = events.keys().map(String::as_str).collect();
-    let rows = sqlx::query_as::<_, CountRow>(
-        "SELECT id, app_id, consecutive_dead_letters, disabled FROM endpoints
-         WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
-    )
-    .bind(&endpoint_ids)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_error)?;
+    let rows = sqlx::query_as::<_, CountRow>(LOCK_COUNTS)
+        .bind(&endpoint_ids)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_error)?;
 
     let mut ids = Vec::new();
     let mut counts = Vec::new();
@@ -332,48 +358,27 @@ async fn count_dead_letters(
         }
     }
 
-    sqlx::query(
-        "UPDATE endpoints e SET
-             consecutive_dead_letters = u.count,
-             disabled = u.disabled,
-             disabled_reason = CASE WHEN u.changed_at IS NULL THEN e.disabled_reason
-                                    ELSE u.reason END,
-             updated_at = CASE WHEN u.changed_at IS NULL THEN e.updated_at
-                               ELSE GREATEST(u.changed_at,
-                                             e.updated_at + interval '1 microsecond') END
-         FROM UNNEST($1::text[], $2::int[], $3::bool[], $4::timestamptz[], $5::text[])
-             AS u (id, count, disabled, changed_at, reason)
-         WHERE e.id = u.id",
-    )
-    .bind(&ids)
-    .bind(&counts)
-    .bind(&disabled)
-    .bind(&changed_at)
-    .bind(&reasons)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_error)?;
+    sqlx::query(WRITE_COUNTS)
+        .bind(&ids)
+        .bind(&counts)
+        .bind(&disabled)
+        .bind(&changed_at)
+        .bind(&reasons)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
 
     if !hold_ids.is_empty() {
         // Only rows that hold no lease: a leased one (even with an expired lease, whose worker
         // may still record) comes back through its worker, which claims it with
         // `disabled: true` and records `Hold`. For the same reason rows another transaction has
         // locked (being claimed, resent or replayed right now) are skipped, not waited for.
-        sqlx::query(
-            "WITH c AS (
-                 SELECT d.id AS held_id, u.at AS held_at
-                 FROM UNNEST($1::text[], $2::timestamptz[]) AS u (endpoint_id, at)
-                 JOIN deliveries d ON d.endpoint_id = u.endpoint_id
-                 WHERE d.status = 'pending' AND d.lease_token IS NULL
-                 FOR UPDATE OF d SKIP LOCKED)
-             UPDATE deliveries d SET status = 'held', updated_at = c.held_at
-             FROM c WHERE d.id = c.held_id AND d.lease_token IS NULL",
-        )
-        .bind(&hold_ids)
-        .bind(&hold_at)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_error)?;
+        sqlx::query(HOLD)
+            .bind(&hold_ids)
+            .bind(&hold_at)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
     }
     dead_letters::note(tx, &noted, &noted_apps, &noted_at).await
 }
@@ -386,5 +391,49 @@ impl DeliveryOutcomes for PgStore {
         disable_after: u32,
     ) -> StoreResult<Vec<Recorded>> {
         record(&self.pool, outcomes, disable_after).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kept_plans::tests::off_index_reads;
+
+    /// On an empty store, where a kept plan goes wrong: every statement a record may run reads
+    /// each table by an index condition and joins by nested loops.
+    #[tokio::test]
+    async fn the_records_kept_plans_read_by_index_conditions_only() {
+        let (store, _url) = crate::testing::fresh_store().await;
+        let mut conn = store.conn().await.unwrap();
+        let statements = [
+            ("lock", LOCK, "text[]", "'{a}'"),
+            (
+                "write",
+                WRITE,
+                "text[], text[], text[], text[], text[], timestamptz[], text[], int[], text[], \
+                 bigint[], bool[], text[], text[], text[], text[], timestamptz[], int[], \
+                 bool[], int[], text[], timestamptz[], text[]",
+                "'{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', \
+                 '{a}', '{delivered}', '{}', '{}', '{t}', '{}', '{}', '{}', '{}'",
+            ),
+            ("lock counts", LOCK_COUNTS, "text[]", "'{a}'"),
+            (
+                "write counts",
+                WRITE_COUNTS,
+                "text[], int[], bool[], timestamptz[], text[]",
+                "'{a}', '{1}', '{f}', '{NULL}', '{NULL}'",
+            ),
+            ("hold", HOLD, "text[], timestamptz[]", "'{a}', ARRAY[now()]"),
+            (
+                "activity",
+                activity::ADD,
+                "timestamptz[], bigint[], bigint[], bigint[], bigint[], bigint[], float8",
+                "ARRAY[now()], '{1}', '{0}', '{1}', '{0}', '{0}', 4",
+            ),
+        ];
+        for (name, sql, types, args) in statements {
+            let (off, plan) = off_index_reads(&mut conn, sql, types, args).await;
+            assert_eq!(off, Vec::<String>::new(), "{name}: {plan}");
+        }
     }
 }
