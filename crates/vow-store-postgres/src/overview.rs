@@ -266,18 +266,13 @@ mod tests {
         let (store, _url) = crate::testing::fresh_store().await;
         let mut conn = store.conn().await.unwrap();
         let fill = format!(
-            "{}
-             INSERT INTO messages (id, app_id, event_type, payload_expires_at, created_at)
-             SELECT 'msg_' || lpad(i::text, 26, '0'), 'app_1', 't', now(), now()
-             FROM generate_series(1, 40000) AS i;
-             INSERT INTO deliveries (id, app_id, msg_id, endpoint_id, status, next_attempt_at,
-                                     created_at)
-             SELECT 'dlv_' || lpad(i::text, 26, '0'), 'app_1', 'msg_' || lpad(i::text, 26, '0'),
-                    'ep_1', CASE WHEN i > 32000 THEN 'pending' ELSE 'delivered' END,
-                    now() - interval '1 hour' + i * interval '1 ms', now()
-             FROM generate_series(1, 40000) AS i;
-             ANALYZE messages, deliveries, endpoints;",
-            crate::testing::ONE_APP_AND_ENDPOINT
+            "{}{} ANALYZE messages, deliveries, endpoints;",
+            crate::testing::ONE_APP_AND_ENDPOINT,
+            crate::testing::deliveries_to_ep_1(
+                1,
+                40_000,
+                "CASE WHEN i > 32000 THEN 'pending' ELSE 'delivered' END"
+            )
         );
         sqlx::raw_sql(&fill).execute(&mut *conn).await.unwrap();
         sqlx::query("BEGIN").execute(&mut *conn).await.unwrap();

@@ -125,17 +125,8 @@ mod tests {
     async fn the_pending_check_looks_deliveries_up_by_message_whatever_the_statistics_say() {
         let (store, _url) = crate::testing::fresh_store().await;
         let mut conn = store.conn().await.unwrap();
-        let fill = |status: &'static str, from: i64| {
-            format!(
-                "INSERT INTO messages (id, app_id, event_type, payload_expires_at, created_at)
-                 SELECT 'msg_' || lpad(i::text, 26, '0'), 'app_1', 't', now(), now()
-                 FROM generate_series({from}, {from} + 19999) AS i;
-                 INSERT INTO deliveries (id, app_id, msg_id, endpoint_id, status,
-                                         next_attempt_at, created_at)
-                 SELECT 'dlv_' || lpad(i::text, 26, '0'), 'app_1', 'msg_' || lpad(i::text, 26, '0'),
-                        'ep_1', '{status}', now(), now()
-                 FROM generate_series({from}, {from} + 19999) AS i;"
-            )
+        let fill = |status: &str, from: u32| {
+            crate::testing::deliveries_to_ep_1(from, from + 19_999, &format!("'{status}'"))
         };
         sqlx::raw_sql(&format!(
             "{}
