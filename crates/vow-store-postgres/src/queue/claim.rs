@@ -17,7 +17,7 @@
 //! a record each scanned all 19,941 rows of `deliveries` to update 15.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use vow_core::{DeliveryId, EndpointId};
@@ -81,8 +81,11 @@ struct MessagePart {
 }
 
 /// The claim: the due endpoints, longest waiting first, each with its earliest due rows from
-/// its floor up to its room (`$5`/`$6`, else `$4`), at most `$2` in all, leased under `$3`
-/// until `$7`; `$1` is now, `$8`/`$9` the floors. The nested loop runs in that order and
+/// its floor (`$6`) up to its room (`$5`, else `$4`), at most `$2` in all, leased under `$3`
+/// until `$7`; `$1` is now. Rooms and floors come as `jsonb` objects keyed by endpoint id
+/// ([`by_endpoint`]), looked up by key for each endpoint with work: as arrays, each lookup
+/// walked the whole array, so a claim cost endpoints × floors (measured by hand with 5,000 of
+/// each: 5.4 s against 7.9 ms by key). The nested loop runs in that order and
 /// stops at `$2`, so no more rows are read and locked than are taken (plus one endpoint's).
 /// `claimed_id`, not `id`, so RETURNING's bare column names can only mean `deliveries`. Each
 /// claimed row is joined to its message and endpoint laterally, by id, in the same statement:
@@ -93,14 +96,10 @@ fn claim_sql() -> String {
     format!(
         "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
      room AS (
-         SELECT w.ep, COALESCE(x.n, $4) AS n, f.floor, h.head
+         SELECT w.ep, COALESCE(($5::jsonb ->> w.ep)::bigint, $4) AS n, f.floor, h.head
          FROM endpoints_with_work w
-         LEFT JOIN UNNEST($5::text[], $6::bigint[]) AS x (ep, n) ON x.ep = w.ep
          CROSS JOIN LATERAL (
-             SELECT COALESCE(
-                 (SELECT at FROM UNNEST($8::text[], $9::timestamptz[]) AS f (ep, at)
-                  WHERE f.ep = w.ep),
-                 '-infinity') AS floor) f
+             SELECT COALESCE(($6::jsonb ->> w.ep)::timestamptz, '-infinity') AS floor) f
          CROSS JOIN LATERAL (
              SELECT next_attempt_at AS head FROM deliveries
              WHERE status = 'pending' AND endpoint_id = w.ep
@@ -146,6 +145,12 @@ fn claim_sql() -> String {
     )
 }
 
+/// A `jsonb` object of `(endpoint id, value)` pairs, for the claim to look each endpoint up by
+/// key (a `jsonb` object keeps its keys sorted: a binary search).
+fn by_endpoint(pairs: impl Iterator<Item = (String, serde_json::Value)>) -> serde_json::Value {
+    serde_json::Value::Object(pairs.collect())
+}
+
 /// Claims as [`ClaimRequest`] asks, walking each endpoint from its floor in `floors`, which it
 /// raises by what it took.
 pub(crate) async fn claim(
@@ -159,12 +164,19 @@ pub(crate) async fn claim(
     let walked = floors.for_claim(req.now);
     let lease = LeaseToken::fresh();
     let lease_until = lease_until(req.now, req.lease);
-    let (except, except_room): (Vec<String>, Vec<i64>) = req
-        .room
-        .except
-        .iter()
-        .map(|(ep, n)| (ep.to_string(), convert::bigint_param(*n)))
-        .unzip();
+    let rooms = by_endpoint(
+        req.room
+            .except
+            .iter()
+            .map(|(ep, n)| (ep.to_string(), convert::bigint_param(*n).into())),
+    );
+    let floors_at = by_endpoint(
+        walked
+            .endpoints
+            .into_iter()
+            .zip(walked.at)
+            .map(|(ep, at)| (ep, at.to_rfc3339_opts(SecondsFormat::Micros, true).into())),
+    );
 
     let mut tx = kept_plans::begin(pool).await?;
     let mut rows = sqlx::query(&claim_sql())
@@ -172,11 +184,9 @@ pub(crate) async fn claim(
         .bind(convert::bigint_param(req.limit))
         .bind(&lease.0)
         .bind(convert::bigint_param(req.room.default))
-        .bind(&except)
-        .bind(&except_room)
+        .bind(&rooms)
+        .bind(&floors_at)
         .bind(lease_until)
-        .bind(&walked.endpoints)
-        .bind(&walked.at)
         .try_map(claimed_row)
         .fetch_all(&mut *tx)
         .await
@@ -330,9 +340,8 @@ mod tests {
             let (off, plan) = off_index_reads(
                 &mut conn,
                 &claim_sql(),
-                "timestamptz, bigint, text, bigint, text[], bigint[], timestamptz, text[], \
-                 timestamptz[]",
-                "now(), 256, 'lease', 64, '{}', '{}', now(), '{}', '{}'",
+                "timestamptz, bigint, text, bigint, jsonb, jsonb, timestamptz",
+                "now(), 256, 'lease', 64, '{}', '{}', now()",
             )
             .await;
             assert_eq!(off, Vec::<String>::new(), "{rows} rows: {plan}");
