@@ -88,11 +88,11 @@ struct MessagePart {
 /// each: 5.4 s against 7.9 ms by key). The nested loop runs in that order and
 /// stops at `$2`, so no more rows are read and locked than are taken (plus one endpoint's).
 /// `claimed_id`, not `id`, so RETURNING's bare column names can only mean `deliveries`. Each
-/// claimed row is joined to its message and endpoint laterally, by id, in the same statement:
-/// one round trip per claim. (`LIMIT 1` on a row found by its primary key keeps the planner
+/// claimed row is joined to its message and endpoint laterally, by id, in the same statement.
+/// (`LIMIT 1` on a row found by its primary key keeps the planner
 /// from turning the lateral into a join it may order the other way round: from every
-/// endpoint to the claimed rows.) Columns as [`claimed_row`] reads them.
-fn claim_sql() -> String {
+/// endpoint to the claimed rows.) Columns as [`claimed_row`] reads them. Made once.
+static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH RECURSIVE {ENDPOINTS_WITH_WORK},
      room AS (
@@ -143,7 +143,7 @@ fn claim_sql() -> String {
          WHERE e.id = claimed.endpoint_id LIMIT 1) t",
         target = DeliveryTarget::COLUMNS
     )
-}
+});
 
 /// A `jsonb` object of `(endpoint id, value)` pairs, for the claim to look each endpoint up by
 /// key (a `jsonb` object keeps its keys sorted: a binary search).
@@ -179,7 +179,7 @@ pub(crate) async fn claim(
     );
 
     let mut tx = kept_plans::begin(pool).await?;
-    let mut rows = sqlx::query(&claim_sql())
+    let mut rows = sqlx::query(CLAIM.as_str())
         .bind(req.now)
         .bind(convert::bigint_param(req.limit))
         .bind(&lease.0)
@@ -339,7 +339,7 @@ mod tests {
             sqlx::raw_sql(&more).execute(&mut *conn).await.unwrap();
             let (off, plan) = off_index_reads(
                 &mut conn,
-                &claim_sql(),
+                CLAIM.as_str(),
                 "timestamptz, bigint, text, bigint, jsonb, jsonb, timestamptz",
                 "now(), 256, 'lease', 64, '{}', '{}', now()",
             )
