@@ -39,6 +39,8 @@ pub(crate) trait Writer: Send + Sync + 'static {
     type Written: Send;
     /// What the jobs are, for errors and logs ("message creates").
     const WHAT: &'static str;
+    /// The statement a batch's transaction begins with (e.g. with `SET LOCAL` settings).
+    const BEGIN: &'static str = "BEGIN";
 
     /// The batch's writes in `tx` (which the caller commits): for each job, what was written
     /// for it, `None` for a job left to [`Writer::alone`].
@@ -219,7 +221,7 @@ async fn write_in_one_transaction<W: Writer>(
     pool: &PgPool,
     jobs: &[&W::Job],
 ) -> sqlx::Result<Vec<Option<W::Written>>> {
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin_with(W::BEGIN).await?;
     match W::write_together(&mut tx, jobs).await {
         Ok(written) => {
             tx.commit().await?;

@@ -21,7 +21,7 @@
 //! and it fails only its own request).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool};
@@ -37,6 +37,7 @@ use crate::batcher::{Batcher, Writer};
 use crate::convert::{read_optional, PgColumns};
 use crate::idempotency::{step, transaction};
 use crate::intake::Intake;
+use crate::kept_plans;
 use crate::message::{self, ReadyKey};
 
 /// Message creates, batched. Cheap to clone.
@@ -79,6 +80,7 @@ impl Writer for Creates {
     type Answer = Applied<CreatedMessage>;
     type Written = usize;
     const WHAT: &'static str = "message creates";
+    const BEGIN: &'static str = kept_plans::BEGIN_INDEX_READS;
 
     async fn write_together(
         tx: &mut PgConnection,
@@ -209,25 +211,27 @@ fn fan_out(endpoints: &[FanOutEndpoint], job: &Create) -> Option<message::FanOut
     (!fan_out.ids.is_empty()).then_some(fan_out)
 }
 
-/// Reads and key-share locks the batch's applications, then their endpoints (the order an
-/// application's delete takes them in, so the two wait for each other, never deadlock): the
-/// endpoints of each application found, by its id.
+/// Reads and key-share locks the applications `$1`, then their endpoints (the order an
+/// application's delete takes them in, so the two wait for each other, never deadlock).
+static APPS_AND_ENDPOINTS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH app AS (SELECT id FROM applications WHERE id = ANY($1::text[]) \
+         ORDER BY id FOR KEY SHARE) \
+         SELECT app.id, e.* FROM app LEFT JOIN LATERAL (SELECT {} FROM endpoints e \
+         WHERE e.app_id = app.id ORDER BY e.id FOR KEY SHARE OF e) AS e ON true",
+        FanOutEndpoint::COLUMNS
+    )
+});
+
+/// Reads and key-share locks the batch's applications and their endpoints
+/// ([`APPS_AND_ENDPOINTS`]): the endpoints of each application found, by its id.
 async fn read_endpoints(
     tx: &mut PgConnection,
     jobs: &[&Create],
 ) -> sqlx::Result<HashMap<String, Vec<FanOutEndpoint>>> {
-    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!(
-            "WITH app AS (SELECT id FROM applications WHERE id = ANY($1::text[]) \
-             ORDER BY id FOR KEY SHARE) \
-             SELECT app.id, e.* FROM app LEFT JOIN LATERAL (SELECT {} FROM endpoints e \
-             WHERE e.app_id = app.id ORDER BY e.id FOR KEY SHARE OF e) AS e ON true",
-            FanOutEndpoint::COLUMNS
-        )
-    });
     let apps: BTreeSet<String> = jobs.iter().map(|j| j.new.app_id.to_string()).collect();
     let apps: Vec<String> = apps.into_iter().collect();
-    let rows = sqlx::query(SQL.as_str())
+    let rows = sqlx::query(APPS_AND_ENDPOINTS.as_str())
         .bind(apps)
         .try_map(app_endpoint)
         .fetch_all(&mut *tx)
@@ -248,6 +252,36 @@ fn app_endpoint(row: PgRow) -> sqlx::Result<(String, Option<FanOutEndpoint>)> {
     let app = r.text()?;
     Ok((app, read_optional(&columns, &mut r)?))
 }
+
+/// Inserts the messages `$1` to `$9` (as columns; one whose `eventId` is taken is skipped),
+/// the channels of those inserted and their deliveries `$10` to `$13`: the ids inserted.
+static INSERT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH message AS (INSERT INTO messages ({}) \
+           SELECT n.id, n.app_id, n.event_id, n.event_type, \
+             CASE WHEN n.channels IS NULL THEN NULL \
+               ELSE ARRAY(SELECT jsonb_array_elements_text(n.channels::jsonb)) END, \
+             n.payload, n.expires, n.now, n.traceparent \
+           FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+             $6::text[], $7::timestamptz[], $8::timestamptz[], $9::text[]) \
+             AS n (id, app_id, event_id, event_type, channels, payload, expires, now, \
+               traceparent) \
+           ON CONFLICT DO NOTHING \
+           RETURNING id, app_id, channels, created_at), \
+         channels AS (INSERT INTO message_channels (app_id, channel, msg_id) \
+           SELECT DISTINCT m.app_id, c, m.id FROM message m, UNNEST(m.channels) AS c), \
+         deliveries AS (INSERT INTO deliveries \
+           (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, \
+            created_at) \
+           SELECT d.id, m.app_id, m.id, d.endpoint_id, d.status, 0, m.created_at, \
+             m.created_at \
+           FROM UNNEST($10::text[], $11::text[], $12::text[], $13::text[]) \
+             AS d (id, msg_id, endpoint_id, status) \
+           JOIN message m ON m.id = d.msg_id) \
+         SELECT id FROM message",
+        Message::COLUMNS
+    )
+});
 
 /// The batch's messages and deliveries as column arrays, for one `UNNEST` insert; the text
 /// borrowed from the jobs.
@@ -299,36 +333,9 @@ impl<'j> Rows<'j> {
     }
 
     /// Inserts every message (one whose `eventId` is taken is skipped), the channels and
-    /// deliveries of those inserted, in one statement: the ids inserted.
+    /// deliveries of those inserted, in one statement ([`INSERT`]): the ids inserted.
     async fn insert(self, tx: &mut PgConnection) -> sqlx::Result<BTreeSet<String>> {
-        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-            format!(
-                "WITH message AS (INSERT INTO messages ({}) \
-                   SELECT n.id, n.app_id, n.event_id, n.event_type, \
-                     CASE WHEN n.channels IS NULL THEN NULL \
-                       ELSE ARRAY(SELECT jsonb_array_elements_text(n.channels::jsonb)) END, \
-                     n.payload, n.expires, n.now, n.traceparent \
-                   FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-                     $6::text[], $7::timestamptz[], $8::timestamptz[], $9::text[]) \
-                     AS n (id, app_id, event_id, event_type, channels, payload, expires, now, \
-                       traceparent) \
-                   ON CONFLICT DO NOTHING \
-                   RETURNING id, app_id, channels, created_at), \
-                 channels AS (INSERT INTO message_channels (app_id, channel, msg_id) \
-                   SELECT DISTINCT m.app_id, c, m.id FROM message m, UNNEST(m.channels) AS c), \
-                 deliveries AS (INSERT INTO deliveries \
-                   (id, app_id, msg_id, endpoint_id, status, attempts, next_attempt_at, \
-                    created_at) \
-                   SELECT d.id, m.app_id, m.id, d.endpoint_id, d.status, 0, m.created_at, \
-                     m.created_at \
-                   FROM UNNEST($10::text[], $11::text[], $12::text[], $13::text[]) \
-                     AS d (id, msg_id, endpoint_id, status) \
-                   JOIN message m ON m.id = d.msg_id) \
-                 SELECT id FROM message",
-                Message::COLUMNS
-            )
-        });
-        let ids: Vec<String> = sqlx::query_scalar(SQL.as_str())
+        let ids: Vec<String> = sqlx::query_scalar(INSERT.as_str())
             .bind(self.ids)
             .bind(self.app_ids)
             .bind(self.event_ids)
@@ -345,5 +352,62 @@ impl<'j> Rows<'j> {
             .fetch_all(&mut *tx)
             .await?;
         Ok(ids.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kept_plans::tests::off_index_reads_any_join;
+    use crate::testing::{deliveries_to_ep_1, ONE_APP_AND_ENDPOINT};
+
+    /// On an empty store (where a kept plan goes wrong) and on an analyzed one of 1,000
+    /// applications, every statement of a batch of vow's own reads each table by an index
+    /// condition.
+    #[tokio::test]
+    async fn the_batchs_kept_plans_read_by_index_conditions_only() {
+        let (store, _url) = crate::testing::fresh_store().await;
+        let mut conn = store.conn().await.unwrap();
+        let text = |n: usize| vec!["text[]"; n].join(", ");
+        let insert_types = format!(
+            "{}, timestamptz[], timestamptz[], text[], {}",
+            text(6),
+            text(4)
+        );
+        let insert_args = "'{msg_1}', '{app_1}', '{null}', '{t}', '{null}', '{\"{}\"}', \
+             ARRAY[now()], ARRAY[now()], '{null}', '{dlv_1}', '{msg_1}', '{ep_1}', '{pending}'";
+        let statements = [
+            (
+                "applications and endpoints",
+                APPS_AND_ENDPOINTS.as_str(),
+                "text[]",
+                "'{app_1}'",
+            ),
+            (
+                "insert",
+                INSERT.as_str(),
+                insert_types.as_str(),
+                insert_args,
+            ),
+        ];
+        let many_apps = "INSERT INTO applications (id, name, metadata, created_at, updated_at)
+             SELECT 'app_' || i, 'a', '{}', now(), now() FROM generate_series(2, 1000) AS i;
+             ANALYZE applications, endpoints, messages, deliveries;";
+        for (state, fill) in [
+            ("empty", String::new()),
+            (
+                "1,000 applications",
+                format!(
+                    "{ONE_APP_AND_ENDPOINT} {} {many_apps}",
+                    deliveries_to_ep_1(1, 100, "'pending'")
+                ),
+            ),
+        ] {
+            sqlx::raw_sql(&fill).execute(&mut *conn).await.unwrap();
+            for (name, sql, types, args) in statements {
+                let (off, plan) = off_index_reads_any_join(&mut conn, sql, types, args).await;
+                assert_eq!(off, Vec::<String>::new(), "{name}, {state}: {plan}");
+            }
+        }
     }
 }
