@@ -372,6 +372,28 @@ impl Claim<'_> {
     }
 }
 
+/// The statement [`claim_many`] runs (`$1` to `$16`: [`Claim`]'s values as columns), for a
+/// host that checks the plans of what its transactions run.
+pub const CLAIM_MANY: &str = "WITH input AS MATERIALIZED (SELECT * FROM UNNEST($1::text[], \
+     $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::text[], $8::text[], \
+     $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::int4[], \
+     $14::text[], $15::bytea[], $16::text[]) WITH ORDINALITY AS i (principal, application, \
+     method, route, key, fingerprint_version, fingerprint, canonical_body, lease_token, \
+     lease_until, expires_at, tombstone_until, response_status, response_headers, \
+     response_body, resource, n)), \
+     lock AS MATERIALIZED (SELECT n, pg_try_advisory_xact_lock(hashtextextended(concat_ws(\
+     E'\\x1f', current_schema(), principal, application, method, route, key), 0)) AS free \
+     FROM input ORDER BY n), \
+     claim AS (INSERT INTO idempotency_records (principal, application, method, route, key, \
+     state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+     expires_at, tombstone_until, response_status, response_headers, response_body, \
+     resource) SELECT principal, application, method, route, key, 'completed', \
+     fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, expires_at, \
+     tombstone_until, response_status, response_headers, response_body, resource \
+     FROM input JOIN lock USING (n) WHERE free ORDER BY n ON CONFLICT DO NOTHING \
+     RETURNING lease_token) \
+     SELECT lease_token FROM claim";
+
 /// [`Claim::CTE`] for many claims in ONE statement, for a host that batches the writes of
 /// several requests in one transaction: which of `claims` it claimed (`true` at its index).
 /// Each is taken as [`Claim::CTE`] takes one: under its scope's lock, taken without waiting,
@@ -381,31 +403,12 @@ impl Claim<'_> {
 /// resolves it. Two claims of one scope in `claims` claim it once (the first). A claim whose
 /// write then does not happen must be deleted in the same transaction ([`unclaim`]).
 pub async fn claim_many(conn: &mut PgConnection, claims: &[Claim<'_>]) -> Result<Vec<bool>> {
-    const SQL: &str = "WITH input AS MATERIALIZED (SELECT * FROM UNNEST($1::text[], \
-         $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::text[], $8::text[], \
-         $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::int4[], \
-         $14::text[], $15::bytea[], $16::text[]) WITH ORDINALITY AS i (principal, application, \
-         method, route, key, fingerprint_version, fingerprint, canonical_body, lease_token, \
-         lease_until, expires_at, tombstone_until, response_status, response_headers, \
-         response_body, resource, n)), \
-         lock AS MATERIALIZED (SELECT n, pg_try_advisory_xact_lock(hashtextextended(concat_ws(\
-         E'\\x1f', current_schema(), principal, application, method, route, key), 0)) AS free \
-         FROM input ORDER BY n), \
-         claim AS (INSERT INTO idempotency_records (principal, application, method, route, key, \
-         state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
-         expires_at, tombstone_until, response_status, response_headers, response_body, \
-         resource) SELECT principal, application, method, route, key, 'completed', \
-         fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, expires_at, \
-         tombstone_until, response_status, response_headers, response_body, resource \
-         FROM input JOIN lock USING (n) WHERE free ORDER BY n ON CONFLICT DO NOTHING \
-         RETURNING lease_token) \
-         SELECT lease_token FROM claim";
     let mut columns = ClaimColumns::default();
     for claim in claims {
         columns.push(claim);
     }
     let [principals, applications, methods, routes, keys] = columns.scope;
-    let claimed: std::collections::HashSet<String> = sqlx::query_scalar(SQL)
+    let claimed: std::collections::HashSet<String> = sqlx::query_scalar(CLAIM_MANY)
         .bind(principals)
         .bind(applications)
         .bind(methods)
@@ -432,12 +435,34 @@ pub async fn claim_many(conn: &mut PgConnection, claims: &[Claim<'_>]) -> Result
         .collect())
 }
 
-/// Deletes the records `tokens` claimed in this transaction ([`claim_many`]) whose writes did
-/// not happen, so the scopes stay free once it commits; how many it deleted.
-pub async fn unclaim(conn: &mut PgConnection, tokens: &[&LeaseToken]) -> Result<u64> {
-    const SQL: &str = "DELETE FROM idempotency_records WHERE lease_token = ANY($1::text[])";
-    let tokens: Vec<&str> = tokens.iter().map(|t| t.0.as_str()).collect();
-    let done = sqlx::query(SQL).bind(tokens).execute(&mut *conn).await?;
+/// The statement [`unclaim`] runs: deletes the records of the scopes `$1` to `$5` (as
+/// columns) that still hold the tokens `$6`, each found by its primary key.
+pub const UNCLAIM: &str = "DELETE FROM idempotency_records r USING UNNEST($1::text[], \
+     $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) \
+     AS u (principal, application, method, route, key, lease_token) \
+     WHERE (r.principal, r.application, r.method, r.route, r.key) \
+     = (u.principal, u.application, u.method, u.route, u.key) AND r.lease_token = u.lease_token";
+
+/// Deletes the records `claims` claimed in this transaction ([`claim_many`]) whose writes did
+/// not happen, so the scopes stay free once it commits; how many it deleted. A claim that did
+/// not claim its scope deletes nothing (another token holds the scope's record).
+pub async fn unclaim(conn: &mut PgConnection, claims: &[Claim<'_>]) -> Result<u64> {
+    let mut scope: [Vec<String>; 5] = Default::default();
+    let mut tokens = Vec::with_capacity(claims.len());
+    for claim in claims {
+        push_scope(&mut scope, claim.scope);
+        tokens.push(claim.token.0.as_str());
+    }
+    let [principals, applications, methods, routes, keys] = scope;
+    let done = sqlx::query(UNCLAIM)
+        .bind(principals)
+        .bind(applications)
+        .bind(methods)
+        .bind(routes)
+        .bind(keys)
+        .bind(tokens)
+        .execute(&mut *conn)
+        .await?;
     Ok(done.rows_affected())
 }
 
@@ -460,9 +485,7 @@ struct ClaimColumns<'a> {
 
 impl<'a> ClaimColumns<'a> {
     fn push(&mut self, claim: &Claim<'a>) {
-        for (column, value) in self.scope.iter_mut().zip(scope_values(claim.scope)) {
-            column.push(value);
-        }
+        push_scope(&mut self.scope, claim.scope);
         let row = claim.row();
         self.fingerprint_versions.push(row.fingerprint_version);
         self.fingerprints.push(row.fingerprint);
@@ -660,6 +683,13 @@ fn scope_values(scope: &Scope) -> [String; 5] {
         scope.route.clone(),
         scope.key.as_str().to_owned(),
     ]
+}
+
+/// Adds `scope`'s values to its five columns.
+fn push_scope(columns: &mut [Vec<String>; 5], scope: &Scope) {
+    for (column, value) in columns.iter_mut().zip(scope_values(scope)) {
+        column.push(value);
+    }
 }
 
 /// The scope's [`KeyStatus`] at `now`; `None` when the key is free.

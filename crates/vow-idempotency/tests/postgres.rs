@@ -298,7 +298,7 @@ async fn many_claims_in_one_statement_claim_each_free_scope_once() {
         .unwrap();
     assert_eq!(claimed, [true, true, false, false, false, true]);
     // carol's write did not happen: her claim goes, the others commit.
-    let gone = postgres::unclaim(&mut tx, &[&tokens[1]]).await.unwrap();
+    let gone = postgres::unclaim(&mut tx, &claims[1..2]).await.unwrap();
     assert_eq!(gone, 1);
     tx.commit().await.unwrap();
     open.rollback().await.unwrap();
