@@ -16,7 +16,7 @@
 //! The group commit joins a batch's rows with one another in memory, where a hash join is
 //! right, so its transactions begin with [`BEGIN_INDEX_READS`]: generic plans that read every
 //! table by an index condition, the joins left to the planner. Made for each batch, the plan of
-//! its first statement (the applications and their endpoints) cost 0.12 ms, five times its run.
+//! its first statement (the applications and their endpoints) cost 0.13 ms, four times its run.
 //!
 //! The tests hold each statement run this way to its shape ([`tests::off_index_reads`]) on an
 //! empty store, the state in which a kept plan goes wrong.
