@@ -12,12 +12,17 @@ use tokio::sync::{mpsc, Notify};
 /// The channel.
 pub const WORK_CHANNEL: &str = "vow_work";
 
+/// The least time between two `NOTIFY`s of one process: how much later, at most, another
+/// process hears of work than it would with a `NOTIFY` per write.
+pub(crate) const NOTIFY_GAP: Duration = Duration::from_millis(10);
+
 /// Sends `NOTIFY` for work made due, outside the transactions that made it. A `NOTIFY` inside a
 /// transaction holds a database-wide lock until that commit is flushed, so every creating
 /// transaction committed one after the other (message creates ran at half the single-row commit
-/// rate). Signals coalesce: while one `NOTIFY` is on its way, any number of new signals send one
-/// more. The payload is the schema, so vow deployments sharing a database in different schemas
-/// do not wake each other.
+/// rate). Signals coalesce: a `NOTIFY` is a commit of its own, so at most one is sent each
+/// [`NOTIFY_GAP`], and any number of signals while one is on its way or within the gap after it
+/// send one more. The payload is the schema, so vow deployments sharing a database in different
+/// schemas do not wake each other.
 #[derive(Debug, Clone)]
 pub(crate) struct WorkNotifier {
     signal: mpsc::Sender<()>,
@@ -36,6 +41,7 @@ impl WorkNotifier {
                 if let Err(e) = sent {
                     tracing::warn!(error = %e, "NOTIFY failed; other processes find the work by polling");
                 }
+                tokio::time::sleep(NOTIFY_GAP).await;
             }
         });
         Self { signal }
@@ -99,4 +105,43 @@ pub(crate) fn spawn_listener(pool: PgPool, wake: Arc<Notify>) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    /// Signals far more often than [`NOTIFY_GAP`] send at most one `NOTIFY` a gap, and at
+    /// least one: the listener hears of the work, not of every write.
+    #[tokio::test]
+    async fn a_burst_of_signals_sends_at_most_one_notify_a_gap() {
+        let (store, url) = crate::testing::fresh_store().await;
+        let schema: String = sqlx::query_scalar("SELECT current_schema()")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        let mut listener = PgListener::connect(&url).await.unwrap();
+        listener.listen(WORK_CHANNEL).await.unwrap();
+        let notifier = WorkNotifier::spawn(store.pool.clone());
+        let started = Instant::now();
+        for _ in 0..200 {
+            let _ = notifier.signal.try_send(());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let burst = started.elapsed();
+        let mut heard: u128 = 0;
+        // Until the channel has been quiet for 20 gaps: every NOTIFY sent has arrived.
+        while let Ok(notification) = tokio::time::timeout(NOTIFY_GAP * 20, listener.recv()).await {
+            if notification.unwrap().payload() == schema {
+                heard += 1;
+            }
+        }
+        let most = burst.as_millis() / NOTIFY_GAP.as_millis() + 2;
+        assert!(
+            (1..=most).contains(&heard),
+            "{heard} NOTIFYs for 200 signals in {burst:?}; at most {most}"
+        );
+    }
 }
