@@ -72,7 +72,7 @@ pub(crate) mod tests {
         types: &str,
         args: &str,
     ) -> (Vec<String>, String) {
-        off_shape(conn, BEGIN, sql, types, args).await
+        off_shape(conn, true, sql, types, args).await
     }
 
     /// As [`off_index_reads`], under [`BEGIN_INDEX_READS`]: the nodes that read a table other
@@ -83,17 +83,23 @@ pub(crate) mod tests {
         types: &str,
         args: &str,
     ) -> (Vec<String>, String) {
-        off_shape(conn, BEGIN_INDEX_READS, sql, types, args).await
+        off_shape(conn, false, sql, types, args).await
     }
 
-    /// The nodes of `sql`'s plan under `begin` (one of this module's) that break its shape.
+    /// The nodes of `sql`'s plan that break its shape: under [`BEGIN`] with
+    /// `nested_loops_only`, else under [`BEGIN_INDEX_READS`].
     async fn off_shape(
         conn: &mut PgConnection,
-        begin: &str,
+        nested_loops_only: bool,
         sql: &str,
         types: &str,
         args: &str,
     ) -> (Vec<String>, String) {
+        let begin = if nested_loops_only {
+            BEGIN
+        } else {
+            BEGIN_INDEX_READS
+        };
         sqlx::raw_sql(begin).execute(&mut *conn).await.unwrap();
         sqlx::raw_sql(&format!("PREPARE kept ({types}) AS {sql}"))
             .execute(&mut *conn)
@@ -109,7 +115,6 @@ pub(crate) mod tests {
             .await
             .unwrap();
         let mut found = Vec::new();
-        let nested_loops_only = begin == BEGIN;
         off_index(&plan[0]["Plan"], "", nested_loops_only, &mut found);
         (found, serde_json::to_string_pretty(&plan).unwrap())
     }
