@@ -9,7 +9,8 @@
 //! transaction, which answers it as it would have been answered alone; a database that cannot
 //! be reached answers the whole batch at once. A job that found every flusher writing and then
 //! waited past the intake's limit is refused as overloaded, with nothing written; one that
-//! found a flusher free never is.
+//! found a flusher free never is. The flushers run on a thread of their own, with their own
+//! pool ([`FlusherThread`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +22,7 @@ use tokio::sync::{mpsc, oneshot, Mutex};
 use vow_store::{StoreError, StoreResult};
 
 use crate::error::{db_error, is_contention};
+use crate::flusher_thread::FlusherThread;
 use crate::intake::Intake;
 
 /// The most jobs one batch carries.
@@ -78,6 +80,8 @@ pub(crate) struct Batcher<W: Writer> {
     jobs: mpsc::UnboundedSender<Queued<W::Job, W::Answer>>,
     /// How many flushers are writing a batch.
     writing: Arc<AtomicUsize>,
+    /// Where the flushers run, kept running while a handle is.
+    _thread: FlusherThread,
 }
 
 impl<W: Writer> Clone for Batcher<W> {
@@ -85,6 +89,7 @@ impl<W: Writer> Clone for Batcher<W> {
         Self {
             jobs: self.jobs.clone(),
             writing: self.writing.clone(),
+            _thread: self._thread.clone(),
         }
     }
 }
@@ -96,21 +101,26 @@ impl<W: Writer> std::fmt::Debug for Batcher<W> {
 }
 
 impl<W: Writer> Batcher<W> {
-    /// Starts the flushers on `pool`; they stop once every clone of the returned handle is gone.
-    pub(crate) fn spawn(pool: PgPool, intake: Arc<Intake>) -> Self {
+    /// Starts the flushers on `thread`, writing with its pool; they stop once every clone of the
+    /// returned handle is gone.
+    pub(crate) fn spawn(thread: &FlusherThread, intake: Arc<Intake>) -> Self {
         let (jobs, queue) = mpsc::unbounded_channel();
         let queue = Arc::new(Mutex::new(queue));
         let writing = Arc::new(AtomicUsize::new(0));
         for _ in 0..FLUSHERS {
             let flusher = Flusher::<W> {
-                pool: pool.clone(),
+                pool: thread.pool().clone(),
                 intake: intake.clone(),
                 queue: queue.clone(),
                 writing: writing.clone(),
             };
-            tokio::spawn(flusher.run());
+            thread.spawn(flusher.run());
         }
-        Self { jobs, writing }
+        Self {
+            jobs,
+            writing,
+            _thread: thread.clone(),
+        }
     }
 
     /// Writes `job` in the next batch: its answer, given once its rows are durable, or the

@@ -62,7 +62,8 @@ mod tests {
             .unwrap();
         assert_eq!(default, "on", "the URL asks for jit = on");
 
-        let store = PgStore::connect(&url, 3).await.unwrap();
+        // Four: three in the shared pool, one in the group commits'.
+        let store = PgStore::connect(&url, 4).await.unwrap();
         // Three connections at once, so the pool opens more than one.
         let mut held = Vec::new();
         for _ in 0..3 {

@@ -35,6 +35,7 @@ use vow_store::{CreatedMessage, Message, MessageCreate, NewMessage, StoreResult}
 use crate::batcher::{Batcher, Writer};
 
 use crate::convert::{read_optional, PgColumns};
+use crate::flusher_thread::FlusherThread;
 use crate::idempotency::{step, transaction};
 use crate::intake::Intake;
 use crate::kept_plans;
@@ -54,9 +55,10 @@ struct Create {
 }
 
 impl GroupCommit {
-    /// Starts the flushers on `pool`; they stop once every clone of the returned handle is gone.
-    pub(crate) fn spawn(pool: PgPool, intake: Arc<Intake>) -> Self {
-        Self(Batcher::spawn(pool, intake))
+    /// Starts the flushers on `thread`; they stop once every clone of the returned handle is
+    /// gone.
+    pub(crate) fn spawn(thread: &FlusherThread, intake: Arc<Intake>) -> Self {
+        Self(Batcher::spawn(thread, intake))
     }
 
     /// Creates `new` (with `only`, for that one endpoint; with `key`, claiming that key) in

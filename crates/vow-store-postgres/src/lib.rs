@@ -25,7 +25,8 @@
 //!   `settings`, `session`, `application`, `event_type`, `endpoint` (with its signing secrets and their
 //!   rotation), `message` (with the fan-out into deliveries), `delivery` and `idempotency`
 //!   (`Idempotency-Key` records, completed in the transaction of the write they protect).
-//! - `batcher`: the queue and flushers of a group commit; `group_commit`: concurrent message
+//! - `batcher`: the queue and flushers of a group commit; `flusher_thread`: the thread, runtime
+//!   and pool they run on; `group_commit`: concurrent message
 //!   creates, keyed or not, share one transaction, a few statements and one commit; `intake`:
 //!   the bounded share of connections (and wait) new work may take.
 //! - `kept_plans`: transactions whose statements run plans kept per connection, made of index
@@ -54,6 +55,7 @@ mod delivery;
 mod endpoint;
 mod error;
 mod event_type;
+mod flusher_thread;
 mod group_commit;
 mod idempotency;
 mod inbound;
@@ -85,6 +87,7 @@ use vow_store::idempotency::{Applied, QueuesWork};
 use vow_store::{StoreError, StoreResult};
 
 use crate::error::db_error;
+use crate::flusher_thread::FlusherThread;
 
 /// How long a first connection may take before [`PgStore::connect`] gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -110,6 +113,8 @@ pub struct PgStore {
     intake: std::sync::Arc<intake::Intake>,
     group_commit: group_commit::GroupCommit,
     inbound_claims: inbound::group_claims::GroupClaims,
+    /// The group commits' thread and pool.
+    flushers: FlusherThread,
     /// Where this process's delivery claims start walking each endpoint's pending rows.
     claim_floors: std::sync::Arc<queue::floors::ClaimFloors>,
 }
@@ -126,9 +131,24 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// The pools' settings, for at most `max_connections`.
+fn pool_options(max_connections: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .after_connect(connection_setup::set_up)
+}
+
+/// How many of `max_connections` the group commits' flushers get: one each at the default 16
+/// (two for message creates, two for inbound claims), fewer in a smaller pool, at least one.
+fn group_commit_connections(max_connections: u32) -> u32 {
+    (max_connections / 4).clamp(1, 4)
+}
+
 impl PgStore {
-    /// Connects to the database at `url` (`postgres://user:pass@host:port/db?sslmode=...`) with a
-    /// pool of at most `max_connections` (at least 1).
+    /// Connects to the database at `url` (`postgres://user:pass@host:port/db?sslmode=...`) with
+    /// at most `max_connections` (at least 2): a quarter of them, up to 4, in the group commits'
+    /// pool (`flusher_thread`), the rest in the pool everything else shares.
     ///
     /// One connection is opened straight away, so a wrong URL, password or database name, or a
     /// server that is down, fails here with its real cause: [`StoreError::Unavailable`] when the
@@ -147,20 +167,22 @@ impl PgStore {
         // The pool opens its own connections; this one only proved the way is open.
         let _ = first.close().await;
         let max_connections = max_connections.max(1);
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(connection_setup::set_up)
-            .connect_lazy_with(options.clone());
-        let intake = std::sync::Arc::new(intake::Intake::new(max_connections));
+        let flushers = group_commit_connections(max_connections);
+        let shared = max_connections.saturating_sub(flushers).max(1);
+        let pool = pool_options(shared).connect_lazy_with(options.clone());
+        let thread = FlusherThread::start(pool_options(flushers), options.clone())
+            .await
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        let intake = std::sync::Arc::new(intake::Intake::new(shared));
         let store = PgStore {
             host: options.get_host().to_string(),
             port: options.get_port(),
             database: options.get_database().map(str::to_string),
             max_connections,
             notifier: listen::WorkNotifier::spawn(pool.clone()),
-            group_commit: group_commit::GroupCommit::spawn(pool.clone(), intake.clone()),
-            inbound_claims: inbound::group_claims::GroupClaims::spawn(pool.clone(), intake.clone()),
+            group_commit: group_commit::GroupCommit::spawn(&thread, intake.clone()),
+            inbound_claims: inbound::group_claims::GroupClaims::spawn(&thread, intake.clone()),
+            flushers: thread,
             claim_floors: std::sync::Arc::default(),
             intake,
             pool,
@@ -198,10 +220,11 @@ impl PgStore {
         self.pool.acquire().await.map_err(db_error)
     }
 
-    /// Closes the pool: waits for borrowed connections to come back and closes them all.
+    /// Closes both pools: waits for borrowed connections to come back and closes them all.
     /// Later calls fail with [`StoreError::Unavailable`].
     pub async fn close(&self) {
         self.pool.close().await;
+        self.flushers.pool().close().await;
     }
 }
 

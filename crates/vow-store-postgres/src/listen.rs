@@ -72,8 +72,9 @@ pub(crate) fn spawn_listener(pool: PgPool, wake: Arc<Notify>) {
                     continue;
                 }
             };
+            // On the listener's own connection: a pool of one has no other while it listens.
             let schema: String = match sqlx::query_scalar("SELECT current_schema()")
-                .fetch_one(&pool)
+                .fetch_one(&mut listener)
                 .await
             {
                 Ok(s) => s,

@@ -27,6 +27,7 @@ use vow_store::StoreResult;
 use super::events::{self, EventRow, COLUMNS};
 use crate::batcher::{Batcher, Writer};
 use crate::convert;
+use crate::flusher_thread::FlusherThread;
 use crate::intake::Intake;
 
 /// Inbound claims, batched. Cheap to clone.
@@ -34,9 +35,10 @@ use crate::intake::Intake;
 pub(crate) struct GroupClaims(Batcher<Claims>);
 
 impl GroupClaims {
-    /// Starts the flushers on `pool`; they stop once every clone of the returned handle is gone.
-    pub(crate) fn spawn(pool: PgPool, intake: Arc<Intake>) -> Self {
-        Self(Batcher::spawn(pool, intake))
+    /// Starts the flushers on `thread`; they stop once every clone of the returned handle is
+    /// gone.
+    pub(crate) fn spawn(thread: &FlusherThread, intake: Arc<Intake>) -> Self {
+        Self(Batcher::spawn(thread, intake))
     }
 
     /// Claims `new` in the next batch; answered once what it wrote is durable.
