@@ -10,7 +10,7 @@
 //! be reached answers the whole batch at once. A job that found every flusher writing and then
 //! waited past the intake's limit is refused as overloaded, with nothing written; one that
 //! found a flusher free never is. The flushers run on a thread of their own, with their own
-//! pool ([`FlusherThread`]).
+//! pool ([`FlusherThread`]), which the store keeps running.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -80,8 +80,6 @@ pub(crate) struct Batcher<W: Writer> {
     jobs: mpsc::UnboundedSender<Queued<W::Job, W::Answer>>,
     /// How many flushers are writing a batch.
     writing: Arc<AtomicUsize>,
-    /// Where the flushers run, kept running while a handle is.
-    _thread: FlusherThread,
 }
 
 impl<W: Writer> Clone for Batcher<W> {
@@ -89,7 +87,6 @@ impl<W: Writer> Clone for Batcher<W> {
         Self {
             jobs: self.jobs.clone(),
             writing: self.writing.clone(),
-            _thread: self._thread.clone(),
         }
     }
 }
@@ -116,11 +113,7 @@ impl<W: Writer> Batcher<W> {
             };
             thread.spawn(flusher.run());
         }
-        Self {
-            jobs,
-            writing,
-            _thread: thread.clone(),
-        }
+        Self { jobs, writing }
     }
 
     /// Writes `job` in the next batch: its answer, given once its rows are durable, or the

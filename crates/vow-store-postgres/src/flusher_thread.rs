@@ -16,6 +16,12 @@ use sqlx::PgPool;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
+/// How many of `max_connections` the group commits' flushers get: one each at the default 16
+/// (two for message creates, two for inbound claims), fewer in a smaller pool, at least one.
+pub(crate) fn connections(max_connections: u32) -> u32 {
+    (max_connections / 4).clamp(1, 4)
+}
+
 /// The flushers' runtime and pool. The thread ends once every clone is gone.
 #[derive(Debug, Clone)]
 pub(crate) struct FlusherThread {
@@ -123,9 +129,7 @@ mod tests {
 
     #[test]
     fn the_group_commits_get_a_quarter_of_the_pool_from_one_to_four() {
-        let given: Vec<u32> = [1, 2, 4, 7, 8, 16, 100]
-            .map(crate::group_commit_connections)
-            .into();
+        let given: Vec<u32> = [1, 2, 4, 7, 8, 16, 100].map(connections).into();
         assert_eq!(given, [1, 1, 1, 1, 2, 4, 4]);
     }
 }

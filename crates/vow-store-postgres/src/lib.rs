@@ -113,7 +113,7 @@ pub struct PgStore {
     intake: std::sync::Arc<intake::Intake>,
     group_commit: group_commit::GroupCommit,
     inbound_claims: inbound::group_claims::GroupClaims,
-    /// The group commits' thread and pool.
+    /// The group commits' thread and pool, running while the store is.
     flushers: FlusherThread,
     /// Where this process's delivery claims start walking each endpoint's pending rows.
     claim_floors: std::sync::Arc<queue::floors::ClaimFloors>,
@@ -139,12 +139,6 @@ fn pool_options(max_connections: u32) -> PgPoolOptions {
         .after_connect(connection_setup::set_up)
 }
 
-/// How many of `max_connections` the group commits' flushers get: one each at the default 16
-/// (two for message creates, two for inbound claims), fewer in a smaller pool, at least one.
-fn group_commit_connections(max_connections: u32) -> u32 {
-    (max_connections / 4).clamp(1, 4)
-}
-
 impl PgStore {
     /// Connects to the database at `url` (`postgres://user:pass@host:port/db?sslmode=...`) with
     /// at most `max_connections` (at least 2): a quarter of them, up to 4, in the group commits'
@@ -167,7 +161,7 @@ impl PgStore {
         // The pool opens its own connections; this one only proved the way is open.
         let _ = first.close().await;
         let max_connections = max_connections.max(1);
-        let flushers = group_commit_connections(max_connections);
+        let flushers = flusher_thread::connections(max_connections);
         let shared = max_connections.saturating_sub(flushers).max(1);
         let pool = pool_options(shared).connect_lazy_with(options.clone());
         let thread = FlusherThread::start(pool_options(flushers), options.clone())
