@@ -2,15 +2,17 @@
 //! job and waits for its answer; a few flushers (each one connection while it writes) take
 //! whatever has queued, up to [`MAX_BATCH`], so one collects while another commits.
 //!
-//! A batch is written in one transaction by its kind's [`Writer::write_together`], and each job
-//! it wrote is answered after the commit, so an answer means its rows are durable. The jobs it
-//! left, and every job of a batch whose statements failed (the cause is then one row, or a lock
-//! lost to another transaction), go through [`Writer::alone`] after that, each in its own
-//! transaction, which answers it as it would have been answered alone; a database that cannot
+//! A batch is written by its kind's [`Writer::write_together`], in one transaction, or with no
+//! transaction around it when [`Writer::one_write`] says its writes are one statement (which
+//! commits alone: two round trips fewer). Each job it wrote is answered after the commit, so
+//! an answer means its rows are durable. The jobs it left, and every job of a batch whose
+//! statements failed (the cause is then one row, or a lock lost to another transaction), are
+//! handed back to their callers, who write each through [`Writer::alone`] in its own
+//! transaction on the shared pool, as it would have been written alone; a database that cannot
 //! be reached answers the whole batch at once. A job that found every flusher writing and then
 //! waited past the intake's limit is refused as overloaded, with nothing written; one that
-//! found a flusher free never is. The flushers run on a thread of their own, with their own
-//! pool ([`FlusherThread`]), which the store keeps running.
+//! found a flusher free never is. The flushers run on a thread of their own, with a pool of
+//! their own that runs nothing but batches ([`FlusherThread`]), which the store keeps running.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,13 +43,16 @@ pub(crate) trait Writer: Send + Sync + 'static {
     type Written: Send;
     /// What the jobs are, for errors and logs ("message creates").
     const WHAT: &'static str;
-    /// The statement a batch's transaction begins with (e.g. with `SET LOCAL` settings).
-    const BEGIN: &'static str = "BEGIN";
 
-    /// The batch's writes in `tx` (which the caller commits): for each job, what was written
-    /// for it, `None` for a job left to [`Writer::alone`].
+    /// Whether [`Writer::write_together`] writes `jobs` in one statement, after reads that lock
+    /// nothing, so that statement is their transaction and needs no other around it.
+    fn one_write(jobs: &[&Self::Job]) -> bool;
+
+    /// The batch's writes on `conn`, in a transaction the caller commits unless
+    /// [`Writer::one_write`]: for each job, what was written for it, `None` for a job left to
+    /// [`Writer::alone`].
     fn write_together(
-        tx: &mut PgConnection,
+        conn: &mut PgConnection,
         jobs: &[&Self::Job],
     ) -> impl Future<Output = sqlx::Result<Vec<Option<Self::Written>>>> + Send;
 
@@ -65,11 +70,18 @@ pub(crate) trait Writer: Send + Sync + 'static {
 type Queue<W> =
     Arc<Mutex<mpsc::UnboundedReceiver<Queued<<W as Writer>::Job, <W as Writer>::Answer>>>>;
 
-/// A queued job and where its answer goes.
+/// What a flusher gives a caller back: the answer, or the job, to be written alone.
+#[derive(Debug)]
+enum Outcome<J, A> {
+    Answered(StoreResult<A>),
+    Alone(J),
+}
+
+/// A queued job and where its outcome goes.
 #[derive(Debug)]
 struct Queued<J, A> {
     job: J,
-    answer: oneshot::Sender<StoreResult<A>>,
+    answer: oneshot::Sender<Outcome<J, A>>,
     queued: Instant,
     /// Whether every flusher was writing when it was queued (only then can it be late).
     behind: bool,
@@ -80,6 +92,9 @@ pub(crate) struct Batcher<W: Writer> {
     jobs: mpsc::UnboundedSender<Queued<W::Job, W::Answer>>,
     /// How many flushers are writing a batch.
     writing: Arc<AtomicUsize>,
+    /// The shared pool, where a job a batch left is written alone.
+    pool: PgPool,
+    intake: Arc<Intake>,
 }
 
 impl<W: Writer> Clone for Batcher<W> {
@@ -87,6 +102,8 @@ impl<W: Writer> Clone for Batcher<W> {
         Self {
             jobs: self.jobs.clone(),
             writing: self.writing.clone(),
+            pool: self.pool.clone(),
+            intake: self.intake.clone(),
         }
     }
 }
@@ -99,8 +116,8 @@ impl<W: Writer> std::fmt::Debug for Batcher<W> {
 
 impl<W: Writer> Batcher<W> {
     /// Starts the flushers on `thread`, writing with its pool; they stop once every clone of the
-    /// returned handle is gone.
-    pub(crate) fn spawn(thread: &FlusherThread, intake: Arc<Intake>) -> Self {
+    /// returned handle is gone. A job a batch leaves is written alone on `pool`, under `intake`.
+    pub(crate) fn spawn(thread: &FlusherThread, pool: PgPool, intake: Arc<Intake>) -> Self {
         let (jobs, queue) = mpsc::unbounded_channel();
         let queue = Arc::new(Mutex::new(queue));
         let writing = Arc::new(AtomicUsize::new(0));
@@ -113,11 +130,16 @@ impl<W: Writer> Batcher<W> {
             };
             thread.spawn(flusher.run());
         }
-        Self { jobs, writing }
+        Self {
+            jobs,
+            writing,
+            pool,
+            intake,
+        }
     }
 
-    /// Writes `job` in the next batch: its answer, given once its rows are durable, or the
-    /// error of its own row.
+    /// Writes `job` in the next batch, or alone if the batch leaves it: its answer, given once
+    /// its rows are durable, or the error of its own row.
     pub(crate) async fn submit(&self, job: W::Job) -> StoreResult<W::Answer> {
         let (answer, answered) = oneshot::channel();
         let queued = Queued {
@@ -129,9 +151,16 @@ impl<W: Writer> Batcher<W> {
         self.jobs.send(queued).map_err(|_| {
             StoreError::Unavailable(format!("the group commit of {} has stopped", W::WHAT).into())
         })?;
-        answered.await.map_err(|_| {
+        let outcome = answered.await.map_err(|_| {
             StoreError::Unavailable(format!("the group commit dropped one of {}", W::WHAT).into())
-        })?
+        })?;
+        match outcome {
+            Outcome::Answered(answer) => answer,
+            Outcome::Alone(job) => {
+                let _permit = self.intake.admit().await?;
+                W::alone(&self.pool, job).await
+            }
+        }
     }
 }
 
@@ -174,24 +203,28 @@ fn refuse_late<J, A>(batch: Vec<Queued<J, A>>, intake: &Intake) -> Vec<Queued<J,
         .into_iter()
         .partition(|job| job.behind && now.duration_since(job.queued) > limit);
     for job in late {
-        let _ = job.answer.send(Err(StoreError::overloaded()));
+        let _ = job
+            .answer
+            .send(Outcome::Answered(Err(StoreError::overloaded())));
     }
     timely
 }
 
-/// Writes `batch` in one transaction, then the jobs it left one by one.
+/// Writes `batch` together, answers the jobs it wrote and hands the rest back to be written
+/// alone.
 async fn write<W: Writer>(pool: &PgPool, batch: Vec<Queued<W::Job, W::Answer>>) {
     let mut batch: Vec<Option<Queued<W::Job, W::Answer>>> = batch.into_iter().map(Some).collect();
     let together = {
         let jobs: Vec<&W::Job> = batch.iter().flatten().map(|queued| &queued.job).collect();
-        write_in_one_transaction::<W>(pool, &jobs).await
+        write_together::<W>(pool, &jobs).await
     };
     match together {
         Ok(written) => {
             for (slot, written) in batch.iter_mut().zip(written) {
                 if let Some(written) = written {
                     let queued = slot.take().expect("each job is answered once");
-                    let _ = queued.answer.send(Ok(W::answer(queued.job, written)));
+                    let answer = Ok(W::answer(queued.job, written));
+                    let _ = queued.answer.send(Outcome::Answered(answer));
                 }
             }
         }
@@ -203,7 +236,7 @@ async fn write<W: Writer>(pool: &PgPool, batch: Vec<Queued<W::Job, W::Answer>>) 
                     let cause = cause.to_string();
                     for queued in batch.iter_mut().filter_map(Option::take) {
                         let unavailable = StoreError::Unavailable(cause.clone().into());
-                        let _ = queued.answer.send(Err(unavailable));
+                        let _ = queued.answer.send(Outcome::Answered(Err(unavailable)));
                     }
                 }
                 e => {
@@ -215,16 +248,21 @@ async fn write<W: Writer>(pool: &PgPool, batch: Vec<Queued<W::Job, W::Answer>>) 
         }
     }
     for queued in batch.into_iter().flatten() {
-        let _ = queued.answer.send(W::alone(pool, queued.job).await);
+        let _ = queued.answer.send(Outcome::Alone(queued.job));
     }
 }
 
-/// [`Writer::write_together`] in a transaction of its own, committed before it returns.
-async fn write_in_one_transaction<W: Writer>(
+/// [`Writer::write_together`], committed before it returns: in a transaction of its own, or,
+/// when it is [`Writer::one_write`], as its one statement commits.
+async fn write_together<W: Writer>(
     pool: &PgPool,
     jobs: &[&W::Job],
 ) -> sqlx::Result<Vec<Option<W::Written>>> {
-    let mut tx = pool.begin_with(W::BEGIN).await?;
+    if W::one_write(jobs) {
+        let mut conn = pool.acquire().await?;
+        return W::write_together(&mut conn, jobs).await;
+    }
+    let mut tx = pool.begin().await?;
     match W::write_together(&mut tx, jobs).await {
         Ok(written) => {
             tx.commit().await?;

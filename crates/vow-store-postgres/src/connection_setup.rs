@@ -10,22 +10,44 @@
 //!
 //! Set with `SET` after connecting rather than in the `options` startup parameter, which
 //! pgbouncer refuses unless its `ignore_startup_parameters` lists it (docs/several-nodes.md).
+//! The group commits' connections also keep their plans to index reads (`kept_plans`).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::LazyLock;
 
 use sqlx::{Executor, PgConnection};
+
+use crate::kept_plans;
 
 /// The statement each new connection runs first.
 const SETUP: &str = "SET jit = off";
 
-/// The pool's `after_connect` hook: runs [`SETUP`] on a new connection.
-pub(crate) fn set_up<'c>(
+/// What each new connection of the group commits' pool runs first: [`SETUP`] and
+/// [`kept_plans::INDEX_READS`], in one round trip.
+static BATCH_SETUP: LazyLock<String> =
+    LazyLock::new(|| format!("{SETUP}; {}", kept_plans::INDEX_READS));
+
+/// A pool's `after_connect` hook.
+pub(crate) type Hook =
+    for<'c> fn(
+        &'c mut PgConnection,
+        sqlx::pool::PoolConnectionMetadata,
+    ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'c>>;
+
+/// The shared pool's hook: runs [`SETUP`] on a new connection.
+pub(crate) const SET_UP: Hook = |conn, _meta| run(conn, SETUP);
+
+/// The group commits' pool's hook: runs [`BATCH_SETUP`] on a new connection.
+pub(crate) const SET_UP_FOR_BATCHES: Hook = |conn, _meta| run(conn, BATCH_SETUP.as_str());
+
+/// Runs `setup` on `conn`.
+fn run<'c>(
     conn: &'c mut PgConnection,
-    _meta: sqlx::pool::PoolConnectionMetadata,
+    setup: &'static str,
 ) -> Pin<Box<dyn Future<Output = Result<(), sqlx::Error>> + Send + 'c>> {
     Box::pin(async move {
-        conn.execute(SETUP).await?;
+        conn.execute(setup).await?;
         Ok(())
     })
 }
@@ -53,7 +75,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn every_pooled_connection_has_jit_off_whatever_the_session_default() {
+    async fn pooled_connections_have_jit_off_whatever_the_default_and_batches_keep_plans() {
         let url = url_asking_for_jit().await;
         let mut plain = sqlx::PgConnection::connect(&url).await.unwrap();
         let default: String = sqlx::query_scalar("SHOW jit")
@@ -73,7 +95,24 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(jit, "off");
+            let plans: String = sqlx::query_scalar("SHOW plan_cache_mode")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(
+                plans, "auto",
+                "only the group commits' connections keep plans"
+            );
             held.push(conn);
         }
+        let mut batches = store.flushers.pool().acquire().await.unwrap();
+        let settings: Vec<String> = sqlx::query_scalar(
+            "SELECT setting FROM pg_settings WHERE name IN \
+             ('jit', 'plan_cache_mode', 'enable_seqscan', 'enable_bitmapscan') ORDER BY name",
+        )
+        .fetch_all(&mut *batches)
+        .await
+        .unwrap();
+        assert_eq!(settings, ["off", "off", "off", "force_generic_plan"]);
     }
 }

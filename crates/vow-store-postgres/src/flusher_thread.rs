@@ -1,7 +1,8 @@
 //! The thread the group commits' flushers run on, with a runtime and a pool of their own.
 //!
-//! A batch is a few round trips (`BEGIN`, a read, the writes, `COMMIT`), and between two of
-//! them its flusher must run again to send the next statement. On the process's shared runtime
+//! A batch is a few round trips (a read and an insert; with keys or replay guards also `BEGIN`,
+//! more writes and `COMMIT`), and between two of them its flusher must run again to send the
+//! next statement. On the process's shared runtime
 //! it then queued behind every ready request handler and delivery task: with the cores busy, a
 //! batch's transaction was found idle waiting for vow about twice as often as PostgreSQL was
 //! found working on it (BENCHMARKS.md, issue 18's nineteenth part), and every request in it

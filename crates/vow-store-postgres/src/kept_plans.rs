@@ -1,6 +1,5 @@
-//! Transactions whose statements run on plans made once per connection and kept: the delivery
-//! queue's claim and outcome record, and the group commit of message creates, which run
-//! hundreds of times a second.
+//! Statements that run on plans made once per connection and kept: the delivery queue's claim
+//! and outcome record, and the group commits' batches, which run hundreds of times a second.
 //!
 //! Planned for each call, the claim spent longer planning than running: at 3,000 msg/s to one
 //! endpoint, 0.82 ms of planning against 0.59 ms of execution a call (`pg_stat_statements`),
@@ -13,10 +12,12 @@
 //! whatever its size when the plan was made. The settings are `SET LOCAL`: they end with the
 //! transaction and no other statement on the pooled connection sees them.
 //!
-//! The group commit joins a batch's rows with one another in memory, where a hash join is
-//! right, so its transactions begin with [`BEGIN_INDEX_READS`]: generic plans that read every
-//! table by an index condition, the joins left to the planner. Made for each batch, the plan of
-//! its first statement (the applications and their endpoints) cost 0.13 ms, four times its run.
+//! The group commits join a batch's rows with one another in memory, where a hash join is
+//! right, so their connections (a pool that runs nothing else, `flusher_thread`) are set up
+//! with [`INDEX_READS`] for the whole session: generic plans that read every table by an index
+//! condition, the joins left to the planner. A session setting, because a batch without keys
+//! runs without a transaction to hold a `SET LOCAL`. Made for each batch, the plan of its first
+//! statement (the applications and their endpoints) cost 0.13 ms, four times its run.
 //!
 //! The tests hold each statement run this way to its shape ([`tests::off_index_reads`]) on an
 //! empty store, the state in which a kept plan goes wrong.
@@ -26,24 +27,30 @@ use vow_store::StoreResult;
 
 use crate::error::db_error;
 
-/// The settings of [`BEGIN_INDEX_READS`], as a literal [`BEGIN`] extends.
+/// Generic plans that read every table by an index condition, set with `$set` (`SET` for a
+/// session, `SET LOCAL` for a transaction), as a literal.
 macro_rules! index_reads {
-    () => {
-        "BEGIN;
-    SET LOCAL plan_cache_mode = force_generic_plan;
-    SET LOCAL enable_seqscan = off;
-    SET LOCAL enable_bitmapscan = off"
+    ($set:literal) => {
+        concat!(
+            $set,
+            " plan_cache_mode = force_generic_plan; ",
+            $set,
+            " enable_seqscan = off; ",
+            $set,
+            " enable_bitmapscan = off"
+        )
     };
 }
 
-/// Begins a transaction whose statements run generic plans that read every table by an index
-/// condition; how they join is left to the planner. One round trip, as a plain `BEGIN` is.
-pub(crate) const BEGIN_INDEX_READS: &str = index_reads!();
+/// Makes every later statement of a session run a generic plan that reads every table by an
+/// index condition; how they join is left to the planner.
+pub(crate) const INDEX_READS: &str = index_reads!("SET");
 
 /// Begins a transaction whose statements run generic plans made of index conditions and
 /// nested loops only. One round trip, as a plain `BEGIN` is.
 pub(crate) const BEGIN: &str = concat!(
-    index_reads!(),
+    "BEGIN; ",
+    index_reads!("SET LOCAL"),
     ";
     SET LOCAL enable_hashjoin = off;
     SET LOCAL enable_mergejoin = off;
@@ -75,9 +82,9 @@ pub(crate) mod tests {
         off_shape(conn, true, sql, types, args).await
     }
 
-    /// As [`off_index_reads`], under [`BEGIN_INDEX_READS`]: the nodes that read a table other
-    /// than by an index condition (any join is in that shape).
-    pub(crate) async fn off_index_reads_any_join(
+    /// As [`off_index_reads`], under [`INDEX_READS`]: the nodes that read a table other than by
+    /// an index condition (any join is in that shape).
+    async fn off_index_reads_any_join(
         conn: &mut PgConnection,
         sql: &str,
         types: &str,
@@ -86,8 +93,22 @@ pub(crate) mod tests {
         off_shape(conn, false, sql, types, args).await
     }
 
+    /// Asserts that each of `statements` (name, SQL, parameter types, arguments) reads every
+    /// table by an index condition under [`INDEX_READS`], with the store in `state`.
+    pub(crate) async fn assert_index_reads_any_join(
+        conn: &mut PgConnection,
+        state: &str,
+        statements: &[(&str, &str, &str, &str)],
+    ) {
+        for (name, sql, types, args) in statements {
+            let (off, plan) = off_index_reads_any_join(conn, sql, types, args).await;
+            assert_eq!(off, Vec::<String>::new(), "{name}, {state}: {plan}");
+        }
+    }
+
     /// The nodes of `sql`'s plan that break its shape: under [`BEGIN`] with
-    /// `nested_loops_only`, else under [`BEGIN_INDEX_READS`].
+    /// `nested_loops_only`, else under [`INDEX_READS`] (set in a transaction, so its rollback
+    /// ends them).
     async fn off_shape(
         conn: &mut PgConnection,
         nested_loops_only: bool,
@@ -96,11 +117,11 @@ pub(crate) mod tests {
         args: &str,
     ) -> (Vec<String>, String) {
         let begin = if nested_loops_only {
-            BEGIN
+            BEGIN.to_owned()
         } else {
-            BEGIN_INDEX_READS
+            format!("BEGIN; {INDEX_READS}")
         };
-        sqlx::raw_sql(begin).execute(&mut *conn).await.unwrap();
+        sqlx::raw_sql(&begin).execute(&mut *conn).await.unwrap();
         sqlx::raw_sql(&format!("PREPARE kept ({types}) AS {sql}"))
             .execute(&mut *conn)
             .await

@@ -131,12 +131,12 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-/// The pools' settings, for at most `max_connections`.
-fn pool_options(max_connections: u32) -> PgPoolOptions {
+/// The pools' settings, for at most `max_connections`, each new one set up by `set_up`.
+fn pool_options(max_connections: u32, set_up: connection_setup::Hook) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(ACQUIRE_TIMEOUT)
-        .after_connect(connection_setup::set_up)
+        .after_connect(set_up)
 }
 
 impl PgStore {
@@ -163,8 +163,10 @@ impl PgStore {
         let max_connections = max_connections.max(1);
         let flushers = flusher_thread::connections(max_connections);
         let shared = max_connections.saturating_sub(flushers).max(1);
-        let pool = pool_options(shared).connect_lazy_with(options.clone());
-        let thread = FlusherThread::start(pool_options(flushers), options.clone())
+        let pool =
+            pool_options(shared, connection_setup::SET_UP).connect_lazy_with(options.clone());
+        let batches = pool_options(flushers, connection_setup::SET_UP_FOR_BATCHES);
+        let thread = FlusherThread::start(batches, options.clone())
             .await
             .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
         let intake = std::sync::Arc::new(intake::Intake::new(shared));
@@ -174,8 +176,12 @@ impl PgStore {
             database: options.get_database().map(str::to_string),
             max_connections,
             notifier: listen::WorkNotifier::spawn(pool.clone()),
-            group_commit: group_commit::GroupCommit::spawn(&thread, intake.clone()),
-            inbound_claims: inbound::group_claims::GroupClaims::spawn(&thread, intake.clone()),
+            group_commit: group_commit::GroupCommit::spawn(&thread, pool.clone(), intake.clone()),
+            inbound_claims: inbound::group_claims::GroupClaims::spawn(
+                &thread,
+                pool.clone(),
+                intake.clone(),
+            ),
             flushers: thread,
             claim_floors: std::sync::Arc::default(),
             intake,
