@@ -8,8 +8,9 @@
 //! an answer means its rows are durable. The jobs it left, and every job of a batch whose
 //! statements failed (the cause is then one row, or a lock lost to another transaction), are
 //! handed back to their callers, who write each through [`Writer::alone`] in its own
-//! transaction on the shared pool, as it would have been written alone; a database that cannot
-//! be reached answers the whole batch at once. A job that found every flusher writing and then
+//! transaction on the shared pool (under the intake's permits, never refused: they were
+//! accepted), as it would have been written alone; a database that cannot be reached answers
+//! the whole batch at once. A job that found every flusher writing and then
 //! waited past the intake's limit is refused as overloaded, with nothing written; one that
 //! found a flusher free never is. The flushers run on a thread of their own, with a pool of
 //! their own that runs nothing but batches ([`FlusherThread`]), which the store keeps running.
@@ -92,7 +93,8 @@ pub(crate) struct Batcher<W: Writer> {
     jobs: mpsc::UnboundedSender<Queued<W::Job, W::Answer>>,
     /// How many flushers are writing a batch.
     writing: Arc<AtomicUsize>,
-    /// The shared pool, where a job a batch left is written alone.
+    /// The shared pool, where a job a batch left is written alone, holding one of `intake`'s
+    /// permits (it was accepted, so it waits for one rather than being refused).
     pool: PgPool,
     intake: Arc<Intake>,
 }
@@ -157,7 +159,7 @@ impl<W: Writer> Batcher<W> {
         match outcome {
             Outcome::Answered(answer) => answer,
             Outcome::Alone(job) => {
-                let _permit = self.intake.admit().await?;
+                let _permit = self.intake.admit_accepted().await;
                 W::alone(&self.pool, job).await
             }
         }

@@ -58,6 +58,13 @@ impl Intake {
         // The semaphore is never closed.
         Ok(permit.expect("the intake semaphore is never closed"))
     }
+
+    /// A permit for an intake write already accepted (a job its batch left, to be written
+    /// alone): it waits for one however long that takes, and is never refused.
+    pub(crate) async fn admit_accepted(&self) -> SemaphorePermit<'_> {
+        let permit = self.permits.acquire().await;
+        permit.expect("the intake semaphore is never closed")
+    }
 }
 
 #[cfg(test)]
@@ -89,6 +96,34 @@ mod tests {
                 .await
                 .is_err(),
             "no permit free: it waits"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_accepted_write_waits_past_the_limit_for_its_permit() {
+        let intake = Intake::new(4);
+        intake.shed_after(Some(Duration::from_millis(20)));
+        let mut permits = Vec::new();
+        for _ in 0..3 {
+            permits.push(intake.admit().await.unwrap());
+        }
+        let (got, permitted) = tokio::sync::oneshot::channel();
+        let waiting = async {
+            let _permit = intake.admit_accepted().await;
+            let _ = got.send(());
+        };
+        let freeing = async {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            assert!(
+                intake.admit().await.is_err(),
+                "a new write is still refused"
+            );
+            permits.pop();
+        };
+        tokio::join!(waiting, freeing);
+        assert!(
+            permitted.await.is_ok(),
+            "it got the permit freed after the limit"
         );
     }
 }
