@@ -2,13 +2,13 @@
 //!
 //! A batch is a few round trips (a read and an insert; with keys or replay guards also `BEGIN`,
 //! more writes and `COMMIT`), and between two of them its flusher must run again to send the
-//! next statement. On the process's shared runtime
-//! it then queued behind every ready request handler and delivery task: with the cores busy, a
-//! batch's transaction was found idle waiting for vow about twice as often as PostgreSQL was
-//! found working on it (BENCHMARKS.md, issue 18's nineteenth part), and every request in it
-//! waited for that. On a thread of its own, a flusher that wakes runs once the kernel gives its
-//! thread a core (the thread sleeps while PostgreSQL works, so it is let in ahead of busy
-//! threads), and its connections' replies are read by its own runtime's driver.
+//! next statement. On the process's shared runtime it then queued behind every ready request
+//! handler and delivery task: with the cores busy, a batch's transaction was found idle waiting
+//! for vow about twice as often as PostgreSQL was found working on it (BENCHMARKS.md, issue
+//! 18's nineteenth part), and every request in it waited for that. On a thread of its own, a
+//! flusher that wakes runs once the kernel gives its thread a core (the thread sleeps while
+//! PostgreSQL works, so it is let in ahead of busy threads), and its connections' replies are
+//! read by its own runtime's driver.
 
 use std::sync::Arc;
 

@@ -78,8 +78,8 @@ impl Writer for Claims {
     }
 }
 
-/// The batch's claims on `conn` (in a transaction when it has replay guards): for each job, the event it was received as, `None` for those
-/// left to the one-claim path.
+/// The batch's claims on `conn` (in a transaction when it has replay guards): for each job, the
+/// event it was received as, `None` for those left to the one-claim path.
 async fn write_together(
     conn: &mut PgConnection,
     jobs: &[&NewInboundEvent],
