@@ -22,7 +22,7 @@
 //! - `sqlite`, `postgres`: `SCHEMA`, `begin`, `fence`, `complete`, `release`, `purge`, `status`,
 //!   `oldest_in_progress`; `postgres` also claims keys inside the host's write (`Claim`,
 //!   `claim_completed`), many in one statement for a host that batches requests (`claim_many`,
-//!   `unclaim`).
+//!   `unclaim`), or folded into that host's one write (`Claim::MANY_CTE`).
 //! - `http` (feature `axum`): the key and `Prefer: wait` from a `HeaderMap`, problem, replay and
 //!   `Idempotency-Expires` responses, and the vocabulary of the entry points (`Request`, `Done`,
 //!   `Failure`, `Outcome`).

@@ -293,6 +293,32 @@ macro_rules! insert_completed {
     };
 }
 
+/// Many claims as three CTEs, `input AS (…), lock AS (…), claim AS (<insert> RETURNING
+/// lease_token)`, over `$1`..`$16` ([`Claim`]'s values as columns: [`Claim::add_many_to`]); a
+/// macro, so [`CLAIM_MANY`] and [`Claim::MANY_CTE`] share the text.
+macro_rules! claim_many_cte {
+    () => {
+        "input AS MATERIALIZED (SELECT * FROM UNNEST($1::text[], \
+         $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::text[], $8::text[], \
+         $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::int4[], \
+         $14::text[], $15::bytea[], $16::text[]) WITH ORDINALITY AS i (principal, application, \
+         method, route, key, fingerprint_version, fingerprint, canonical_body, lease_token, \
+         lease_until, expires_at, tombstone_until, response_status, response_headers, \
+         response_body, resource, n)), \
+         lock AS MATERIALIZED (SELECT n, pg_try_advisory_xact_lock(hashtextextended(concat_ws(\
+         E'\\x1f', current_schema(), principal, application, method, route, key), 0)) AS free \
+         FROM input ORDER BY n), \
+         claim AS (INSERT INTO idempotency_records (principal, application, method, route, key, \
+         state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
+         expires_at, tombstone_until, response_status, response_headers, response_body, \
+         resource) SELECT principal, application, method, route, key, 'completed', \
+         fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, expires_at, \
+         tombstone_until, response_status, response_headers, response_body, resource \
+         FROM input JOIN lock USING (n) WHERE free ORDER BY n ON CONFLICT DO NOTHING \
+         RETURNING lease_token)"
+    };
+}
+
 /// A claim's values after its scope, in [`Claim::add_to`]'s order, derived once for both the
 /// one-claim statements and [`claim_many`]'s arrays.
 struct ClaimRow<'a> {
@@ -350,6 +376,15 @@ impl Claim<'_> {
         " RETURNING 1)"
     );
 
+    /// Many claims as CTEs for a host that writes the requests of a batch in ONE statement of
+    /// its own: `input AS (…), lock AS (…), claim AS (<insert> RETURNING lease_token)`, over
+    /// `$1`..`$16` as arrays ([`Claim::add_many_to`]; the host numbers its own from
+    /// [`Claim::PARAMS`]` + 1`). `claim` yields the token of each claim that claimed its scope,
+    /// as [`claim_many`] does. The host must write each claimed request's rows in the same
+    /// statement, or fail it whole: a statement outside a transaction commits as it ends, and
+    /// there is no later [`unclaim`].
+    pub const MANY_CTE: &'static str = claim_many_cte!();
+
     /// A boolean expression over [`Claim::CTE`]: whether no other transaction held the scope
     /// (when false, the claim claimed nothing because the scope is in flight).
     pub const FREE: &'static str = "(SELECT free FROM lock)";
@@ -370,29 +405,21 @@ impl Claim<'_> {
         add(args, row.body)?;
         add(args, row.resource)
     }
+
+    /// Adds the values of `claims`, one array per column, `$1`..`$16` in order ([`CLAIM_MANY`],
+    /// [`Claim::MANY_CTE`]).
+    pub fn add_many_to(claims: &[Claim<'_>], args: &mut PgArguments) -> Result<()> {
+        let mut columns = ClaimColumns::default();
+        for claim in claims {
+            columns.push(claim);
+        }
+        columns.add_to(args)
+    }
 }
 
 /// The statement [`claim_many`] runs (`$1` to `$16`: [`Claim`]'s values as columns), for a
 /// host that checks the plans of what its transactions run.
-pub const CLAIM_MANY: &str = "WITH input AS MATERIALIZED (SELECT * FROM UNNEST($1::text[], \
-     $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::text[], $8::text[], \
-     $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::int4[], \
-     $14::text[], $15::bytea[], $16::text[]) WITH ORDINALITY AS i (principal, application, \
-     method, route, key, fingerprint_version, fingerprint, canonical_body, lease_token, \
-     lease_until, expires_at, tombstone_until, response_status, response_headers, \
-     response_body, resource, n)), \
-     lock AS MATERIALIZED (SELECT n, pg_try_advisory_xact_lock(hashtextextended(concat_ws(\
-     E'\\x1f', current_schema(), principal, application, method, route, key), 0)) AS free \
-     FROM input ORDER BY n), \
-     claim AS (INSERT INTO idempotency_records (principal, application, method, route, key, \
-     state, fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, \
-     expires_at, tombstone_until, response_status, response_headers, response_body, \
-     resource) SELECT principal, application, method, route, key, 'completed', \
-     fingerprint_version, fingerprint, canonical_body, lease_token, lease_until, expires_at, \
-     tombstone_until, response_status, response_headers, response_body, resource \
-     FROM input JOIN lock USING (n) WHERE free ORDER BY n ON CONFLICT DO NOTHING \
-     RETURNING lease_token) \
-     SELECT lease_token FROM claim";
+pub const CLAIM_MANY: &str = concat!("WITH ", claim_many_cte!(), " SELECT lease_token FROM claim");
 
 /// [`Claim::CTE`] for many claims in ONE statement, for a host that batches the writes of
 /// several requests in one transaction: which of `claims` it claimed (`true` at its index).
@@ -403,28 +430,9 @@ pub const CLAIM_MANY: &str = "WITH input AS MATERIALIZED (SELECT * FROM UNNEST($
 /// resolves it. Two claims of one scope in `claims` claim it once (the first). A claim whose
 /// write then does not happen must be deleted in the same transaction ([`unclaim`]).
 pub async fn claim_many(conn: &mut PgConnection, claims: &[Claim<'_>]) -> Result<Vec<bool>> {
-    let mut columns = ClaimColumns::default();
-    for claim in claims {
-        columns.push(claim);
-    }
-    let [principals, applications, methods, routes, keys] = columns.scope;
-    let claimed: std::collections::HashSet<String> = sqlx::query_scalar(CLAIM_MANY)
-        .bind(principals)
-        .bind(applications)
-        .bind(methods)
-        .bind(routes)
-        .bind(keys)
-        .bind(columns.fingerprint_versions)
-        .bind(columns.fingerprints)
-        .bind(columns.canonical_bodies)
-        .bind(columns.tokens)
-        .bind(columns.nows)
-        .bind(columns.expires)
-        .bind(columns.tombstones)
-        .bind(columns.statuses)
-        .bind(columns.headers)
-        .bind(columns.bodies)
-        .bind(columns.resources)
+    let mut args = PgArguments::default();
+    Claim::add_many_to(claims, &mut args)?;
+    let claimed: std::collections::HashSet<String> = sqlx::query_scalar_with(CLAIM_MANY, args)
         .fetch_all(&mut *conn)
         .await?
         .into_iter()
@@ -498,6 +506,24 @@ impl<'a> ClaimColumns<'a> {
         self.headers.push(row.headers);
         self.bodies.push(row.body);
         self.resources.push(row.resource);
+    }
+
+    /// Adds the arrays, `$1`..`$16` in order.
+    fn add_to(self, args: &mut PgArguments) -> Result<()> {
+        for column in self.scope {
+            add(args, column)?;
+        }
+        add(args, self.fingerprint_versions)?;
+        add(args, self.fingerprints)?;
+        add(args, self.canonical_bodies)?;
+        add(args, self.tokens)?;
+        add(args, self.nows)?;
+        add(args, self.expires)?;
+        add(args, self.tombstones)?;
+        add(args, self.statuses)?;
+        add(args, self.headers)?;
+        add(args, self.bodies)?;
+        add(args, self.resources)
     }
 }
 

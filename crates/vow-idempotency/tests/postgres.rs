@@ -335,6 +335,77 @@ async fn many_claims_in_one_statement_claim_each_free_scope_once() {
     ));
 }
 
+/// Many claims folded into a host's one statement outside any transaction
+/// (`Claim::MANY_CTE`): the host writes the requests whose scopes were claimed, and their
+/// records commit with those writes; a host statement that fails leaves no claim behind.
+#[tokio::test]
+async fn many_claims_folded_into_the_hosts_one_statement_commit_with_its_writes() {
+    let pool = db(2).await;
+    let (fp, canonical) = request(BODY);
+    let (settings, response) = (settings(), response());
+    let (alice, carol, dave) = (
+        alice(),
+        scope("carol", Some("app_1"), "k"),
+        scope("dave", Some("app_1"), "k"),
+    );
+    let tokens: Vec<LeaseToken> = (0..4).map(|i| LeaseToken(format!("batch-{i}"))).collect();
+    let claim = |scope, token| Claim {
+        scope,
+        fingerprint: &fp,
+        canonical_body: &canonical,
+        token,
+        now: t(0),
+        settings: &settings,
+        response: Some(&response),
+    };
+    assert_eq!(
+        prerendered_write(&pool, &dave, "msg_dave", t(0), false).await,
+        Recorded::Fresh
+    );
+    // The host writes a message per request whose scope it claimed.
+    let sql = format!(
+        "WITH {}, w AS (INSERT INTO messages (id) SELECT m.id FROM UNNEST(${}::text[], \
+         ${}::text[]) AS m (id, token) WHERE m.token IN (SELECT lease_token FROM claim) \
+         RETURNING id) SELECT id FROM w ORDER BY id",
+        Claim::MANY_CTE,
+        Claim::PARAMS + 1,
+        Claim::PARAMS + 2
+    );
+    let host = |claims: &[Claim<'_>], ids: &[Option<&str>]| {
+        let mut args = PgArguments::default();
+        Claim::add_many_to(claims, &mut args).unwrap();
+        args.add(ids.to_vec()).unwrap();
+        let tokens: Vec<&str> = claims.iter().map(|c| c.token.0.as_str()).collect();
+        args.add(tokens).unwrap();
+        sqlx::query_scalar_with::<_, String, _>(&sql, args).fetch_all(&pool)
+    };
+
+    // alice twice (claimed once) and dave (who has a record): only alice's first is written.
+    let claims = [
+        claim(&alice, &tokens[0]),
+        claim(&alice, &tokens[1]),
+        claim(&dave, &tokens[2]),
+    ];
+    let ids = [Some("msg_a0"), Some("msg_a1"), Some("msg_d")];
+    let written = host(&claims, &ids).await.unwrap();
+    assert_eq!(written, ["msg_a0"]);
+    // carol's write fails (her message has no id): her claim goes with it.
+    let failed = host(&[claim(&carol, &tokens[3])], &[None]).await;
+    assert!(failed.is_err(), "{failed:?}");
+
+    let kept: Vec<(String, String)> =
+        sqlx::query_as("SELECT principal, lease_token FROM idempotency_records ORDER BY principal")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let kept: Vec<(&str, &str)> = kept.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    assert_eq!(kept, [("dave", "token-msg_dave"), ("tok_alice", "batch-0")]);
+    assert!(matches!(
+        start(&pool, &carol, BODY, t(1)).await,
+        Begun::Owner(_)
+    ));
+}
+
 async fn count(pool: &PgPool, table_and_where: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT count(*) FROM {table_and_where}"))
         .fetch_one(pool)

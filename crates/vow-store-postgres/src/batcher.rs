@@ -4,8 +4,10 @@
 //!
 //! A batch is written by its kind's [`Writer::write_together`], in one transaction, or with no
 //! transaction around it when [`Writer::one_write`] says its writes are one statement (which
-//! commits alone: two round trips fewer). Each job it wrote is answered after the commit, so
-//! an answer means its rows are durable. The jobs it left, and every job of a batch whose
+//! commits alone: two round trips fewer); if that statement fails on a unique violation (a row
+//! it cannot leave out, such as a keyed create's taken `eventId`), the batch is written again in
+//! a transaction, whose statements can. Each job it wrote is answered after the commit, so an
+//! answer means its rows are durable. The jobs it left, and every job of a batch whose
 //! statements failed (the cause is then one row, or a lock lost to another transaction), are
 //! handed back to their callers, who write each through [`Writer::alone`] in its own
 //! transaction on the shared pool (under the intake's permits, never refused: they were
@@ -20,11 +22,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot, Mutex};
 use vow_store::{StoreError, StoreResult};
 
-use crate::error::{db_error, is_contention};
+use crate::error::{db_error, is_contention, is_unique_violation};
 use crate::flusher_thread::FlusherThread;
 use crate::intake::Intake;
 
@@ -45,16 +47,18 @@ pub(crate) trait Writer: Send + Sync + 'static {
     /// What the jobs are, for errors and logs ("message creates").
     const WHAT: &'static str;
 
-    /// Whether [`Writer::write_together`] writes `jobs` in one statement, after reads that lock
-    /// nothing, so that statement is their transaction and needs no other around it.
+    /// Whether [`Writer::write_together`] can write `jobs` in one statement, after reads that
+    /// lock nothing, so that statement is their transaction and needs no other around it.
     fn one_write(jobs: &[&Self::Job]) -> bool;
 
-    /// The batch's writes on `conn`, in a transaction the caller commits unless
-    /// [`Writer::one_write`]: for each job, what was written for it, `None` for a job left to
-    /// [`Writer::alone`].
+    /// The batch's writes on `conn`: `in_transaction`, in a transaction the caller commits;
+    /// otherwise as [`Writer::one_write`]'s one statement, which fails whole with a unique
+    /// violation on a row only the transaction's statements can leave out. For each job, what
+    /// was written for it, `None` for a job left to [`Writer::alone`].
     fn write_together(
         conn: &mut PgConnection,
         jobs: &[&Self::Job],
+        in_transaction: bool,
     ) -> impl Future<Output = sqlx::Result<Vec<Option<Self::Written>>>> + Send;
 
     /// The answer of a job the batch wrote.
@@ -254,18 +258,25 @@ async fn write<W: Writer>(pool: &PgPool, batch: Vec<Queued<W::Job, W::Answer>>) 
     }
 }
 
-/// [`Writer::write_together`], committed before it returns: in a transaction of its own, or,
-/// when it is [`Writer::one_write`], as its one statement commits.
+/// [`Writer::write_together`], committed before it returns: as its one statement when it is
+/// [`Writer::one_write`] (in a transaction after all if that fails on a unique violation), or
+/// in a transaction of its own.
 async fn write_together<W: Writer>(
     pool: &PgPool,
     jobs: &[&W::Job],
 ) -> sqlx::Result<Vec<Option<W::Written>>> {
+    let mut conn = pool.acquire().await?;
     if W::one_write(jobs) {
-        let mut conn = pool.acquire().await?;
-        return W::write_together(&mut conn, jobs).await;
+        match W::write_together(&mut conn, jobs, false).await {
+            Err(e) if is_unique_violation(&e) => {
+                // The statement wrote nothing; the transaction leaves the row out.
+                tracing::debug!(error = %e, what = W::WHAT, "a batch's one statement conflicted; writing it in a transaction");
+            }
+            written => return written,
+        }
     }
-    let mut tx = pool.begin().await?;
-    match W::write_together(&mut tx, jobs).await {
+    let mut tx = conn.begin().await?;
+    match W::write_together(&mut tx, jobs, true).await {
         Ok(written) => {
             tx.commit().await?;
             Ok(written)

@@ -8,11 +8,19 @@
 
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::types::Json;
-use sqlx::{Column, Row, TypeInfo};
+use sqlx::{Arguments, Column, Postgres, Row, TypeInfo};
 use vow_store::rows::{Columns, FromColumns};
 use vow_store::{DeliveryOptions, StoreError, StoreResult};
+
+/// Adds one parameter value.
+pub(crate) fn add<'q, T>(args: &mut PgArguments, value: T) -> sqlx::Result<()>
+where
+    T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
+{
+    args.add(value).map_err(sqlx::Error::Encode)
+}
 
 /// A `PgRow` as [`Columns`]: `timestamptz`, `text[]`, `jsonb`, integers of any width.
 pub(crate) struct PgColumns<'r>(pub(crate) &'r PgRow);

@@ -107,6 +107,12 @@ pub(crate) fn is_contention(err: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether `err` is a unique violation (SQLSTATE `23505`).
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|db| db.is_unique_violation())
+}
+
 /// serialization_failure, deadlock_detected, lock_not_available.
 fn is_contention_code(code: &str) -> bool {
     matches!(code, "40001" | "40P01" | "55P03")

@@ -1,19 +1,21 @@
-//! Group commit of message creates, keyed or not: concurrent creates share one transaction, a
-//! few multi-row statements and one commit, as SQLite's writer batches them.
+//! Group commit of message creates, keyed or not: concurrent creates share one statement and
+//! its commit, as SQLite's writer batches them.
 //!
 //! A create ([`GroupCommit::create`]) queues a job on a [`Batcher`] and waits for its answer.
-//! Each batch (up to [`MAX_BATCH`](crate::batcher::MAX_BATCH) creates) is written with one
-//! read and one to three writes: one statement reads the batch's applications and their
-//! endpoints, the fan-out is picked here (as the one-message path picks it, [`message::pick`]),
-//! one statement claims the `Idempotency-Key`s of the keyed creates with their responses
-//! ([`records::claim_many`], before any message is written, as a keyed create alone claims
-//! first), and one statement inserts every message with its channels and deliveries (`ON
-//! CONFLICT DO NOTHING`, so a duplicate `eventId` skips only its own message). A key claimed for
-//! a message that was then not written is deleted again before the commit
-//! ([`records::unclaim`]). A batch with keys is one transaction; one without is its insert
-//! alone, which commits as it ends. The read locks nothing: an application or endpoint deleted
-//! after it fails the insert on its foreign key, and with it the batch. Each job is answered
-//! after the commit, so an answer means its rows (and its key's record) are durable.
+//! Each batch (up to [`MAX_BATCH`](crate::batcher::MAX_BATCH) creates) is written in two round
+//! trips, with no transaction around them: one statement reads the batch's applications and
+//! their endpoints (locking nothing), the fan-out is picked here (as the one-message path picks
+//! it, [`message::pick`]), and one statement claims the `Idempotency-Key`s of the keyed creates
+//! with their responses ([`records::Claim::MANY_CTE`]) and inserts every message with its
+//! channels and deliveries: an unkeyed message, or a keyed one whose key it claimed. It commits
+//! as it ends, so the record of a key commits with its message. An unkeyed message whose
+//! `eventId` is taken is skipped; a keyed one fails the statement (its claim must not commit
+//! without its message), and the batch is written again in a transaction: keys claimed
+//! ([`records::claim_many`]), messages inserted with those whose `eventId` is taken skipped,
+//! and the keys of the skipped ones deleted again ([`records::unclaim`]) before the commit. An
+//! application or endpoint deleted after the read fails the insert on its foreign key, and with
+//! it the batch. Each job is answered after the commit, so an answer means its rows (and its
+//! key's record) are durable.
 //!
 //! What the batch does not write goes through the one-message path ([`message::create_alone`],
 //! in its own transaction) after the commit, which answers it exactly as it always did: a
@@ -25,7 +27,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock};
 
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{PgConnection, PgPool};
 use vow_core::EndpointId;
 use vow_idempotency::postgres as records;
@@ -36,7 +38,7 @@ use vow_store::{CreatedMessage, Message, MessageCreate, NewMessage, StoreResult}
 
 use crate::batcher::{Batcher, Writer};
 
-use crate::convert::{read_optional, PgColumns};
+use crate::convert::{add, read_optional, PgColumns};
 use crate::flusher_thread::FlusherThread;
 use crate::idempotency::{step, transaction};
 use crate::intake::Intake;
@@ -84,16 +86,22 @@ impl Writer for Creates {
     type Written = usize;
     const WHAT: &'static str = "message creates";
 
-    /// Without keys, a batch's one write is its insert.
-    fn one_write(jobs: &[&Create]) -> bool {
-        jobs.iter().all(|job| job.key.is_none())
+    /// A batch's one write is its insert, which claims its keys.
+    fn one_write(_: &[&Create]) -> bool {
+        true
     }
 
     async fn write_together(
         conn: &mut PgConnection,
         jobs: &[&Create],
+        in_transaction: bool,
     ) -> sqlx::Result<Vec<Option<usize>>> {
-        write_together(conn, jobs).await
+        let fan_outs = fan_outs(conn, jobs).await?;
+        if in_transaction {
+            claim_insert_unclaim(conn, jobs, fan_outs).await
+        } else {
+            claim_and_insert(conn, jobs, fan_outs).await
+        }
     }
 
     fn answer(job: Create, deliveries: usize) -> Applied<CreatedMessage> {
@@ -116,40 +124,69 @@ impl Writer for Creates {
     }
 }
 
-/// The batch's writes on `conn` (in a transaction when it has keys): for each job, how many
-/// deliveries its message got, `None` for those left to the one-message path (application or
-/// endpoint not found, key not claimed, `eventId` taken).
-async fn write_together(
+/// Reads the batch's applications and endpoints: for each job, its message's deliveries, `None`
+/// for one left to the one-message path (application or endpoint not found).
+async fn fan_outs(
     conn: &mut PgConnection,
     jobs: &[&Create],
-) -> sqlx::Result<Vec<Option<usize>>> {
+) -> sqlx::Result<Vec<Option<message::FanOut>>> {
     let endpoints = read_endpoints(conn, jobs).await?;
-    let mut fan_outs: Vec<Option<message::FanOut>> = jobs
+    Ok(jobs
         .iter()
         .map(|job| {
             endpoints
                 .get(job.new.app_id.to_string().as_str())
                 .and_then(|eps| fan_out(eps, job))
         })
-        .collect();
+        .collect())
+}
+
+/// The batch's one statement, outside any transaction: it claims the keys of the keyed jobs
+/// with a fan-out and inserts the messages of the unkeyed ones and of those whose keys it
+/// claimed ([`INSERT`]`[1]`, or [`INSERT`]`[0]` when none is keyed). A keyed message whose
+/// `eventId` is taken fails it whole, claims and all (a unique violation: the batch is then
+/// written in a transaction, [`claim_insert_unclaim`]); an unkeyed one is skipped. For each job,
+/// how many deliveries its message got, `None` for one it left.
+async fn claim_and_insert(
+    conn: &mut PgConnection,
+    jobs: &[&Create],
+    fan_outs: Vec<Option<message::FanOut>>,
+) -> sqlx::Result<Vec<Option<usize>>> {
+    let mut rows = Rows::default();
+    let mut claims = Vec::new();
+    for (job, fan_out) in jobs.iter().zip(&fan_outs) {
+        if let Some(fan_out) = fan_out {
+            let token = job
+                .key
+                .as_ref()
+                .map(|(record, _, _)| record.token.0.as_str());
+            rows.push(&job.new, fan_out, token);
+            claims.extend(job.key.as_ref().map(message::claim_of));
+        }
+    }
+    let inserted = rows.insert(conn, &claims).await?;
+    Ok(written(jobs, fan_outs, &inserted))
+}
+
+/// The batch's writes in a transaction: the keys of the keyed jobs with a fan-out claimed
+/// ([`claim_keys`]), the messages of the unkeyed ones and of those whose keys it claimed
+/// inserted (one whose `eventId` is taken skipped), and the key of each keyed message not
+/// inserted deleted again ([`records::unclaim`]). For each job, how many deliveries its message
+/// got, `None` for one it left.
+async fn claim_insert_unclaim(
+    conn: &mut PgConnection,
+    jobs: &[&Create],
+    mut fan_outs: Vec<Option<message::FanOut>>,
+) -> sqlx::Result<Vec<Option<usize>>> {
     let claimed = claim_keys(conn, jobs, &mut fan_outs).await?;
     let mut rows = Rows::default();
     for (job, fan_out) in jobs.iter().zip(&fan_outs) {
         if let Some(fan_out) = fan_out {
-            rows.push(&job.new, fan_out);
+            rows.push(&job.new, fan_out, None);
         }
     }
-    let inserted: BTreeSet<String> = if rows.is_empty() {
-        BTreeSet::new()
-    } else {
-        rows.insert(conn).await?
-    };
-    let written: Vec<Option<usize>> = jobs
-        .iter()
-        .zip(fan_outs)
-        .map(|(job, f)| f.filter(|_| inserted.contains(&job.new.id.to_string())))
-        .map(|f| f.map(|f| f.ids.len()))
-        .collect();
+    let inserted = rows.insert(conn, &[]).await?;
+    let written = written(jobs, fan_outs, &inserted);
     let unwritten: Vec<records::Claim<'_>> = claimed
         .iter()
         .filter(|&&i| written[i].is_none())
@@ -161,6 +198,19 @@ async fn write_together(
             .map_err(postgres_error)?;
     }
     Ok(written)
+}
+
+/// For each job, how many deliveries its message got if it was `inserted`.
+fn written(
+    jobs: &[&Create],
+    fan_outs: Vec<Option<message::FanOut>>,
+    inserted: &BTreeSet<String>,
+) -> Vec<Option<usize>> {
+    jobs.iter()
+        .zip(fan_outs)
+        .map(|(job, f)| f.filter(|_| inserted.contains(&job.new.id.to_string())))
+        .map(|f| f.map(|f| f.ids.len()))
+        .collect()
 }
 
 /// Claims the keys of the keyed jobs that have a fan-out, in one statement; a job whose key it
@@ -258,21 +308,40 @@ fn app_endpoint(row: PgRow) -> sqlx::Result<(String, Option<FanOutEndpoint>)> {
     Ok((app, read_optional(&columns, &mut r)?))
 }
 
-/// Inserts the messages `$1` to `$9` (as columns; one whose `eventId` is taken is skipped),
-/// the channels of those inserted and their deliveries `$10` to `$13`: the ids inserted.
-static INSERT: LazyLock<String> = LazyLock::new(|| {
+/// The batch's insert: `[0]` inserts the messages `$1` to `$9` (as columns; one whose
+/// `eventId` is taken is skipped), the channels of those inserted and their deliveries `$10` to
+/// `$13`, and yields the ids inserted. `[1]` first claims keys ([`records::Claim::MANY_CTE`],
+/// `$1` to `$16`), then does the same with every number after those, and with the messages'
+/// claim tokens (`$30`, `NULL` for an unkeyed one): a keyed message is inserted only if its key
+/// was claimed, and one whose `eventId` is taken fails the statement (its claim must not
+/// commit without it).
+static INSERT: LazyLock<[String; 2]> = LazyLock::new(|| [insert(false), insert(true)]);
+
+/// [`INSERT`]`[usize::from(claiming)]`.
+fn insert(claiming: bool) -> String {
+    let first = if claiming { records::Claim::PARAMS } else { 0 };
+    let p = |n: usize| format!("${}", first + n);
+    let (claims, token, gate, skip) = if claiming {
+        (
+            format!("{}, ", records::Claim::MANY_CTE),
+            format!(", {}::text[]", p(14)),
+            "WHERE n.token IS NULL OR n.token IN (SELECT lease_token FROM claim) ",
+            "",
+        )
+    } else {
+        (String::new(), String::new(), "", "ON CONFLICT DO NOTHING ")
+    };
     format!(
-        "WITH message AS (INSERT INTO messages ({}) \
+        "WITH {claims}message AS (INSERT INTO messages ({}) \
            SELECT n.id, n.app_id, n.event_id, n.event_type, \
              CASE WHEN n.channels IS NULL THEN NULL \
                ELSE ARRAY(SELECT jsonb_array_elements_text(n.channels::jsonb)) END, \
              n.payload, n.expires, n.now, n.traceparent \
-           FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-             $6::text[], $7::timestamptz[], $8::timestamptz[], $9::text[]) \
+           FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[], {}::text[], \
+             {}::text[], {}::timestamptz[], {}::timestamptz[], {}::text[]{token}) \
              AS n (id, app_id, event_id, event_type, channels, payload, expires, now, \
-               traceparent) \
-           ON CONFLICT DO NOTHING \
-           RETURNING id, app_id, channels, created_at), \
+               traceparent{}) \
+           {gate}{skip}RETURNING id, app_id, channels, created_at), \
          channels AS (INSERT INTO message_channels (app_id, channel, msg_id) \
            SELECT DISTINCT m.app_id, c, m.id FROM message m, UNNEST(m.channels) AS c), \
          deliveries AS (INSERT INTO deliveries \
@@ -280,13 +349,27 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
             created_at) \
            SELECT d.id, m.app_id, m.id, d.endpoint_id, d.status, 0, m.created_at, \
              m.created_at \
-           FROM UNNEST($10::text[], $11::text[], $12::text[], $13::text[]) \
+           FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[]) \
              AS d (id, msg_id, endpoint_id, status) \
            JOIN message m ON m.id = d.msg_id) \
          SELECT id FROM message",
-        Message::COLUMNS
+        Message::COLUMNS,
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5),
+        p(6),
+        p(7),
+        p(8),
+        p(9),
+        if claiming { ", token" } else { "" },
+        p(10),
+        p(11),
+        p(12),
+        p(13),
     )
-});
+}
 
 /// The batch's messages and deliveries as column arrays, for one `UNNEST` insert; the text
 /// borrowed from the jobs.
@@ -302,6 +385,8 @@ struct Rows<'j> {
     expires: Vec<chrono::DateTime<chrono::Utc>>,
     nows: Vec<chrono::DateTime<chrono::Utc>>,
     traceparents: Vec<Option<&'j str>>,
+    /// The claim token of each keyed message.
+    tokens: Vec<Option<&'j str>>,
     delivery_ids: Vec<String>,
     delivery_msgs: Vec<String>,
     delivery_endpoints: Vec<String>,
@@ -313,8 +398,8 @@ impl<'j> Rows<'j> {
         self.ids.is_empty()
     }
 
-    /// Adds `new` and its deliveries.
-    fn push(&mut self, new: &'j NewMessage, fan_out: &message::FanOut) {
+    /// Adds `new` (keyed, with its claim's `token`) and its deliveries.
+    fn push(&mut self, new: &'j NewMessage, fan_out: &message::FanOut, token: Option<&'j str>) {
         let id = new.id.to_string();
         self.delivery_ids.extend_from_slice(&fan_out.ids);
         self.delivery_msgs
@@ -335,25 +420,44 @@ impl<'j> Rows<'j> {
         self.expires.push(new.payload_expires_at);
         self.nows.push(new.now);
         self.traceparents.push(new.traceparent.as_deref());
+        self.tokens.push(token);
     }
 
-    /// Inserts every message (one whose `eventId` is taken is skipped), the channels and
-    /// deliveries of those inserted, in one statement ([`INSERT`]): the ids inserted.
-    async fn insert(self, conn: &mut PgConnection) -> sqlx::Result<BTreeSet<String>> {
-        let ids: Vec<String> = sqlx::query_scalar(INSERT.as_str())
-            .bind(self.ids)
-            .bind(self.app_ids)
-            .bind(self.event_ids)
-            .bind(self.event_types)
-            .bind(self.channels)
-            .bind(self.payloads)
-            .bind(self.expires)
-            .bind(self.nows)
-            .bind(self.traceparents)
-            .bind(self.delivery_ids)
-            .bind(self.delivery_msgs)
-            .bind(self.delivery_endpoints)
-            .bind(self.delivery_statuses)
+    /// Inserts every message, the channels and deliveries of those inserted, in one statement:
+    /// without `claims`, [`INSERT`]`[0]` (one whose `eventId` is taken is skipped); with them,
+    /// [`INSERT`]`[1]`, claiming them first (a keyed message is inserted only if its key was
+    /// claimed). The ids inserted.
+    async fn insert(
+        self,
+        conn: &mut PgConnection,
+        claims: &[records::Claim<'_>],
+    ) -> sqlx::Result<BTreeSet<String>> {
+        if self.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let claiming = !claims.is_empty();
+        let mut args = PgArguments::default();
+        if claiming {
+            records::Claim::add_many_to(claims, &mut args).map_err(postgres_error)?;
+        }
+        add(&mut args, self.ids)?;
+        add(&mut args, self.app_ids)?;
+        add(&mut args, self.event_ids)?;
+        add(&mut args, self.event_types)?;
+        add(&mut args, self.channels)?;
+        add(&mut args, self.payloads)?;
+        add(&mut args, self.expires)?;
+        add(&mut args, self.nows)?;
+        add(&mut args, self.traceparents)?;
+        add(&mut args, self.delivery_ids)?;
+        add(&mut args, self.delivery_msgs)?;
+        add(&mut args, self.delivery_endpoints)?;
+        add(&mut args, self.delivery_statuses)?;
+        if claiming {
+            add(&mut args, self.tokens)?;
+        }
+        let sql = INSERT[usize::from(claiming)].as_str();
+        let ids: Vec<String> = sqlx::query_scalar_with(sql, args)
             .fetch_all(&mut *conn)
             .await?;
         Ok(ids.into_iter().collect())
@@ -363,8 +467,14 @@ impl<'j> Rows<'j> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::is_unique_violation;
     use crate::kept_plans::tests::assert_index_reads_any_join;
     use crate::testing::{deliveries_to_ep_1, ONE_APP_AND_ENDPOINT};
+    use sqlx::Connection;
+    use vow_core::{AppId, MessageId};
+    use vow_store::idempotency::{
+        Fingerprint, FreshClaim, LeaseToken, Record, Scope, Settings, StoredResponse,
+    };
 
     /// On an empty store (where a kept plan goes wrong) and on an analyzed one of 1,000
     /// applications, every statement a batch may run reads each table by an index condition.
@@ -389,6 +499,8 @@ mod tests {
         let claim_args = "'{p}', '{a}', '{POST}', '{r}', '{k}', '{1}', '{f}', '{c}', '{t}', \
              ARRAY[now()], ARRAY[now()], ARRAY[now()], '{202}', '{h}', ARRAY['\\x00'::bytea], \
              '{msg_1}'";
+        let claim_and_insert_types = format!("{claim_types}, {insert_types}, text[]");
+        let claim_and_insert_args = format!("{claim_args}, {insert_args}, '{{t}}'");
         let unclaim_types = text(6);
         let unclaim_args = "'{p}', '{a}', '{POST}', '{r}', '{k}', '{t}'";
         let statements = [
@@ -406,9 +518,15 @@ mod tests {
             ),
             (
                 "insert",
-                INSERT.as_str(),
+                INSERT[0].as_str(),
                 insert_types.as_str(),
                 insert_args,
+            ),
+            (
+                "key claims and insert",
+                INSERT[1].as_str(),
+                claim_and_insert_types.as_str(),
+                claim_and_insert_args.as_str(),
             ),
             (
                 "key unclaims",
@@ -432,6 +550,108 @@ mod tests {
         ] {
             sqlx::raw_sql(&fill).execute(&mut *conn).await.unwrap();
             assert_index_reads_any_join(&mut conn, state, &statements).await;
+        }
+    }
+
+    /// A batch's one statement writes its keyed and unkeyed creates with a record for each key;
+    /// a keyed create whose `eventId` is taken fails it whole, with nothing written (no claim
+    /// commits without its message), and the batch in a transaction then writes the rest and
+    /// leaves that create, and its key, out.
+    #[tokio::test]
+    async fn one_statement_claims_and_inserts_and_a_taken_event_id_needs_the_transaction() {
+        let (store, _url) = crate::testing::fresh_store().await;
+        let mut conn = store.conn().await.unwrap();
+        let app = AppId::new();
+        sqlx::raw_sql(&format!(
+            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
+               VALUES ('{app}', 'a', '{{}}', now(), now());
+             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+                                    created_at, updated_at)
+               VALUES ('ep_1', '{app}', 'https://example.com/', '', false, '{{}}', '{{}}',
+                       now(), now());"
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        let counts = "SELECT (SELECT count(*) FROM messages), \
+             (SELECT count(*) FROM deliveries), (SELECT count(*) FROM idempotency_records)";
+        let count = async |conn: &mut PgConnection| -> (i64, i64, i64) {
+            sqlx::query_as(counts).fetch_one(conn).await.unwrap()
+        };
+
+        let first = [
+            create(app, Some("taken"), None),
+            create(app, None, Some("k1")),
+        ];
+        let refs: Vec<&Create> = first.iter().collect();
+        let written = Creates::write_together(&mut conn, &refs, false).await;
+        assert_eq!(written.unwrap(), [Some(1), Some(1)]);
+        assert_eq!(count(&mut conn).await, (2, 2, 1));
+
+        let second = [
+            create(app, None, Some("k2")),
+            create(app, Some("taken"), Some("k3")),
+            create(app, None, None),
+        ];
+        let refs: Vec<&Create> = second.iter().collect();
+        let failed = Creates::write_together(&mut conn, &refs, false).await;
+        assert!(
+            failed.as_ref().is_err_and(is_unique_violation),
+            "{failed:?}"
+        );
+        assert_eq!(count(&mut conn).await, (2, 2, 1), "nothing written");
+
+        let mut tx = conn.begin().await.unwrap();
+        let written = Creates::write_together(&mut tx, &refs, true).await;
+        tx.commit().await.unwrap();
+        assert_eq!(written.unwrap(), [Some(1), None, Some(1)]);
+        assert_eq!(count(&mut conn).await, (4, 4, 2), "k3 has no record");
+    }
+
+    /// A create of one message to `app` (with `event_id`), keyed with `key` as the server's hot
+    /// path keys it: the response rendered before the write.
+    fn create(app: AppId, event_id: Option<&str>, key: Option<&str>) -> Create {
+        let now = chrono::Utc::now();
+        let new = NewMessage {
+            id: MessageId::new(),
+            app_id: app,
+            event_id: event_id.map(str::to_string),
+            event_type: "t".into(),
+            channels: None,
+            payload: "{}".into(),
+            payload_expires_at: now,
+            now,
+            traceparent: None,
+        };
+        let key = key.map(|key| {
+            let record = Record {
+                scope: Scope {
+                    principal: "admin".into(),
+                    application: Some(app.to_string()),
+                    method: "POST".into(),
+                    route: "/api/v1/app/{app_id}/msg".into(),
+                    key: vow_idempotency::IdempotencyKey::parse(key).unwrap(),
+                },
+                token: LeaseToken::generate(),
+                fresh: None,
+                now,
+                settings: Settings::default(),
+            };
+            let fresh = FreshClaim {
+                fingerprint: Fingerprint::of("POST", "/api/v1/app/{app_id}/msg", key.as_bytes()),
+                canonical_body: key.into(),
+                on_takeover: None,
+            };
+            let response = StoredResponse {
+                resource: Some(new.id.to_string()),
+                ..StoredResponse::json(202, &serde_json::json!({ "id": new.id.to_string() }))
+            };
+            (record, fresh, response)
+        });
+        Create {
+            new,
+            only: None,
+            key,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{Arguments, PgConnection, Postgres, QueryBuilder};
+use sqlx::{PgConnection, Postgres, QueryBuilder};
 use vow_core::MessageId;
 use vow_core::{AppId, DeliveryId, EndpointId};
 use vow_idempotency::postgres as records;
@@ -26,7 +26,7 @@ use vow_store::{
     CreatedMessage, Message, MessageFilter, MessageKey, NewMessage, Seek, StoreError, StoreResult,
 };
 
-use crate::convert::{not_found, read, read_optional, PgColumns};
+use crate::convert::{self, not_found, read, read_optional, PgColumns};
 use crate::error::db_error;
 use crate::error::record_error;
 use crate::idempotency::{keyed, step, transaction};
@@ -327,13 +327,12 @@ pub(crate) fn pick<'e>(
     fan_out
 }
 
-/// Adds one parameter value.
+/// Adds one parameter value ([`convert::add`]).
 fn add<'q, T>(args: &mut PgArguments, value: T) -> StoreResult<()>
 where
     T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres>,
 {
-    args.add(value)
-        .map_err(|e| db_error(sqlx::Error::Encode(e)))
+    convert::add(args, value).map_err(db_error)
 }
 
 /// Restricts a message listing to the messages with a delivery to one endpoint, optionally in

@@ -62,9 +62,11 @@ impl Writer for Claims {
         jobs.iter().all(|new| new.replay_guard.is_none())
     }
 
+    /// The same statements in a transaction or not (their insert skips a taken id).
     async fn write_together(
         conn: &mut PgConnection,
         jobs: &[&NewInboundEvent],
+        _in_transaction: bool,
     ) -> sqlx::Result<Vec<Option<InboundEvent>>> {
         write_together(conn, jobs).await
     }
