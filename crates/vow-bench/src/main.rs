@@ -110,6 +110,11 @@ struct Cli {
     #[arg(long, value_name = "FILE|DATABASE")]
     seed: Option<String>,
 
+    /// Send every message create with a fresh Idempotency-Key, as the Svix SDKs do (the
+    /// idempotency scenario chooses its own).
+    #[arg(long)]
+    keyed: bool,
+
     /// Repeat every scenario this many times and print medians.
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -233,6 +238,7 @@ fn main() -> anyhow::Result<()> {
         expired: cli.expired,
         idle_count: cli.idle_count,
         seed: cli.seed.clone(),
+        keyed: cli.keyed,
     };
     println!("{}", machine::banner());
     println!(

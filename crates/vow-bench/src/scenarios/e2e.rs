@@ -43,8 +43,9 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
     let j = &closed.joined;
 
     let mut r = Report::new(format!(
-        "e2e {} endpoints={n} rate={} deliveries/s duration={}s",
+        "e2e {}{} endpoints={n} rate={} deliveries/s duration={}s",
         opts.backend(),
+        opts.keyed_label(),
         opts.rate,
         duration.as_secs()
     ));

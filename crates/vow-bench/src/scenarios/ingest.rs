@@ -24,8 +24,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
     let closed = rig.close(&load, false, None).await?;
 
     let mut r = Report::new(format!(
-        "ingest {} concurrency={} duration={}s",
+        "ingest {}{} concurrency={} duration={}s",
         opts.backend(),
+        opts.keyed_label(),
         opts.concurrency,
         duration.as_secs()
     ));

@@ -78,12 +78,23 @@ pub struct Options {
     pub idle_count: usize,
     /// `console`'s seeded database: a SQLite file, or with `--pg` a database name.
     pub seed: Option<String>,
+    /// Whether every message create carries a fresh `Idempotency-Key`.
+    pub keyed: bool,
 }
 
 impl Options {
     /// The scenario's duration: `--duration`, else `default`.
     pub fn duration_or(&self, default: u64) -> Duration {
         self.duration.unwrap_or(Duration::from_secs(default))
+    }
+
+    /// " keyed" when every create carries an `Idempotency-Key`, for report titles.
+    pub fn keyed_label(&self) -> &'static str {
+        if self.keyed {
+            " keyed"
+        } else {
+            ""
+        }
     }
 
     /// "sqlite" or "postgres".
@@ -180,7 +191,7 @@ impl Rig {
             app,
             clock,
             counters: Arc::new(Counters::default()),
-            keyed: false,
+            keyed: opts.keyed,
         };
         Ok(Self {
             db,
