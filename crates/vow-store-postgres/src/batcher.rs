@@ -22,11 +22,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool, Postgres, Transaction};
 use tokio::sync::{mpsc, oneshot, Mutex};
 use vow_store::{StoreError, StoreResult};
 
-use crate::error::{db_error, is_contention, is_unique_violation};
+use crate::error::{db_error, is_contention, is_lock_timeout, is_unique_violation};
 use crate::flusher_thread::FlusherThread;
 use crate::intake::Intake;
 
@@ -35,6 +35,20 @@ pub(crate) const MAX_BATCH: usize = 256;
 
 /// How many batches are written at once: one collects while another commits.
 const FLUSHERS: usize = 2;
+
+/// The flushers' connections' bound on a lock wait: a batch's one statement that waits longer
+/// (behind a table lock, or a row another transaction is writing) fails whole, and the batch
+/// is written in a transaction ([`begin`]), which waits as long as it must. Its statement takes
+/// every lock it needs before it claims any key, so without the bound a key whose write waits
+/// would not be seen in flight by a retry, which would wait too; in the transaction the claims
+/// come first, as in a create alone.
+pub(crate) const LOCK_WAIT: &str = "SET lock_timeout = '10ms'";
+
+/// Begins a batch's transaction, whose lock waits are not bounded ([`LOCK_WAIT`]). One round
+/// trip, as a plain `BEGIN` is.
+pub(crate) async fn begin(conn: &mut PgConnection) -> sqlx::Result<Transaction<'_, Postgres>> {
+    conn.begin_with("BEGIN; SET LOCAL lock_timeout = 0").await
+}
 
 /// How one kind of job is written: a batch together, or one alone.
 pub(crate) trait Writer: Send + Sync + 'static {
@@ -259,8 +273,8 @@ async fn write<W: Writer>(pool: &PgPool, batch: Vec<Queued<W::Job, W::Answer>>) 
 }
 
 /// [`Writer::write_together`], committed before it returns: as its one statement when it is
-/// [`Writer::one_write`] (in a transaction after all if that fails on a unique violation), or
-/// in a transaction of its own.
+/// [`Writer::one_write`] (in a transaction after all if that fails on a unique violation or
+/// waits for a lock past [`LOCK_WAIT`]), or in a transaction of its own.
 async fn write_together<W: Writer>(
     pool: &PgPool,
     jobs: &[&W::Job],
@@ -268,14 +282,14 @@ async fn write_together<W: Writer>(
     let mut conn = pool.acquire().await?;
     if W::one_write(jobs) {
         match W::write_together(&mut conn, jobs, false).await {
-            Err(e) if is_unique_violation(&e) => {
-                // The statement wrote nothing; the transaction leaves the row out.
-                tracing::debug!(error = %e, what = W::WHAT, "a batch's one statement conflicted; writing it in a transaction");
+            Err(e) if is_unique_violation(&e) || is_lock_timeout(&e) => {
+                // The statement wrote nothing; the transaction leaves the row out, or waits.
+                tracing::debug!(error = %e, what = W::WHAT, "a batch's one statement failed; writing it in a transaction");
             }
             written => return written,
         }
     }
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(&mut conn).await?;
     match W::write_together(&mut tx, jobs, true).await {
         Ok(written) => {
             tx.commit().await?;

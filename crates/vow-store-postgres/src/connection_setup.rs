@@ -10,7 +10,8 @@
 //!
 //! Set with `SET` after connecting rather than in the `options` startup parameter, which
 //! pgbouncer refuses unless its `ignore_startup_parameters` lists it (docs/several-nodes.md).
-//! The group commits' connections also keep their plans to index reads (`kept_plans`).
+//! The group commits' connections also keep their plans to index reads (`kept_plans`), and
+//! bound a lock wait outside a transaction (`batcher::LOCK_WAIT`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,15 +19,20 @@ use std::sync::LazyLock;
 
 use sqlx::{Executor, PgConnection};
 
-use crate::kept_plans;
+use crate::{batcher, kept_plans};
 
 /// The statement each new connection runs first.
 const SETUP: &str = "SET jit = off";
 
-/// What each new connection of the group commits' pool runs first: [`SETUP`] and
-/// [`kept_plans::INDEX_READS`], in one round trip.
-static BATCH_SETUP: LazyLock<String> =
-    LazyLock::new(|| format!("{SETUP}; {}", kept_plans::INDEX_READS));
+/// What each new connection of the group commits' pool runs first: [`SETUP`],
+/// [`kept_plans::INDEX_READS`] and [`batcher::LOCK_WAIT`], in one round trip.
+static BATCH_SETUP: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{SETUP}; {}; {}",
+        kept_plans::INDEX_READS,
+        batcher::LOCK_WAIT
+    )
+});
 
 /// A pool's `after_connect` hook.
 pub(crate) type Hook =
@@ -105,14 +111,25 @@ mod tests {
             );
             held.push(conn);
         }
+        let settings = "SELECT setting FROM pg_settings WHERE name IN \
+             ('jit', 'lock_timeout', 'plan_cache_mode', 'enable_seqscan', 'enable_bitmapscan') \
+             ORDER BY name";
+        let shared: Vec<String> = sqlx::query_scalar(settings)
+            .fetch_all(&mut *held[0])
+            .await
+            .unwrap();
+        assert_eq!(shared, ["on", "on", "off", "0", "auto"]);
         let mut batches = store.flushers.pool().acquire().await.unwrap();
-        let settings: Vec<String> = sqlx::query_scalar(
-            "SELECT setting FROM pg_settings WHERE name IN \
-             ('jit', 'plan_cache_mode', 'enable_seqscan', 'enable_bitmapscan') ORDER BY name",
-        )
-        .fetch_all(&mut *batches)
-        .await
-        .unwrap();
-        assert_eq!(settings, ["off", "off", "off", "force_generic_plan"]);
+        let batch: Vec<String> = sqlx::query_scalar(settings)
+            .fetch_all(&mut *batches)
+            .await
+            .unwrap();
+        assert_eq!(batch, ["off", "off", "off", "10", "force_generic_plan"]);
+        let mut tx = crate::batcher::begin(&mut batches).await.unwrap();
+        let waits: String = sqlx::query_scalar("SHOW lock_timeout")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        assert_eq!(waits, "0", "a batch's transaction waits as long as it must");
     }
 }

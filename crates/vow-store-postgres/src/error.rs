@@ -113,6 +113,13 @@ pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
         .is_some_and(|db| db.is_unique_violation())
 }
 
+/// Whether `err` is a lock wait cut short (SQLSTATE `55P03`, lock_not_available: past
+/// `lock_timeout`).
+pub(crate) fn is_lock_timeout(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|db| db.code().as_deref() == Some("55P03"))
+}
+
 /// serialization_failure, deadlock_detected, lock_not_available.
 fn is_contention_code(code: &str) -> bool {
     matches!(code, "40001" | "40P01" | "55P03")

@@ -64,6 +64,30 @@ fn keyed_create(
     }
 }
 
+/// Waits until a transaction that waits behind backend `holder` holds a key's scope lock (an
+/// advisory lock): its key is in flight.
+async fn key_in_flight(watcher: &mut sqlx::PgConnection, holder: i32) {
+    let held = async {
+        loop {
+            let held: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                 AND $1 = ANY(pg_blocking_pids(pid))",
+            )
+            .bind(holder)
+            .fetch_one(&mut *watcher)
+            .await
+            .unwrap();
+            if held > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(HANG, held)
+        .await
+        .expect("the first node's write waits with its key claimed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_do_not_block_each_other_on_a_key_in_flight() {
     let (first, url) = fresh_store().await;
@@ -83,6 +107,7 @@ async fn two_nodes_do_not_block_each_other_on_a_key_in_flight() {
         .unwrap();
     let in_flight = tokio::spawn(keyed_create(&first, a.id, scope.clone()));
     blocked_by(&mut raw(&url).await, holder, 1).await;
+    key_in_flight(&mut raw(&url).await, holder).await;
 
     // The second node: its claim rolls back at once, and its begin says "in progress".
     let claimed = tokio::time::timeout(HANG, keyed_create(&second, a.id, scope.clone()))
