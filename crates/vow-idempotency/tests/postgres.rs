@@ -246,6 +246,44 @@ async fn a_claim_in_an_open_transaction_is_in_flight_for_others_who_do_not_wait(
     assert_eq!(count(&pool, "idempotency_records").await, 1);
 }
 
+/// One request's claims, as a host batching several requests makes them: each at `t(0)`, with
+/// the default settings and the response rendered before the write.
+struct Claims {
+    fp: vow_idempotency::Fingerprint,
+    canonical: String,
+    settings: vow_idempotency::Settings,
+    response: vow_idempotency::StoredResponse,
+}
+
+impl Claims {
+    fn new() -> Self {
+        let (fp, canonical) = request(BODY);
+        Self {
+            fp,
+            canonical,
+            settings: settings(),
+            response: response(),
+        }
+    }
+
+    fn claim<'a>(&'a self, scope: &'a Scope, token: &'a LeaseToken) -> Claim<'a> {
+        Claim {
+            scope,
+            fingerprint: &self.fp,
+            canonical_body: &self.canonical,
+            token,
+            now: t(0),
+            settings: &self.settings,
+            response: Some(&self.response),
+        }
+    }
+}
+
+/// Tokens `batch-0`, `batch-1`, … for `n` claims.
+fn batch_tokens(n: usize) -> Vec<LeaseToken> {
+    (0..n).map(|i| LeaseToken(format!("batch-{i}"))).collect()
+}
+
 /// Many claims in one statement, as a host that batches several requests' writes makes them:
 /// a free scope is claimed (once, when two claims in the batch name it), a scope with a record
 /// or held by another open transaction is not, and no claim waits. A claim whose write did not
@@ -254,8 +292,7 @@ async fn a_claim_in_an_open_transaction_is_in_flight_for_others_who_do_not_wait(
 async fn many_claims_in_one_statement_claim_each_free_scope_once() {
     let hang = std::time::Duration::from_secs(20);
     let pool = db(4).await;
-    let (fp, canonical) = request(BODY);
-    let (settings, response) = (settings(), response());
+    let batch = Claims::new();
     let (alice, carol, dave, erin, frank) = (
         alice(),
         scope("carol", Some("app_1"), "k"),
@@ -263,16 +300,8 @@ async fn many_claims_in_one_statement_claim_each_free_scope_once() {
         scope("erin", Some("app_1"), "k"),
         scope("frank", None, "k"),
     );
-    let tokens: Vec<LeaseToken> = (0..6).map(|i| LeaseToken(format!("batch-{i}"))).collect();
-    let claim = |scope, token| Claim {
-        scope,
-        fingerprint: &fp,
-        canonical_body: &canonical,
-        token,
-        now: t(0),
-        settings: &settings,
-        response: Some(&response),
-    };
+    let tokens = batch_tokens(6);
+    let claim = |scope, token| batch.claim(scope, token);
     // dave has a completed record; erin is claimed in a transaction still open.
     assert_eq!(
         prerendered_write(&pool, &dave, "msg_dave", t(0), false).await,
@@ -325,7 +354,7 @@ async fn many_claims_in_one_statement_claim_each_free_scope_once() {
     assert_eq!(
         start(&pool, &alice, BODY, t(1)).await,
         Begun::Replay {
-            response: response.clone(),
+            response: batch.response.clone(),
             expires_at: t(EXPIRES)
         }
     );
@@ -341,23 +370,14 @@ async fn many_claims_in_one_statement_claim_each_free_scope_once() {
 #[tokio::test]
 async fn many_claims_folded_into_the_hosts_one_statement_commit_with_its_writes() {
     let pool = db(2).await;
-    let (fp, canonical) = request(BODY);
-    let (settings, response) = (settings(), response());
+    let batch = Claims::new();
     let (alice, carol, dave) = (
         alice(),
         scope("carol", Some("app_1"), "k"),
         scope("dave", Some("app_1"), "k"),
     );
-    let tokens: Vec<LeaseToken> = (0..4).map(|i| LeaseToken(format!("batch-{i}"))).collect();
-    let claim = |scope, token| Claim {
-        scope,
-        fingerprint: &fp,
-        canonical_body: &canonical,
-        token,
-        now: t(0),
-        settings: &settings,
-        response: Some(&response),
-    };
+    let tokens = batch_tokens(4);
+    let claim = |scope, token| batch.claim(scope, token);
     assert_eq!(
         prerendered_write(&pool, &dave, "msg_dave", t(0), false).await,
         Recorded::Fresh
