@@ -5,9 +5,10 @@
 //! A batch is written by its kind's [`Writer::write_together`], in one transaction, or with no
 //! transaction around it when [`Writer::one_write`] says its writes are one statement (which
 //! commits alone: two round trips fewer); if that statement fails on a unique violation (a row
-//! it cannot leave out, such as a keyed create's taken `eventId`), the batch is written again in
-//! a transaction, whose statements can. Each job it wrote is answered after the commit, so an
-//! answer means its rows are durable. The jobs it left, and every job of a batch whose
+//! it cannot leave out, such as a keyed create's taken `eventId`) or a lock wait past
+//! [`LOCK_WAIT`], the batch is written again in a transaction, whose statements can leave the
+//! row out, or wait. Each job it wrote is answered after the commit, so an answer means its
+//! rows are durable. The jobs it left, and every job of a batch whose
 //! statements failed (the cause is then one row, or a lock lost to another transaction), are
 //! handed back to their callers, who write each through [`Writer::alone`] in its own
 //! transaction on the shared pool (under the intake's permits, never refused: they were
@@ -67,8 +68,9 @@ pub(crate) trait Writer: Send + Sync + 'static {
 
     /// The batch's writes on `conn`: `in_transaction`, in a transaction the caller commits;
     /// otherwise as [`Writer::one_write`]'s one statement, which fails whole with a unique
-    /// violation on a row only the transaction's statements can leave out. For each job, what
-    /// was written for it, `None` for a job left to [`Writer::alone`].
+    /// violation on a row only the transaction's statements can leave out (or past
+    /// [`LOCK_WAIT`]). For each job, what was written for it, `None` for a job left to
+    /// [`Writer::alone`].
     fn write_together(
         conn: &mut PgConnection,
         jobs: &[&Self::Job],
@@ -284,7 +286,7 @@ async fn write_together<W: Writer>(
         match W::write_together(&mut conn, jobs, false).await {
             Err(e) if is_unique_violation(&e) || is_lock_timeout(&e) => {
                 // The statement wrote nothing; the transaction leaves the row out, or waits.
-                tracing::debug!(error = %e, what = W::WHAT, "a batch's one statement failed; writing it in a transaction");
+                tracing::debug!(error = %e, what = W::WHAT, "a batch's statement failed; writing it in a transaction");
             }
             written => return written,
         }

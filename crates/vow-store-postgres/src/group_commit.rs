@@ -13,11 +13,12 @@
 //! without its message), and the batch is written again in a transaction: keys claimed
 //! ([`records::claim_many`]), messages inserted with those whose `eventId` is taken skipped,
 //! and the keys of the skipped ones deleted again ([`records::unclaim`]) before the commit. So
-//! is a batch whose one statement would wait for a lock ([`LOCK_WAIT`](crate::batcher::LOCK_WAIT)):
-//! the statement takes its locks before it claims, and in the transaction the claims come first,
-//! so a retry sees the key in flight while the write waits. An application or endpoint deleted
-//! after the read fails the insert on its foreign key, and with it the batch. Each job is answered after the commit, so an answer means its rows (and its
-//! key's record) are durable.
+//! is a batch whose one statement would wait for a lock
+//! ([`LOCK_WAIT`](crate::batcher::LOCK_WAIT)): the statement takes its locks before it claims,
+//! and in the transaction the claims come first, so a retry sees the key in flight while the
+//! write waits. An application or endpoint deleted after the read fails the insert on its
+//! foreign key, and with it the batch. Each job is answered after the commit, so an answer
+//! means its rows (and its key's record) are durable.
 //!
 //! What the batch does not write goes through the one-message path ([`message::create_alone`],
 //! in its own transaction) after the commit, which answers it exactly as it always did: a
