@@ -8,9 +8,9 @@
 //! it, [`message::pick`]), and one statement claims the `Idempotency-Key`s of the keyed creates
 //! with their responses ([`records::Claim::MANY_CTE`]) and inserts every message with its
 //! channels and deliveries: an unkeyed message, or a keyed one whose key it claimed. It commits
-//! as it ends, so the record of a key commits with its message. An unkeyed message whose
-//! `eventId` is taken is skipped; a keyed one fails the statement (its claim must not commit
-//! without its message), and the batch is written again in a transaction: keys claimed
+//! as it ends, so the record of a key commits with its message. Without keys, a message whose
+//! `eventId` is taken is skipped; with keys, any such message fails the statement (no claim may
+//! commit without its message), and the batch is written again in a transaction: keys claimed
 //! ([`records::claim_many`]), messages inserted with those whose `eventId` is taken skipped,
 //! and the keys of the skipped ones deleted again ([`records::unclaim`]) before the commit. So
 //! is a batch whose one statement would wait for a lock
@@ -146,9 +146,9 @@ async fn fan_outs(
 
 /// The batch's one statement, outside any transaction: it claims the keys of the keyed jobs
 /// with a fan-out and inserts the messages of the unkeyed ones and of those whose keys it
-/// claimed ([`INSERT`]`[1]`, or [`INSERT`]`[0]` when none is keyed). A keyed message whose
+/// claimed ([`INSERT`]`[1]`, or [`INSERT`]`[0]` when none is keyed). With keys, a message whose
 /// `eventId` is taken fails it whole, claims and all (a unique violation: the batch is then
-/// written in a transaction, [`claim_insert_unclaim`]); an unkeyed one is skipped. For each job,
+/// written in a transaction, [`claim_insert_unclaim`]); without, it is skipped. For each job,
 /// how many deliveries its message got, `None` for one it left.
 async fn claim_and_insert(
     conn: &mut PgConnection,
@@ -316,8 +316,8 @@ fn app_endpoint(row: PgRow) -> sqlx::Result<(String, Option<FanOutEndpoint>)> {
 /// `$13`, and yields the ids inserted. `[1]` first claims keys ([`records::Claim::MANY_CTE`],
 /// `$1` to `$16`), then does the same with every number after those, and with the messages'
 /// claim tokens (`$30`, `NULL` for an unkeyed one): a keyed message is inserted only if its key
-/// was claimed, and one whose `eventId` is taken fails the statement (its claim must not
-/// commit without it).
+/// was claimed, and any message whose `eventId` is taken fails the statement (no claim may
+/// commit without its message).
 static INSERT: LazyLock<[String; 2]> = LazyLock::new(|| [insert(false), insert(true)]);
 
 /// [`INSERT`]`[usize::from(claiming)]`.
