@@ -117,12 +117,15 @@ pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
 /// `lock_timeout`).
 pub(crate) fn is_lock_timeout(err: &sqlx::Error) -> bool {
     err.as_database_error()
-        .is_some_and(|db| db.code().as_deref() == Some("55P03"))
+        .is_some_and(|db| db.code().as_deref() == Some(LOCK_NOT_AVAILABLE))
 }
+
+/// SQLSTATE lock_not_available: a lock wait past `lock_timeout`, or a `NOWAIT` lock refused.
+const LOCK_NOT_AVAILABLE: &str = "55P03";
 
 /// serialization_failure, deadlock_detected, lock_not_available.
 fn is_contention_code(code: &str) -> bool {
-    matches!(code, "40001" | "40P01" | "55P03")
+    matches!(code, "40001" | "40P01" | LOCK_NOT_AVAILABLE)
 }
 
 /// Classifies any sqlx error.

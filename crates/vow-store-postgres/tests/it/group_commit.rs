@@ -176,7 +176,11 @@ async fn keyed_creates_share_commits_and_each_key_records_only_a_written_message
 /// batches then need no transaction): the same answers and rows.
 #[tokio::test]
 async fn keyed_creates_without_taken_event_ids_share_commits_the_same_way() {
-    keyed_mix(&KEYED[..4]).await;
+    let kinds: Vec<Keyed> = KEYED
+        .into_iter()
+        .filter(|kind| *kind != Keyed::TakenEventId)
+        .collect();
+    keyed_mix(&kinds).await;
 }
 
 /// 60 creates of each of `kinds`, concurrently, and what they must be answered and leave.
