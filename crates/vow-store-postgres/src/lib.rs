@@ -98,6 +98,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// store wait.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a pooled connection may have been idle and still be handed out untested. Every
+/// connection is tested as it goes back to the pool (sqlx pings it on release), so one used
+/// within this time was alive a moment ago; one idle longer (a quiet spell, after which the
+/// server may have gone away or closed it) is pinged first and replaced if it is dead. Under
+/// load connections come back within milliseconds, so an acquire costs no round trip (sqlx's
+/// default pinged on every acquire: one more round trip before each batch, claim and outcome).
+pub(crate) const TRUSTED_IDLE: Duration = Duration::from_secs(1);
+
 /// The PostgreSQL [`vow_store::Store`]: a connection pool to one database.
 ///
 /// Cheap to clone (the pool is shared). Several processes may each hold one on the same
@@ -131,11 +139,21 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-/// The pools' settings, for at most `max_connections`, each new one set up by `set_up`.
+/// The pools' settings, for at most `max_connections`, each new one set up by `set_up`; a
+/// connection idle for [`TRUSTED_IDLE`] or longer is pinged before it is handed out.
 fn pool_options(max_connections: u32, set_up: connection_setup::Hook) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= TRUSTED_IDLE {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .after_connect(set_up)
 }
 

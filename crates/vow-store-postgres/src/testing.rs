@@ -10,6 +10,9 @@ use vow_pg_testing::fresh_schema;
 
 use crate::PgStore;
 
+/// How long a pooled connection may idle and still be handed out untested (the store's own).
+pub const TRUSTED_IDLE: std::time::Duration = crate::TRUSTED_IDLE;
+
 /// The pool size of a test store.
 const TEST_POOL_SIZE: u32 = 4;
 
