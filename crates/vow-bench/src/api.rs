@@ -90,6 +90,27 @@ impl Metrics {
         });
         value.unwrap_or(0.0)
     }
+
+    /// The share of the observations of histogram `name` whose series has every label of
+    /// `labels` (each as vow renders it, e.g. `status="202"`) that took at most `le` (one of its
+    /// bucket bounds, as rendered: `"0.05"`); `None` when there are none.
+    pub fn share_within(&self, name: &str, labels: &[&str], le: &str) -> Option<f64> {
+        let bucket = format!("{name}_bucket{{");
+        let count = |bound: &str| -> f64 {
+            let le = format!("le=\"{bound}\"");
+            let series = self.0.lines().filter_map(|line| line.strip_prefix(&bucket));
+            let matching = series.filter(|rest| {
+                let labels_end = rest.rfind('}').unwrap_or(0);
+                let set = &rest[..labels_end];
+                set.split(',').any(|l| l == le)
+                    && labels.iter().all(|l| set.split(',').any(|s| s == *l))
+            });
+            let values = matching.filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok());
+            values.sum()
+        };
+        let all = count("+Inf");
+        (all > 0.0).then(|| count(le) / all)
+    }
 }
 
 /// The API of one vow process.
