@@ -20,7 +20,7 @@ use crate::http;
 use crate::readiness::{Readiness, Running, WorkerKind};
 use crate::relay::expiry::Expiry;
 use crate::retention::Cleaner;
-use crate::state::{ApiSettings, AppState, Clock};
+use crate::state::{ApiSettings, AppState, Clock, Shared};
 
 pub use crate::stores::Stores;
 
@@ -193,7 +193,7 @@ impl Server {
         let alert = config.dead_letter_alert().map(|settings| {
             DeadLetterAlert::new(stores.store.clone(), operational.clone(), settings)
         });
-        let state = AppState {
+        let state = AppState::new(Shared {
             store: stores.store.clone(),
             queue: stores.queue.clone(),
             inbound: stores.inbound.clone(),
@@ -206,7 +206,7 @@ impl Server {
             relay: relay.clone(),
             readiness: Arc::new(Readiness::with_workers(&started(&dispatcher, &forwarder))),
             admission: Arc::default(),
-        };
+        });
         let expiry = Expiry::new(
             stores.store.clone(),
             stores.inbound.clone(),

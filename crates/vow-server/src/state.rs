@@ -13,9 +13,28 @@ use vow_store::Store;
 use crate::delivery::operational::Operational;
 use vow_idempotency::http::InFlight;
 
-/// What every handler can reach.
+/// What every handler can reach: [`Shared`] behind one `Arc`, so the clone axum makes for each
+/// request and each middleware is one reference count, not one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// The state of the handlers sharing `shared`.
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The stores, wake-ups, settings and clock the handlers share ([`AppState`]).
+pub struct Shared {
     /// The store.
     pub store: Arc<dyn Store>,
     /// The delivery queue (the same backend as `store`).
@@ -142,7 +161,7 @@ impl ApiSettings {
     }
 }
 
-impl AppState {
+impl Shared {
     /// The current time, at the store's (microsecond) precision ([`Clock::now`]).
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
