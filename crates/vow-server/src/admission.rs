@@ -181,9 +181,13 @@ fn is_intake(method: &Method, path: &str) -> bool {
     if method != Method::POST {
         return false;
     }
-    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-    matches!(segments.as_slice(), ["", "api", "v1", "app", app, "msg"] if !app.is_empty())
-        || matches!(segments.as_slice(), ["", "in", _, ..])
+    // Read on every request while refusing: no allocation.
+    let path = path.trim_end_matches('/');
+    if let Some(rest) = path.strip_prefix("/api/v1/app/") {
+        let app = rest.strip_suffix("/msg");
+        return app.is_some_and(|app| !app.is_empty() && !app.contains('/'));
+    }
+    path.starts_with("/in/")
 }
 
 #[cfg(test)]
@@ -263,6 +267,10 @@ mod tests {
             (Method::POST, "/api/v1/app/app_1/msg/msg_1/resend", false),
             (Method::POST, "/api/v1/app//msg", false),
             (Method::POST, "/inbox", false),
+            (Method::POST, "/in", false),
+            (Method::POST, "/in/", false),
+            (Method::POST, "/api/v1/app/msg", false),
+            (Method::POST, "/api/v1/app/a/b/msg", false),
         ] {
             assert_eq!(is_intake(&method, path), intake, "{method} {path}");
         }
