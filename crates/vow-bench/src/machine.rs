@@ -2,18 +2,13 @@
 //!
 //! Owns: the machine banner (cores, load average), whole-machine CPU busy time, and per-process
 //! accounting (CPU seconds from `/proc/<pid>/stat`, peak RSS from `VmHWM`, and per-thread CPU
-//! from `/proc/<pid>/task/*/stat`) so every result can say where the CPU went. Also a disk
-//! probe: one small fsync'd write at a fixed interval, to tell a slow disk (other people's
-//! writes on a shared machine) from a slow vow.
+//! from `/proc/<pid>/task/*/stat`) so every result can say where the CPU went. The probes that
+//! run beside vow (disk, host speed) are in `probe`.
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
-
-use crate::receiver::Clock;
 
 /// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux unless told otherwise).
 fn ticks_per_second() -> f64 {
@@ -263,50 +258,6 @@ impl CpuUse {
             .map(|(name, s)| format!("{name} {s:.1}s ({:.0}%)", 100.0 * s / self.wall.max(1e-9)))
             .collect::<Vec<_>>()
             .join(", ")
-    }
-}
-
-/// A thread that appends 1 KiB to a file in the system temp dir (the file system vow's SQLite
-/// database is on) and fsyncs it, every `interval`, recording how long each fsync took.
-#[derive(Debug)]
-pub struct FsyncProbe {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Vec<(u64, u32)>>,
-}
-
-impl FsyncProbe {
-    /// Starts probing; times are µs on `clock`.
-    pub fn start(clock: Clock, interval: Duration) -> std::io::Result<Self> {
-        let mut file = tempfile::tempfile()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("fsync-probe".into())
-            .spawn(move || {
-                let block = [b'p'; 1024];
-                let mut out = Vec::new();
-                while !flag.load(Ordering::Relaxed) {
-                    let t0 = clock.now_us();
-                    if file
-                        .write_all(&block)
-                        .and_then(|()| file.sync_all())
-                        .is_err()
-                    {
-                        break;
-                    }
-                    let took = clock.now_us().saturating_sub(t0);
-                    out.push((t0, u32::try_from(took).unwrap_or(u32::MAX)));
-                    std::thread::sleep(interval);
-                }
-                out
-            })?;
-        Ok(Self { stop, thread })
-    }
-
-    /// Stops and returns (start µs, fsync µs) of every probe.
-    pub fn stop(self) -> Vec<(u64, u32)> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or_default()
     }
 }
 

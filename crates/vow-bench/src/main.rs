@@ -25,6 +25,7 @@ mod ledger;
 mod load;
 mod machine;
 mod otel_sink;
+mod probe;
 mod receiver;
 mod scenarios;
 mod signed;

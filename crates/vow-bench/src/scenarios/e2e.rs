@@ -5,7 +5,9 @@
 //! Reports delivered/s while the load ran (whole window and its second half), the backlog
 //! (acked × N − delivered, sampled every second) at the start, middle and end of the window,
 //! end-to-end latency from just before the POST to the receiver's first byte, and the drain
-//! after the load stops. Target: ≥ 10,000 deliveries/s sustained with a flat backlog.
+//! after the load stops, and the host's speed over the window (a fixed piece of work timed
+//! every second, per 5 s beside the deliveries), so a fall in deliveries can be told from a
+//! slower host. Target: ≥ 10,000 deliveries/s sustained with a flat backlog.
 
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use super::{secs, Options, Rig};
 use crate::api::Metrics;
 use crate::ledger::Report;
 use crate::load::{Sample, Sampler};
+use crate::probe::{HostSpeed, Probe};
 
 /// Runs one e2e measurement per `--endpoints` value.
 pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
@@ -28,6 +31,7 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
     let msg_rate = opts.rate / n as f64;
     let mut rig = Rig::start(opts, true, n, &[]).await?;
     let sampler = Sampler::start(rig.target.counters.clone(), rig.receiver.clone(), n as u64);
+    let speed = Probe::speed(rig.target.clock, Duration::from_secs(1))?;
     rig.begin_window();
     let load = rig
         .target
@@ -40,6 +44,7 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
         .unwrap_or(false);
     let cpu = rig.end_window();
     let samples = sampler.stop();
+    let speed = speed.stop();
     let inside = rig.target.api.metrics().await?;
     let closed = rig.close(&load, true, None).await?;
     let j = &closed.joined;
@@ -76,6 +81,13 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
         .filter(|s| s.t <= window + 0.5)
         .collect();
     let flat = backlog_lines(&mut r, &in_window, opts.rate);
+    if let Some(host) = HostSpeed::of(&speed, start, end) {
+        r.metric("host_speed_median_us", host.median_us);
+        r.metric("host_speed_spread", host.spread());
+        for line in host.lines() {
+            r.line(line);
+        }
+    }
     let last = j.last_arrival();
     let drain_s = secs(last.saturating_sub(end));
     r.metric("drain_after_load_s", drain_s);

@@ -34,7 +34,7 @@ use tokio::task::JoinSet;
 use super::{commit_baseline, cpu_lines, secs, Options, Rig};
 use crate::api::{Api, InboundAnswer};
 use crate::ledger::{histogram, ms, spread, Report};
-use crate::machine::FsyncProbe;
+use crate::probe::Probe;
 use crate::receiver::Clock;
 use crate::signed::{self, Delivery, Kind, Plan};
 use crate::vow_process::InboundCounts;
@@ -572,7 +572,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
     // Phase B: half of it, on a schedule.
     let rate = max_rate * FRACTION;
     let plan_b = sign_plan("b", (rate * b_secs.as_secs_f64()).ceil() as usize, 2).await?;
-    let probe = FsyncProbe::start(ingest.clock, PROBE_EVERY)?;
+    let probe = Probe::fsync(ingest.clock, PROBE_EVERY)?;
     rig.begin_window();
     let b = ingest.open_loop(&plan_b, rate, opts.max_in_flight).await;
     let mut cpu_b = rig.end_window();
