@@ -171,13 +171,13 @@ impl HostSpeed {
     }
 }
 
-/// The `q` quantile of `values` (nearest rank); `None` when empty.
-fn quantile(values: &[f64], q: f64) -> Option<f64> {
+/// The `q` quantile of `values` by nearest rank: the smallest value with at least `q` of them at
+/// or below it; `None` when empty.
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let last = sorted.len().checked_sub(1)?;
-    let rank = ((last as f64) * q).round() as usize;
-    sorted.get(rank.min(last)).copied()
+    let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1));
+    sorted.get(rank - 1).copied()
 }
 
 #[cfg(test)]
@@ -204,5 +204,16 @@ mod tests {
             "host speed per 5 s (µs, median): 1000 2000 2000"
         );
         assert_eq!(HostSpeed::of(&readings, 40_000_000, 50_000_000), None);
+    }
+
+    #[test]
+    fn quantile_is_the_nearest_rank() {
+        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 1.0), Some(3.0));
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.0), Some(1.0));
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&hundred, 0.99), Some(99.0));
+        assert_eq!(quantile(&hundred, 0.1), Some(10.0));
     }
 }

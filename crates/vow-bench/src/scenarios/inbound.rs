@@ -34,7 +34,7 @@ use tokio::task::JoinSet;
 use super::{commit_baseline, cpu_lines, secs, Options, Rig};
 use crate::api::{Api, InboundAnswer};
 use crate::ledger::{histogram, ms, spread, Report};
-use crate::probe::Probe;
+use crate::probe::{quantile, Probe};
 use crate::receiver::Clock;
 use crate::signed::{self, Delivery, Kind, Plan};
 use crate::vow_process::InboundCounts;
@@ -516,21 +516,19 @@ impl Books {
 
 /// "disk probe: n fsyncs, p50 .., p99 .., max .." for the probe's readings.
 fn fsync_summary(fsyncs: &[(u64, u32)]) -> String {
-    let mut v: Vec<u32> = fsyncs.iter().map(|(_, took)| *took).collect();
-    if v.is_empty() {
+    let v: Vec<f64> = fsyncs
+        .iter()
+        .map(|&(_, took)| f64::from(took) / 1000.0)
+        .collect();
+    let (Some(p50), Some(p99), Some(max)) =
+        (quantile(&v, 0.5), quantile(&v, 0.99), quantile(&v, 1.0))
+    else {
         return "disk probe: no readings".into();
-    }
-    v.sort_unstable();
-    let q = |p: f64| {
-        f64::from(v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]) / 1000.0
     };
     format!(
-        "disk probe (1 KiB append + fsync every {} ms beside vow): {} fsyncs, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        "disk probe (1 KiB append + fsync every {} ms beside vow): {} fsyncs, p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
         PROBE_EVERY.as_millis(),
         v.len(),
-        q(0.5),
-        q(0.99),
-        q(1.0)
     )
 }
 
