@@ -4,13 +4,16 @@
 //! small machine ingest can still take the cores the deliveries need while the store keeps up:
 //! acks stay fast and the due backlog grows as deliveries slow (10,000 msg/s offered to one
 //! endpoint on 2 cores delivered 2,134/s; BENCHMARKS.md, issue 18). With
-//! `overload_max_due_deliveries` set, [`Admission::watch`] reads the due backlog ten times a
-//! second and refuses a share of the intake routes (`POST /api/v1/app/{app}/msg`,
-//! `POST /in/...`) before their body is read ([`shed`]: 503, `Retry-After`, code
-//! `overloaded`): none below half the limit, all at the limit, in proportion between. So
-//! the accepted rate settles near what deliveries drain, and the cores go to delivering what
-//! was acknowledged. (Refusing all or nothing would let the full offered rate in between
-//! bursts of refusals, and those bursts of twice the capacity are what made acks slow.)
+//! a [`DueBound`] set, [`Admission::watch`] reads the due backlog ten times a second and
+//! refuses a share of the intake routes (`POST /api/v1/app/{app}/msg`, `POST /in/...`) before
+//! their body is read ([`shed`]: 503, `Retry-After`, code `overloaded`): none below half the
+//! bound, all at the bound, in proportion between. The bound is a count of due deliveries
+//! (`overload_max_due_deliveries`), a wait of the oldest of them (`overload_max_due_wait_ms`),
+//! or both, whichever refuses more. So the accepted rate settles near what deliveries drain, and
+//! the cores go to delivering what was acknowledged. (Refusing all or nothing would let the full
+//! offered rate in between bursts of refusals, and those bursts of twice the capacity are what
+//! made acks slow.) A count sets how long a message waits only through the drain rate, which is
+//! the store's and the machine's; a wait sets it whatever they are.
 //!
 //! The backlog counted is only the one this process holds up. An endpoint that is slow or
 //! throttled holds up its own deliveries: its claims here wait for or are in requests to it,
@@ -22,7 +25,7 @@
 //! process instead (for a core, for their outcome to be written: about 85 % of their time in
 //! BENCHMARKS.md's thirteenth part), and their endpoint's backlog counts.
 //!
-//! On by default (10,000), where the delivery workers run: a process without them has no
+//! The count is on by default (10,000), where the delivery workers run: a process without them has no
 //! deliveries of its own to give cores to, and cannot tell which endpoints are slow.
 
 use std::collections::HashMap;
@@ -69,6 +72,35 @@ const WEIGHT: f64 = 0.2;
 /// A smoothed share below which an endpoint is forgotten (about 3 s without claims).
 const FORGOTTEN: f64 = 1e-3;
 
+/// How far the due backlog may grow before every intake request is refused; from half of
+/// either limit a share of them is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DueBound {
+    /// The most deliveries due (`None`: no limit on the count).
+    pub deliveries: Option<u64>,
+    /// The longest the oldest due delivery may have waited (`None`: no limit on the wait).
+    pub wait: Option<Duration>,
+}
+
+/// The share refused, out of [`ALL`], at `value` against `limit`: none at or below half the
+/// limit, all at the limit, rising in proportion between.
+fn refused_of(value: u64, limit: u64) -> u32 {
+    let from = limit / 2;
+    if value >= limit {
+        ALL
+    } else if value <= from {
+        0
+    } else {
+        let share = (value - from) * u64::from(ALL) / (limit - from);
+        u32::try_from(share).unwrap_or(ALL)
+    }
+}
+
+/// `d` in whole milliseconds (saturating).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The share of intake requests refused now, from the last due backlog read.
 #[derive(Debug, Default)]
 pub struct Admission {
@@ -88,18 +120,14 @@ impl Admission {
         refused >= ALL || (refused > 0 && rand::thread_rng().gen_range(0..ALL) < refused)
     }
 
-    /// Sets [`Admission::refused_share`] from a due backlog of `due` against `limit`: none at
-    /// or below half the limit, all at the limit, rising in proportion between.
-    pub fn observe(&self, due: u64, limit: u64) {
-        let from = limit / 2;
-        let refused = if due >= limit {
-            ALL
-        } else if due <= from {
-            0
-        } else {
-            let share = (due - from) * u64::from(ALL) / (limit - from);
-            u32::try_from(share).unwrap_or(ALL)
-        };
+    /// Sets [`Admission::refused_share`] from `due` deliveries due, the oldest of them `waited`,
+    /// against `bound`: the larger of the shares each of its limits refuses.
+    pub fn observe(&self, due: u64, waited: Duration, bound: DueBound) {
+        let by_count = bound.deliveries.map_or(0, |limit| refused_of(due, limit));
+        let by_wait = bound
+            .wait
+            .map_or(0, |limit| refused_of(millis(waited), millis(limit)));
+        let refused = by_count.max(by_wait);
         if self.refused.swap(refused, Ordering::Relaxed) != refused || refused > 0 {
             metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
         }
@@ -107,13 +135,13 @@ impl Admission {
 
     /// Reads `store`'s due backlog every [`EVERY`], without the endpoints that hold up their
     /// own deliveries (from `on_the_endpoint`: each endpoint with claims in this process and
-    /// the share of them on the endpoint), and observes it against `limit`, until `shutdown`. A
+    /// the share of them on the endpoint), and observes it against `bound`, until `shutdown`. A
     /// failed read changes nothing (the store's own errors answer requests).
     pub async fn watch(
         self: Arc<Self>,
         store: Arc<dyn Store>,
         now: impl Fn() -> DateTime<Utc> + Send,
-        limit: u64,
+        bound: DueBound,
         on_the_endpoint: impl Fn() -> Vec<(EndpointId, f64)> + Send,
         shutdown: CancellationToken,
     ) {
@@ -127,8 +155,13 @@ impl Admission {
                 left_out = except.len();
                 metrics::gauge!(LEFT_OUT).set(left_out as f64);
             }
-            match store.backlog(now(), &except).await {
-                Ok(backlog) => self.observe(backlog.due.value, limit),
+            let at = now();
+            match store.backlog(at, &except).await {
+                Ok(backlog) => {
+                    let oldest = backlog.oldest_due.unwrap_or(at);
+                    let waited = (at - oldest).to_std().unwrap_or_default();
+                    self.observe(backlog.due.value, waited, bound);
+                }
                 Err(e) => tracing::warn!(error = %e, "could not read the delivery backlog"),
             }
             tokio::select! {
@@ -194,6 +227,11 @@ fn is_intake(method: &Method, path: &str) -> bool {
 mod tests {
     use super::*;
 
+    const BY_COUNT: DueBound = DueBound {
+        deliveries: Some(100),
+        wait: None,
+    };
+
     #[test]
     fn the_refused_share_rises_from_half_the_limit_to_all_at_it() {
         let a = Admission::default();
@@ -205,13 +243,52 @@ mod tests {
             (100, 1.0),
             (5000, 1.0),
         ] {
-            a.observe(due, 100);
+            a.observe(due, Duration::from_secs(3600), BY_COUNT);
             assert!((a.refused_share() - share).abs() < 1e-4, "due {due}");
         }
-        a.observe(10, 100);
+        a.observe(10, Duration::ZERO, BY_COUNT);
         assert_eq!(a.refused_share(), 0.0, "falls again as the backlog does");
-        a.observe(2, 3);
+        let three = DueBound {
+            deliveries: Some(3),
+            wait: None,
+        };
+        a.observe(2, Duration::ZERO, three);
         assert_eq!(a.refused_share(), 0.5, "a limit of 3 refuses half at 2");
+    }
+
+    /// A wait limit refuses by the oldest due delivery's wait as a count limit does by the
+    /// count; with both, the one that refuses more sets the share.
+    #[test]
+    fn a_wait_limit_refuses_by_the_oldest_wait_and_the_larger_share_wins() {
+        let a = Admission::default();
+        let by_wait = DueBound {
+            deliveries: None,
+            wait: Some(Duration::from_secs(4)),
+        };
+        for (waited_ms, share) in [
+            (0, 0.0),
+            (2_000, 0.0),
+            (3_000, 0.5),
+            (3_600, 0.8),
+            (4_000, 1.0),
+            (60_000, 1.0),
+        ] {
+            a.observe(1_000_000, Duration::from_millis(waited_ms), by_wait);
+            let got = a.refused_share();
+            assert!((got - share).abs() < 1e-4, "waited {waited_ms} ms: {got}");
+        }
+        let both = DueBound {
+            deliveries: Some(100),
+            wait: Some(Duration::from_secs(4)),
+        };
+        a.observe(90, Duration::from_millis(3_000), both);
+        assert!((a.refused_share() - 0.8).abs() < 1e-4, "the count's 0.8");
+        a.observe(75, Duration::from_millis(3_600), both);
+        assert!((a.refused_share() - 0.8).abs() < 1e-4, "the wait's 0.8");
+        a.observe(10, Duration::from_millis(100), both);
+        assert_eq!(a.refused_share(), 0.0, "neither refuses");
+        a.observe(1_000_000, Duration::from_secs(3600), DueBound::default());
+        assert_eq!(a.refused_share(), 0.0, "no limit, nothing refused");
     }
 
     #[test]
@@ -219,9 +296,9 @@ mod tests {
         let a = Admission::default();
         let refused = |a: &Admission| (0..20_000).filter(|_| a.refuses()).count();
         assert_eq!(refused(&a), 0);
-        a.observe(100, 100);
+        a.observe(100, Duration::ZERO, BY_COUNT);
         assert_eq!(refused(&a), 20_000);
-        a.observe(75, 100);
+        a.observe(75, Duration::ZERO, BY_COUNT);
         let half = refused(&a);
         assert!(
             (9_000..=11_000).contains(&half),

@@ -37,6 +37,10 @@ pub struct Config {
     /// deliveries) at which new messages and inbound deliveries are all refused; from half of
     /// it a share of them is, in proportion (0 = never; only where the delivery workers run).
     pub overload_max_due_deliveries: u32,
+    /// Backpressure: how long the oldest due delivery (of the same endpoints) may have waited
+    /// before new messages and inbound deliveries are all refused, milliseconds; from half of it
+    /// a share of them is (0 = never; only where the delivery workers run).
+    pub overload_max_due_wait_ms: u32,
     /// Request body limit in bytes.
     pub max_body_bytes: usize,
     /// Default grace period of a rotated-out endpoint secret.
@@ -296,6 +300,12 @@ impl Config {
         if u64::from(self.overload_max_due_deliveries) > vow_store::overview::COUNT_CAP {
             return invalid("overload_max_due_deliveries", "must be between 0 and 10000");
         }
+        if self.overload_max_due_wait_ms > 3_600_000 {
+            return invalid(
+                "overload_max_due_wait_ms",
+                "must be between 0 and 3600000 (1 h)",
+            );
+        }
         if self.overload_max_wait_ms > 60_000 {
             return invalid("overload_max_wait_ms", "must be between 0 and 60000");
         }
@@ -415,8 +425,14 @@ impl Config {
     }
 
     /// The due backlog at which intake is refused ([`crate::admission`]); `None`: never.
-    pub fn overload_max_due(&self) -> Option<u64> {
-        (self.overload_max_due_deliveries > 0).then(|| self.overload_max_due_deliveries.into())
+    pub fn overload_due_bound(&self) -> Option<crate::admission::DueBound> {
+        let wait = u64::from(self.overload_max_due_wait_ms);
+        let bound = crate::admission::DueBound {
+            deliveries: (self.overload_max_due_deliveries > 0)
+                .then(|| self.overload_max_due_deliveries.into()),
+            wait: (wait > 0).then(|| std::time::Duration::from_millis(wait)),
+        };
+        (bound != crate::admission::DueBound::default()).then_some(bound)
     }
 
     /// How long the oldest new write may wait before new ones are refused; `None`: never.

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use vow_store_postgres::PgStore;
 use vow_store_sqlite::SqliteStore;
 
+use crate::admission::DueBound;
 use crate::auth::{self, AdminToken};
 use crate::config::{Config, Database};
 use crate::delivery::alert::DeadLetterAlert;
@@ -140,9 +141,9 @@ pub struct Server {
     cleaner: Cleaner,
     expiry: Expiry,
     alert: Option<DeadLetterAlert>,
-    /// The due backlog at which intake is refused, if any, where the dispatcher runs
-    /// ([`crate::admission`]).
-    due_limit: Option<u64>,
+    /// How far the due backlog may grow before intake is refused, if at all, where the
+    /// dispatcher runs ([`crate::admission`]).
+    due_bound: Option<DueBound>,
 }
 
 impl Server {
@@ -216,7 +217,7 @@ impl Server {
         let cleaner = Cleaner::new(stores, config.retention());
         Ok(Server {
             listener,
-            due_limit: config.overload_max_due(),
+            due_bound: config.overload_due_bound(),
             state,
             admin,
             dispatcher,
@@ -268,12 +269,12 @@ impl Server {
         if let Some(alert) = self.alert {
             tokio::spawn(alert.run(shutdown.clone()));
         }
-        if let (Some(limit), Some(occupancy)) = (self.due_limit, occupancy) {
+        if let (Some(bound), Some(occupancy)) = (self.due_bound, occupancy) {
             let clock = self.state.clock.clone();
             let (admission, store) = (self.state.admission.clone(), self.state.store.clone());
             let now = move || clock.now();
             let on_the_endpoint = move || occupancy.on_the_endpoint();
-            let watch = admission.watch(store, now, limit, on_the_endpoint, shutdown.clone());
+            let watch = admission.watch(store, now, bound, on_the_endpoint, shutdown.clone());
             tokio::spawn(watch);
         }
         let router = http::router(self.state, self.admin.hash());

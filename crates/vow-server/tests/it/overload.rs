@@ -6,8 +6,9 @@
 //! message that finds another waiting for the writer is refused, and on PostgreSQL every one
 //! that finds the intake's connections all taken.
 //!
-//! The delivery backlog's bound (`overload_max_due_deliveries`): once that many deliveries are
-//! due, new messages and inbound deliveries are refused before their body is read (and
+//! The delivery backlog's bound (`overload_max_due_deliveries`, `overload_max_due_wait_ms`):
+//! once that many deliveries are due, or the oldest has waited that long, new messages and
+//! inbound deliveries are refused before their body is read (and
 //! `vow_intake_refused_share` reads 1), other routes answer, and once deliveries bring the
 //! backlog down intake opens again by itself. A slow endpoint's backlog refuses nothing: its
 //! deliveries wait on the endpoint, not on vow (and `vow_intake_slow_endpoints` counts it).
@@ -16,6 +17,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use vow_server::config::Config;
 use vow_server::stores::Stores;
 
 use crate::delivery::{send, setup};
@@ -178,7 +180,21 @@ async fn refused_with_retry_after_and_none_lost(
     assert_eq!(ids.len(), MESSAGES);
 }
 
-async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(app: TestApp) {
+async fn past_the_due_count_limit_intake_is_refused_before_its_body_is_read(app: TestApp) {
+    refused_past_the_due_bound(app, |config| config.overload_max_due_deliveries = 3).await;
+}
+
+async fn past_the_due_wait_limit_intake_is_refused_before_its_body_is_read(app: TestApp) {
+    refused_past_the_due_bound(app, |config| {
+        config.overload_max_due_deliveries = 0;
+        config.overload_max_due_wait_ms = 60_000;
+    })
+    .await;
+}
+
+/// Three messages due for two minutes are past the bound `bound` sets (three due, or a minute's
+/// wait): intake is refused until they are delivered.
+async fn refused_past_the_due_bound(app: TestApp, bound: impl FnOnce(&mut Config)) {
     // The refused share is a process-wide gauge.
     let _alone = ALONE.lock().await;
     let receiver = Receiver::start(&[]).await;
@@ -186,7 +202,7 @@ async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(ap
     // ahead of theirs: what is sent is due at the server's time and not yet at the workers',
     // a backlog that waits on vow, not on the endpoint.
     let mut config = delivery_config("none", &[]);
-    config.overload_max_due_deliveries = 3;
+    bound(&mut config);
     let app = TestApp::spawn_with(app.backend, config).await;
     let s = setup(&app, &receiver.url, json!({})).await;
     app.clock.advance(chrono::Duration::hours(1));
@@ -194,6 +210,7 @@ async fn past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read(ap
     for _ in 0..3 {
         send(&app, &s.app_id, r#"{"eventType":"a.b","payload":{}}"#).await;
     }
+    app.clock.advance(chrono::Duration::minutes(2));
     let not_json = || {
         app.request(reqwest::Method::POST, &path)
             .header("content-type", "application/json")
@@ -285,6 +302,7 @@ async fn a_slow_endpoints_backlog_refuses_nothing(app: TestApp) {
 }
 
 on_both_stores!(
-    past_the_due_backlog_limit_intake_is_refused_before_its_body_is_read,
+    past_the_due_count_limit_intake_is_refused_before_its_body_is_read,
+    past_the_due_wait_limit_intake_is_refused_before_its_body_is_read,
     a_slow_endpoints_backlog_refuses_nothing,
 );
