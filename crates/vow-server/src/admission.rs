@@ -13,7 +13,9 @@
 //! the cores go to delivering what was acknowledged. (Refusing all or nothing would let the full
 //! offered rate in between bursts of refusals, and those bursts of twice the capacity are what
 //! made acks slow.) A count sets how long a message waits only through the drain rate, which is
-//! the store's and the machine's; a wait sets it whatever they are.
+//! the store's and the machine's; a wait sets it whatever they are. The oldest's wait lags what
+//! was just accepted, so the backlog swings more under it (BENCHMARKS.md, twenty-fifth part):
+//! it is off by default.
 //!
 //! The backlog counted is only the one this process holds up. An endpoint that is slow or
 //! throttled holds up its own deliveries: its claims here wait for or are in requests to it,
@@ -25,8 +27,8 @@
 //! process instead (for a core, for their outcome to be written: about 85 % of their time in
 //! BENCHMARKS.md's thirteenth part), and their endpoint's backlog counts.
 //!
-//! The count is on by default (10,000), where the delivery workers run: a process without them has no
-//! deliveries of its own to give cores to, and cannot tell which endpoints are slow.
+//! The count is on by default (10,000), where the delivery workers run: a process without them
+//! has no deliveries of its own to give cores to, and cannot tell which endpoints are slow.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
