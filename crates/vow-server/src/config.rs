@@ -672,6 +672,45 @@ mod tests {
     }
 
     #[test]
+    fn the_due_backlog_bound_is_a_count_by_default_and_a_wait_when_set() {
+        use crate::admission::DueBound;
+        use std::time::Duration;
+        let bound = |toml: &str| {
+            Config::from_defaults_and(toml)
+                .unwrap()
+                .overload_due_bound()
+        };
+        let count = |n| DueBound {
+            deliveries: Some(n),
+            wait: None,
+        };
+        assert_eq!(with(&[]).unwrap().overload_due_bound(), Some(count(10_000)));
+        assert_eq!(
+            bound("overload_max_due_wait_ms = 1500"),
+            Some(DueBound {
+                wait: Some(Duration::from_millis(1_500)),
+                ..count(10_000)
+            })
+        );
+        let wait_only = "overload_max_due_deliveries = 0\noverload_max_due_wait_ms = 3600000";
+        assert_eq!(
+            bound(wait_only),
+            Some(DueBound {
+                deliveries: None,
+                wait: Some(Duration::from_secs(3_600)),
+            })
+        );
+        assert_eq!(bound("overload_max_due_deliveries = 0"), None, "both off");
+        for toml in [
+            "overload_max_due_wait_ms = 3600001",
+            "overload_max_due_wait_ms = -1",
+        ] {
+            let err = Config::from_defaults_and(toml).unwrap_err().to_string();
+            assert!(err.contains("overload_max_due_wait_ms"), "{toml}: {err}");
+        }
+    }
+
+    #[test]
     fn the_default_idempotency_lifetimes_are_the_records_own_defaults() {
         let c = with(&[]).unwrap();
         assert_eq!(c.idempotency(), vow_idempotency::Settings::default());
