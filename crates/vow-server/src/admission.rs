@@ -8,14 +8,16 @@
 //! refuses a share of the intake routes (`POST /api/v1/app/{app}/msg`, `POST /in/...`) before
 //! their body is read ([`shed`]: 503, `Retry-After`, code `overloaded`): none below half the
 //! bound, all at the bound, in proportion between. The bound is a count of due deliveries
-//! (`overload_max_due_deliveries`), a wait of the oldest of them (`overload_max_due_wait_ms`),
-//! or both, whichever refuses more. So the accepted rate settles near what deliveries drain, and
-//! the cores go to delivering what was acknowledged. (Refusing all or nothing would let the full
-//! offered rate in between bursts of refusals, and those bursts of twice the capacity are what
-//! made acks slow.) A count sets how long a message waits only through the drain rate, which is
-//! the store's and the machine's; a wait sets it whatever they are. The oldest's wait lags what
-//! was just accepted, so the backlog swings more under it (BENCHMARKS.md, twenty-fifth part):
-//! it is off by default.
+//! (`overload_max_due_deliveries`), a wait (`overload_max_due_wait_ms`), or both, whichever
+//! refuses more. So the accepted rate settles near what deliveries drain, and the cores go to
+//! delivering what was acknowledged. (Refusing all or nothing would let the full offered rate in
+//! between bursts of refusals, and those bursts of twice the capacity are what made acks slow.)
+//! A count sets how long a message waits only through the drain rate, which is the store's and
+//! the machine's; a wait sets it whatever they are. The wait read is the one a message accepted
+//! now would have ([`expected_wait`]: the due deliveries beyond the claims this process holds at
+//! once, at the rate it records them), not the oldest due delivery's: that one lags what was
+//! just accepted, and under it the backlog swung from 479 to 9,270 within a run (BENCHMARKS.md,
+//! twenty-fifth part).
 //!
 //! The backlog counted is only the one this process holds up. An endpoint that is slow or
 //! throttled holds up its own deliveries: its claims here wait for or are in requests to it,
@@ -33,7 +35,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::Method;
@@ -80,7 +82,7 @@ const FORGOTTEN: f64 = 1e-3;
 pub struct DueBound {
     /// The most deliveries due (`None`: no limit on the count).
     pub deliveries: Option<u64>,
-    /// The longest the oldest due delivery may have waited (`None`: no limit on the wait).
+    /// The longest a message accepted now may wait ([`expected_wait`]; `None`: no limit).
     pub wait: Option<Duration>,
 }
 
@@ -122,13 +124,13 @@ impl Admission {
         refused >= ALL || (refused > 0 && rand::thread_rng().gen_range(0..ALL) < refused)
     }
 
-    /// Sets [`Admission::refused_share`] from `due` deliveries due, the oldest of them `waited`,
-    /// against `bound`: the larger of the shares each of its limits refuses.
-    pub fn observe(&self, due: u64, waited: Duration, bound: DueBound) {
+    /// Sets [`Admission::refused_share`] from `due` deliveries due and the `wait` a message
+    /// accepted now would have, against `bound`: the larger of the shares its limits refuse.
+    pub fn observe(&self, due: u64, wait: Duration, bound: DueBound) {
         let by_count = bound.deliveries.map_or(0, |limit| refused_of(due, limit));
         let by_wait = bound
             .wait
-            .map_or(0, |limit| refused_of(millis(waited), millis(limit)));
+            .map_or(0, |limit| refused_of(millis(wait), millis(limit)));
         let refused = by_count.max(by_wait);
         if self.refused.swap(refused, Ordering::Relaxed) != refused || refused > 0 {
             metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
@@ -136,18 +138,22 @@ impl Admission {
     }
 
     /// Reads `store`'s due backlog every [`EVERY`], without the endpoints that hold up their
-    /// own deliveries (from `on_the_endpoint`: each endpoint with claims in this process and
-    /// the share of them on the endpoint), and observes it against `bound`, until `shutdown`. A
-    /// failed read changes nothing (the store's own errors answer requests).
+    /// own deliveries (from `on_the_endpoint`: each endpoint with claims in this process and the
+    /// share of them on the endpoint), and observes it against `bound`, the wait at the rate
+    /// deliveries are recorded (`recorded_of_places`: those recorded so far, and the most claims
+    /// held at once), until `shutdown`. A failed read changes nothing (the store's own errors
+    /// answer requests).
     pub async fn watch(
         self: Arc<Self>,
         store: Arc<dyn Store>,
         now: impl Fn() -> DateTime<Utc> + Send,
         bound: DueBound,
         on_the_endpoint: impl Fn() -> Vec<(EndpointId, f64)> + Send,
+        recorded_of_places: impl Fn() -> (u64, usize) + Send,
         shutdown: CancellationToken,
     ) {
         let mut slow = SlowEndpoints::default();
+        let mut drain = DrainRate::default();
         metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
         metrics::gauge!(LEFT_OUT).set(0.0);
         let mut left_out = 0;
@@ -157,12 +163,13 @@ impl Admission {
                 left_out = except.len();
                 metrics::gauge!(LEFT_OUT).set(left_out as f64);
             }
-            let at = now();
-            match store.backlog(at, &except).await {
+            match store.backlog(now(), &except).await {
                 Ok(backlog) => {
-                    let oldest = backlog.oldest_due.unwrap_or(at);
-                    let waited = (at - oldest).to_std().unwrap_or_default();
-                    self.observe(backlog.due.value, waited, bound);
+                    let (recorded, places) = recorded_of_places();
+                    let per_second = drain.sample(Instant::now(), recorded);
+                    let due = backlog.due.value;
+                    let wait = expected_wait(due, places as u64, per_second);
+                    self.observe(due, wait, bound);
                 }
                 Err(e) => tracing::warn!(error = %e, "could not read the delivery backlog"),
             }
@@ -172,6 +179,38 @@ impl Admission {
             }
         }
     }
+}
+
+/// The rate this process records deliveries, smoothed over about a second of reads.
+#[derive(Debug, Default)]
+struct DrainRate {
+    /// The last read: when, and the deliveries recorded by then.
+    last: Option<(Instant, u64)>,
+    per_second: f64,
+}
+
+impl DrainRate {
+    /// Adds a read of `recorded` deliveries at `at`; the smoothed rate per second.
+    fn sample(&mut self, at: Instant, recorded: u64) -> f64 {
+        if let Some((then, before)) = self.last {
+            let seconds = at.duration_since(then).as_secs_f64();
+            if seconds > 0.0 {
+                let rate = recorded.saturating_sub(before) as f64 / seconds;
+                self.per_second += WEIGHT * (rate - self.per_second);
+            }
+        }
+        self.last = Some((at, recorded));
+        self.per_second
+    }
+}
+
+/// The wait a message accepted now would have before its first attempt: the `due` deliveries
+/// beyond the `places` this process holds claims in at once (those are being attempted), at
+/// `per_second` (at least one a second: until deliveries are recorded, a queue waits long).
+/// Capped at an hour.
+fn expected_wait(due: u64, places: u64, per_second: f64) -> Duration {
+    let queued = due.saturating_sub(places) as f64;
+    Duration::from_secs_f64((queued / per_second.max(1.0)).min(3600.0))
 }
 
 /// The endpoints that hold up their own deliveries: those whose claims, smoothed over about a
@@ -258,10 +297,10 @@ mod tests {
         assert_eq!(a.refused_share(), 0.5, "a limit of 3 refuses half at 2");
     }
 
-    /// A wait limit refuses by the oldest due delivery's wait as a count limit does by the
-    /// count; with both, the one that refuses more sets the share.
+    /// A wait limit refuses by the expected wait as a count limit does by the count; with both,
+    /// the one that refuses more sets the share.
     #[test]
-    fn a_wait_limit_refuses_by_the_oldest_wait_and_the_larger_share_wins() {
+    fn a_wait_limit_refuses_by_the_wait_and_the_larger_share_wins() {
         let a = Admission::default();
         let by_wait = DueBound {
             deliveries: None,
@@ -291,6 +330,51 @@ mod tests {
         assert_eq!(a.refused_share(), 0.0, "neither refuses");
         a.observe(1_000_000, Duration::from_secs(3600), DueBound::default());
         assert_eq!(a.refused_share(), 0.0, "no limit, nothing refused");
+    }
+
+    /// The rate follows what is recorded, about a second behind (each read weighs a fifth).
+    #[test]
+    fn the_drain_rate_is_the_recorded_rate_smoothed() {
+        let mut drain = DrainRate::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(drain.sample(at(0), 1_000), 0.0, "no rate from one read");
+        assert!(
+            (drain.sample(at(100), 1_500) - 1_000.0).abs() < 1e-6,
+            "5,000/s weighs 0.2"
+        );
+        let mut rate = 0.0;
+        for i in 2..=30 {
+            rate = drain.sample(at(i * 100), 1_000 + i * 500);
+        }
+        assert!((rate - 5_000.0).abs() < 10.0, "settles at 5,000/s: {rate}");
+        for i in 31..=40 {
+            rate = drain.sample(at(i * 100), 16_000);
+        }
+        assert!(rate < 600.0, "a second without deliveries: {rate}");
+        assert_eq!(
+            drain.sample(at(4_000), 16_000),
+            rate,
+            "no time, no new sample"
+        );
+    }
+
+    #[test]
+    fn the_expected_wait_is_the_queue_beyond_the_claims_held_at_the_drain_rate() {
+        let ms = |d: Duration| d.as_millis();
+        assert_eq!(
+            ms(expected_wait(256, 256, 5_000.0)),
+            0,
+            "all being attempted"
+        );
+        assert_eq!(ms(expected_wait(5_256, 256, 5_000.0)), 1_000);
+        assert_eq!(ms(expected_wait(2_756, 256, 1_000.0)), 2_500);
+        assert_eq!(
+            ms(expected_wait(266, 256, 0.0)),
+            10_000,
+            "at least one a second"
+        );
+        assert_eq!(expected_wait(u64::MAX, 0, 0.0), Duration::from_secs(3_600));
     }
 
     #[test]

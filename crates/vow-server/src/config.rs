@@ -37,9 +37,10 @@ pub struct Config {
     /// deliveries) at which new messages and inbound deliveries are all refused; from half of
     /// it a share of them is, in proportion (0 = never; only where the delivery workers run).
     pub overload_max_due_deliveries: u32,
-    /// Backpressure: how long the oldest due delivery (of the same endpoints) may have waited
-    /// before new messages and inbound deliveries are all refused, milliseconds; from half of it
-    /// a share of them is (0 = never; only where the delivery workers run).
+    /// Backpressure: how long a message accepted now may wait for its first attempt (the due
+    /// deliveries of the same endpoints at the rate they are recorded) before new messages and
+    /// inbound deliveries are all refused, milliseconds; from half of it a share of them is
+    /// (0 = never; only where the delivery workers run).
     pub overload_max_due_wait_ms: u32,
     /// Request body limit in bytes.
     pub max_body_bytes: usize,

@@ -273,8 +273,12 @@ impl Server {
             let clock = self.state.clock.clone();
             let (admission, store) = (self.state.admission.clone(), self.state.store.clone());
             let now = move || clock.now();
+            let recording = occupancy.clone();
             let on_the_endpoint = move || occupancy.on_the_endpoint();
-            let watch = admission.watch(store, now, bound, on_the_endpoint, shutdown.clone());
+            let recorded_of_places = move || recording.recorded_of_places();
+            let stop = shutdown.clone();
+            let watch =
+                admission.watch(store, now, bound, on_the_endpoint, recorded_of_places, stop);
             tokio::spawn(watch);
         }
         let router = http::router(self.state, self.admin.hash());

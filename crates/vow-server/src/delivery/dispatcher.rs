@@ -48,6 +48,8 @@ type Finished = (AttemptOutcome, Delivery);
 
 /// What the claim loop, the attempt tasks, the heartbeat and the recorder share.
 struct Shared {
+    /// Claims held at once at most (`max_in_flight`).
+    places: usize,
     /// Requests in flight per endpoint at most (`max_per_endpoint`).
     slots_per_endpoint: usize,
     /// Claims an endpoint may hold: `claim_ahead` times its slots.
@@ -73,6 +75,8 @@ struct Shared {
 #[derive(Default)]
 struct InFlight {
     claims: usize,
+    /// Claims recorded since the dispatcher was made.
+    recorded: u64,
     leases: HashMap<DeliveryId, LeaseToken>,
     per_endpoint: HashMap<EndpointId, EndpointWork>,
 }
@@ -88,6 +92,7 @@ struct EndpointWork {
 impl Shared {
     fn new(settings: &DeliverySettings) -> Self {
         Self {
+            places: settings.max_in_flight,
             slots_per_endpoint: settings.max_per_endpoint,
             claims_per_endpoint: settings.max_per_endpoint * settings.claim_ahead.max(1),
             in_flight: Mutex::default(),
@@ -156,6 +161,7 @@ impl Shared {
     fn finish(&self, recorded: impl IntoIterator<Item = (DeliveryId, LeaseToken, EndpointId)>) {
         let mut f = self.lock();
         for (id, lease, endpoint) in recorded {
+            f.recorded += 1;
             if f.leases.get(&id) == Some(&lease) {
                 f.leases.remove(&id);
             }
@@ -314,6 +320,11 @@ impl Occupancy {
     /// process: for a core, or for their outcome to be written.
     pub fn on_the_endpoint(&self) -> Vec<(EndpointId, f64)> {
         self.0.on_the_endpoint()
+    }
+
+    /// Claims recorded so far (their outcomes written), and the most held at once.
+    pub fn recorded_of_places(&self) -> (u64, usize) {
+        (self.0.lock().recorded, self.0.places)
     }
 }
 
