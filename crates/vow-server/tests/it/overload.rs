@@ -181,22 +181,23 @@ async fn refused_with_retry_after_and_none_lost(
 }
 
 async fn past_the_due_count_limit_intake_is_refused_before_its_body_is_read(app: TestApp) {
-    refused_past_the_due_bound(app, |config| config.overload_max_due_deliveries = 3).await;
+    refused_past_the_due_bound(app, |config| config.overload_max_due_deliveries = 2).await;
 }
 
 async fn past_the_due_wait_limit_intake_is_refused_before_its_body_is_read(app: TestApp) {
-    // Nothing is recorded, so the drain rate reads its floor of one a second: two due beyond
-    // the one claim held at once wait 2 s.
+    // Nothing is recorded while two are due beyond the one claim held at once, so the drain
+    // rate reads its floor of one a second: the one queued waits 1 s.
     refused_past_the_due_bound(app, |config| {
         config.overload_max_due_deliveries = 0;
-        config.overload_max_due_wait_ms = 2_000;
+        config.overload_max_due_wait_ms = 1_000;
         config.delivery_max_in_flight = 1;
     })
     .await;
 }
 
-/// Three messages due are past the bound `bound` sets (three due, or a wait of 2 s):
-/// intake is refused until they are delivered.
+/// Two messages due are past the bound `bound` sets (two due, or a wait of 1 s), and one is not
+/// (none refused at half the bound, so the second send is accepted): intake is refused until
+/// they are delivered.
 async fn refused_past_the_due_bound(app: TestApp, bound: impl FnOnce(&mut Config)) {
     // The refused share is a process-wide gauge.
     let _alone = ALONE.lock().await;
@@ -210,7 +211,7 @@ async fn refused_past_the_due_bound(app: TestApp, bound: impl FnOnce(&mut Config
     let s = setup(&app, &receiver.url, json!({})).await;
     app.clock.advance(chrono::Duration::hours(1));
     let path = format!("/api/v1/app/{}/msg", s.app_id);
-    for _ in 0..3 {
+    for _ in 0..2 {
         send(&app, &s.app_id, r#"{"eventType":"a.b","payload":{}}"#).await;
     }
     let not_json = || {
@@ -246,7 +247,7 @@ async fn refused_past_the_due_bound(app: TestApp, bound: impl FnOnce(&mut Config
 
     // Delivering brings the backlog down, and intake opens again by itself.
     let delivering = delivery_config("none", &[]);
-    assert_eq!(app.drain_at(&delivering, app.clock.now()).await, 3);
+    assert_eq!(app.drain_at(&delivering, app.clock.now()).await, 2);
     eventually(
         "intake open again",
         Duration::from_millis(50),
@@ -256,9 +257,9 @@ async fn refused_past_the_due_bound(app: TestApp, bound: impl FnOnce(&mut Config
     .await;
     assert_eq!(sample(&scrape(&app).await, REFUSED_SHARE, &[]), 0.0);
     send(&app, &s.app_id, r#"{"eventType":"a.b","payload":{}}"#).await;
-    assert_eq!(receiver.received().len(), 3);
+    assert_eq!(receiver.received().len(), 2);
     let (_, listed) = app.get(&path).await;
-    assert_eq!(listed["data"].as_array().unwrap().len(), 4);
+    assert_eq!(listed["data"].as_array().unwrap().len(), 3);
 }
 
 /// An endpoint that answers slowly holds up its own deliveries: with more of them due than the
