@@ -15,9 +15,9 @@
 //! A count sets how long a message waits only through the drain rate, which is the store's and
 //! the machine's; a wait sets it whatever they are. The wait read is the one a message accepted
 //! now would have ([`expected_wait`]: the due deliveries beyond the claims this process holds at
-//! once, at the rate it records them), not the oldest due delivery's: that one lags what was
-//! just accepted, and under it the backlog swung from 479 to 9,270 within a run (BENCHMARKS.md,
-//! twenty-fifth part).
+//! once, at the rate it drains them, [`DrainRate`]), not the oldest due delivery's: that one
+//! lags what was just accepted, and under it the backlog swung from 479 to 9,270 within a run
+//! (BENCHMARKS.md, twenty-fifth part).
 //!
 //! The backlog counted is only the one this process holds up. An endpoint that is slow or
 //! throttled holds up its own deliveries: its claims here wait for or are in requests to it,
@@ -29,8 +29,11 @@
 //! process instead (for a core, for their outcome to be written: about 85 % of their time in
 //! BENCHMARKS.md's thirteenth part), and their endpoint's backlog counts.
 //!
-//! The count is on by default (10,000), where the delivery workers run: a process without them
-//! has no deliveries of its own to give cores to, and cannot tell which endpoints are slow.
+//! Both are on by default (10,000 due, 1,000 ms), where the delivery workers run: a process
+//! without them has no deliveries of its own to give cores to, and cannot tell which endpoints
+//! are slow. With several nodes on one PostgreSQL database the due backlog is the database's
+//! while the drain rate read is this node's: the wait is read at that rate times the nodes
+//! delivering (`Overviews::delivering_nodes`), each taken to drain as this one does.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -59,6 +62,9 @@ pub const LEFT_OUT: &str = "vow_intake_slow_endpoints";
 
 /// How often the backlog is read.
 const EVERY: Duration = Duration::from_millis(100);
+
+/// Every how many backlog reads the delivering nodes are counted (about once a second).
+const NODES_EVERY: u64 = 10;
 
 /// [`Admission`]'s share when every intake request is refused.
 const ALL: u32 = 1 << 16;
@@ -139,10 +145,11 @@ impl Admission {
 
     /// Reads `store`'s due backlog every [`EVERY`], without the endpoints that hold up their
     /// own deliveries (from `on_the_endpoint`: each endpoint with claims in this process and the
-    /// share of them on the endpoint), and observes it against `bound`, the wait at the rate
-    /// deliveries are recorded (`recorded_of_places`: those recorded so far, and the most claims
-    /// held at once), until `shutdown`. A failed read changes nothing (the store's own errors
-    /// answer requests).
+    /// share of them on the endpoint), and observes it against `bound`, until `shutdown`. The
+    /// wait is at the rate deliveries are recorded here (`recorded_of_places`: those recorded so
+    /// far, and the most claims held at once), as many times over as there are nodes delivering
+    /// from the store (counted about once a second). A failed read changes nothing (the store's
+    /// own errors answer requests).
     pub async fn watch(
         self: Arc<Self>,
         store: Arc<dyn Store>,
@@ -157,7 +164,15 @@ impl Admission {
         metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
         metrics::gauge!(LEFT_OUT).set(0.0);
         let mut left_out = 0;
+        let (mut nodes, mut reads) = (1, 0u64);
         loop {
+            if reads.is_multiple_of(NODES_EVERY) {
+                match store.delivering_nodes().await {
+                    Ok(n) => nodes = n.max(1),
+                    Err(e) => tracing::warn!(error = %e, "could not count the delivering nodes"),
+                }
+            }
+            reads = reads.wrapping_add(1);
             let except = slow.sample(on_the_endpoint());
             if except.len() != left_out || left_out > 0 {
                 left_out = except.len();
@@ -166,9 +181,14 @@ impl Admission {
             match store.backlog(now(), &except).await {
                 Ok(backlog) => {
                     let (recorded, places) = recorded_of_places();
-                    let per_second = drain.sample(Instant::now(), recorded);
-                    let due = backlog.due.value;
-                    let wait = expected_wait(due, places as u64, per_second);
+                    // Each node is taken to hold as many claims, and drain as fast, as this one.
+                    let (due, places) = (backlog.due.value, places as u64 * nodes);
+                    let per_second = drain.sample(Instant::now(), recorded, due > places);
+                    // Until the drain is known, no wait is read: a burst is not refused by a
+                    // rate that is only what was offered before it.
+                    let wait = per_second.map_or(Duration::ZERO, |r| {
+                        expected_wait(due, places, r * nodes as f64)
+                    });
                     self.observe(due, wait, bound);
                 }
                 Err(e) => tracing::warn!(error = %e, "could not read the delivery backlog"),
@@ -181,25 +201,33 @@ impl Admission {
     }
 }
 
-/// The rate this process records deliveries, smoothed over about a second of reads.
+/// How fast this process drains the due backlog when it has more than it can hold: the rate it
+/// records deliveries, smoothed over about a second of reads, sampled only between two reads
+/// that both found more deliveries due than the claims it holds at once. Otherwise the rate
+/// read is the offered one, not the drain: after a start or a quiet spell it reads low, and a
+/// burst would be refused as if the queue drained that slowly. So the rate is unknown until the
+/// first such interval, which sets it, and a quiet spell keeps the last one.
 #[derive(Debug, Default)]
 struct DrainRate {
-    /// The last read: when, and the deliveries recorded by then.
-    last: Option<(Instant, u64)>,
-    per_second: f64,
+    /// The last read: when, the deliveries recorded by then, and whether more were due than the
+    /// claims held.
+    last: Option<(Instant, u64, bool)>,
+    per_second: Option<f64>,
 }
 
 impl DrainRate {
-    /// Adds a read of `recorded` deliveries at `at`; the smoothed rate per second.
-    fn sample(&mut self, at: Instant, recorded: u64) -> f64 {
-        if let Some((then, before)) = self.last {
+    /// Adds a read of `recorded` deliveries at `at`, `busy` when more were due than the claims
+    /// held; the smoothed rate per second, once known.
+    fn sample(&mut self, at: Instant, recorded: u64, busy: bool) -> Option<f64> {
+        if let Some((then, before, was_busy)) = self.last {
             let seconds = at.duration_since(then).as_secs_f64();
-            if seconds > 0.0 {
+            if was_busy && busy && seconds > 0.0 {
                 let rate = recorded.saturating_sub(before) as f64 / seconds;
-                self.per_second += WEIGHT * (rate - self.per_second);
+                let smoothed = self.per_second.map_or(rate, |r| r + WEIGHT * (rate - r));
+                self.per_second = Some(smoothed);
             }
         }
-        self.last = Some((at, recorded));
+        self.last = Some((at, recorded, busy));
         self.per_second
     }
 }
@@ -332,29 +360,51 @@ mod tests {
         assert_eq!(a.refused_share(), 0.0, "no limit, nothing refused");
     }
 
-    /// The rate follows what is recorded, about a second behind (each read weighs a fifth).
+    /// The rate is known from the first interval between two busy reads, follows what is
+    /// recorded in such intervals about a second behind (each weighs a fifth), and holds through
+    /// a quiet spell.
     #[test]
-    fn the_drain_rate_is_the_recorded_rate_smoothed() {
+    fn the_drain_rate_is_the_recorded_rate_while_busy_smoothed() {
         let mut drain = DrainRate::default();
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        assert_eq!(drain.sample(at(0), 1_000), 0.0, "no rate from one read");
-        assert!(
-            (drain.sample(at(100), 1_500) - 1_000.0).abs() < 1e-6,
-            "5,000/s weighs 0.2"
-        );
-        let mut rate = 0.0;
-        for i in 2..=30 {
-            rate = drain.sample(at(i * 100), 1_000 + i * 500);
-        }
-        assert!((rate - 5_000.0).abs() < 10.0, "settles at 5,000/s: {rate}");
-        for i in 31..=40 {
-            rate = drain.sample(at(i * 100), 16_000);
-        }
-        assert!(rate < 600.0, "a second without deliveries: {rate}");
+        assert_eq!(drain.sample(at(0), 0, false), None, "no rate from one read");
+        assert_eq!(drain.sample(at(100), 100, false), None, "not busy: offered");
         assert_eq!(
-            drain.sample(at(4_000), 16_000),
-            rate,
+            drain.sample(at(200), 200, true),
+            None,
+            "busy from this read on"
+        );
+        assert_eq!(
+            drain.sample(at(300), 700, true),
+            Some(5_000.0),
+            "set at once"
+        );
+        let rate = drain.sample(at(400), 1_700, true).unwrap();
+        assert!((rate - 6_000.0).abs() < 1e-6, "10,000/s weighs 0.2: {rate}");
+        let mut held = Some(rate);
+        for i in 5..=40 {
+            held = drain.sample(at(i * 100), 1_700, false);
+        }
+        assert_eq!(held, Some(rate), "a quiet spell keeps the last rate");
+        assert_eq!(
+            drain.sample(at(4_100), 1_800, true),
+            held,
+            "busy again from here"
+        );
+        let mut settled = 0.0;
+        for i in 42..=70 {
+            settled = drain
+                .sample(at(i * 100), 1_800 + (i - 41) * 300, true)
+                .unwrap();
+        }
+        assert!(
+            (settled - 3_000.0).abs() < 10.0,
+            "settles at 3,000/s: {settled}"
+        );
+        assert_eq!(
+            drain.sample(at(7_000), 1_800 + 29 * 300, true),
+            Some(settled),
             "no time, no new sample"
         );
     }

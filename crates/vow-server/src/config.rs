@@ -38,9 +38,9 @@ pub struct Config {
     /// it a share of them is, in proportion (0 = never; only where the delivery workers run).
     pub overload_max_due_deliveries: u32,
     /// Backpressure: how long a message accepted now may wait for its first attempt (the due
-    /// deliveries of the same endpoints at the rate they are recorded) before new messages and
-    /// inbound deliveries are all refused, milliseconds; from half of it a share of them is
-    /// (0 = never; only where the delivery workers run).
+    /// deliveries of the same endpoints at the rate this process drains them) before new
+    /// messages and inbound deliveries are all refused, milliseconds; from half of it a share of
+    /// them is (0 = never; only where the delivery workers run).
     pub overload_max_due_wait_ms: u32,
     /// Request body limit in bytes.
     pub max_body_bytes: usize,
@@ -673,7 +673,7 @@ mod tests {
     }
 
     #[test]
-    fn the_due_backlog_bound_is_a_count_by_default_and_a_wait_when_set() {
+    fn the_due_backlog_bound_is_a_count_and_a_wait_by_default_and_either_can_be_off() {
         use crate::admission::DueBound;
         use std::time::Duration;
         let bound = |toml: &str| {
@@ -685,13 +685,17 @@ mod tests {
             deliveries: Some(n),
             wait: None,
         };
-        assert_eq!(with(&[]).unwrap().overload_due_bound(), Some(count(10_000)));
         assert_eq!(
-            bound("overload_max_due_wait_ms = 1500"),
+            with(&[]).unwrap().overload_due_bound(),
             Some(DueBound {
-                wait: Some(Duration::from_millis(1_500)),
+                wait: Some(Duration::from_millis(1_000)),
                 ..count(10_000)
             })
+        );
+        assert_eq!(
+            bound("overload_max_due_wait_ms = 0"),
+            Some(count(10_000)),
+            "the count alone"
         );
         let wait_only = "overload_max_due_deliveries = 0\noverload_max_due_wait_ms = 3600000";
         assert_eq!(
@@ -701,7 +705,8 @@ mod tests {
                 wait: Some(Duration::from_secs(3_600)),
             })
         );
-        assert_eq!(bound("overload_max_due_deliveries = 0"), None, "both off");
+        let both_off = "overload_max_due_deliveries = 0\noverload_max_due_wait_ms = 0";
+        assert_eq!(bound(both_off), None, "both off");
         for toml in [
             "overload_max_due_wait_ms = 3600001",
             "overload_max_due_wait_ms = -1",

@@ -58,7 +58,7 @@ pub async fn open_store(config: &Config, migrate: Migrate) -> anyhow::Result<Sto
             warn_when_vacuum_off(&store).await;
             store.shed_intake_after(config.overload_max_wait());
             let stores = Stores::new(store.clone());
-            store.spawn_work_listener(stores.wake.clone());
+            store.spawn_work_listener(stores.wake.clone(), config.delivery_workers);
             Ok(stores)
         }
     }

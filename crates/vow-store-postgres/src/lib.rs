@@ -216,10 +216,12 @@ impl PgStore {
         self.intake.shed_after(limit);
     }
 
-    /// Listens for work made due by any process and notifies `wake` for each signal. Runs in
-    /// the background until `wake` has no other owner; reconnects after a lost connection.
-    pub fn spawn_work_listener(&self, wake: std::sync::Arc<tokio::sync::Notify>) {
-        listen::spawn_listener(self.pool.clone(), wake);
+    /// Listens for work made due by any process and notifies `wake` for each signal; when
+    /// `delivering` (this process's delivery workers run), counts it among the processes that
+    /// deliver (`Overviews::delivering_nodes`) while it listens. Runs in the background until
+    /// `wake` has no other owner; reconnects after a lost connection.
+    pub fn spawn_work_listener(&self, wake: std::sync::Arc<tokio::sync::Notify>, delivering: bool) {
+        listen::spawn_listener(self.pool.clone(), wake, delivering);
     }
 
     /// Runs `write`, a write that may queue work, and once it committed, wakes the workers of

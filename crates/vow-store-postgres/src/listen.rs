@@ -1,6 +1,11 @@
 //! Waking delivery workers in every process: a process that made work due `NOTIFY`s a channel
 //! (through [`WorkNotifier`], after its commit), and each process `LISTEN`s on it (besides
 //! polling, which catches anything missed while a listener reconnects or a notifier died).
+//!
+//! A process whose delivery workers run also holds a shared advisory lock on its listening
+//! connection ([`DELIVERING`], keyed by the schema), so the processes delivering from one
+//! deployment can be counted ([`DELIVERING_NODES`]); the lock goes with the session, so a
+//! killed process stops counting at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +16,24 @@ use tokio::sync::{mpsc, Notify};
 
 /// The channel.
 pub const WORK_CHANNEL: &str = "vow_work";
+
+/// The advisory lock's first key (`vow!`) held shared by each delivering process; the second is
+/// the schema's `hashtext`.
+pub(crate) const DELIVERING: i32 = 0x766f_7721;
+
+/// Marks this session's process as delivering.
+const HOLD_DELIVERING: &str = "SELECT pg_advisory_lock_shared($1, hashtext(current_schema()))";
+
+/// Unmarks it.
+const RELEASE_DELIVERING: &str = "SELECT pg_advisory_unlock_shared($1, hashtext(current_schema()))";
+
+/// The sessions that hold [`DELIVERING`] for this database and schema, at least 1 (this
+/// process reads it, and delivers).
+pub(crate) const DELIVERING_NODES: &str = "SELECT greatest(count(*), 1) FROM pg_locks
+     WHERE locktype = 'advisory' AND granted AND objsubid = 2
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND classid = ($1::bigint & 4294967295)::oid
+       AND objid = (hashtext(current_schema())::bigint & 4294967295)::oid";
 
 /// The least time between two `NOTIFY`s of one process: how much later, at most, another
 /// process hears of work than it would with a `NOTIFY` per write.
@@ -57,9 +80,10 @@ impl WorkNotifier {
 }
 
 /// Listens on `pool` for work made due by any process and notifies `wake` for each signal
-/// (`PgStore::spawn_work_listener`). Runs in the background until `wake` has no other owner;
-/// reconnects after a lost connection.
-pub(crate) fn spawn_listener(pool: PgPool, wake: Arc<Notify>) {
+/// (`PgStore::spawn_work_listener`); holds [`DELIVERING`] on the same connection when
+/// `delivering`. Runs in the background until `wake` has no other owner; reconnects after a
+/// lost connection.
+pub(crate) fn spawn_listener(pool: PgPool, wake: Arc<Notify>, delivering: bool) {
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         while Arc::strong_count(&wake) > 1 {
@@ -89,14 +113,25 @@ pub(crate) fn spawn_listener(pool: PgPool, wake: Arc<Notify>) {
                 tokio::time::sleep(backoff).await;
                 continue;
             }
+            if delivering {
+                if let Err(e) = delivering_mark(&mut listener, HOLD_DELIVERING).await {
+                    tracing::warn!(error = %e, "marking this process as delivering failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+            }
             backoff = Duration::from_millis(100);
             // Anything queued while we were not listening is found by the next claim.
             wake.notify_one();
+            let mut lost = false;
             while Arc::strong_count(&wake) > 1 {
                 match tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await {
                     Ok(Ok(Some(n))) if n.payload() == schema => wake.notify_one(),
-                    Ok(Ok(Some(_))) => {}  // another deployment's schema
-                    Ok(Ok(None)) => break, // connection lost: reconnect
+                    Ok(Ok(Some(_))) => {} // another deployment's schema
+                    Ok(Ok(None)) => {
+                        lost = true; // and the lock with it: reconnect
+                        break;
+                    }
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "LISTEN connection failed; reconnecting");
                         break;
@@ -104,8 +139,21 @@ pub(crate) fn spawn_listener(pool: PgPool, wake: Arc<Notify>) {
                     Err(_) => {} // idle: re-check that someone still wants wake-ups
                 }
             }
+            // A listener's connection goes back to the pool: it must not count this process
+            // there.
+            if delivering && !lost {
+                if let Err(e) = delivering_mark(&mut listener, RELEASE_DELIVERING).await {
+                    tracing::debug!(error = %e, "releasing the delivering mark failed");
+                }
+            }
         }
     });
+}
+
+/// Runs `statement` ([`HOLD_DELIVERING`] or [`RELEASE_DELIVERING`]) on `listener`'s connection.
+async fn delivering_mark(listener: &mut PgListener, statement: &str) -> sqlx::Result<()> {
+    let query = sqlx::query(statement).bind(DELIVERING);
+    query.execute(&mut *listener).await.map(drop)
 }
 
 #[cfg(test)]

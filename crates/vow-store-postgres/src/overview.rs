@@ -227,6 +227,15 @@ impl Overviews for PgStore {
             oldest_due,
         })
     }
+
+    async fn delivering_nodes(&self) -> StoreResult<u64> {
+        let nodes: i64 = sqlx::query_scalar(crate::listen::DELIVERING_NODES)
+            .bind(i64::from(crate::listen::DELIVERING))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(exact(nodes))
+    }
 }
 
 impl PgStore {

@@ -336,6 +336,13 @@ pub trait Overviews: Send + Sync + 'static {
     /// the deliveries of the endpoints in `except` (the backlog bound leaves out the endpoints
     /// that hold up their own deliveries: `vow-server`'s `admission`).
     async fn backlog(&self, now: DateTime<Utc>, except: &[EndpointId]) -> StoreResult<Backlog>;
+
+    /// How many processes deliver from this store now, at least 1: the due backlog is shared
+    /// among them (`vow-server`'s `admission` divides its wait by their drain). A store only one
+    /// process opens has one.
+    async fn delivering_nodes(&self) -> StoreResult<u64> {
+        Ok(1)
+    }
 }
 
 #[cfg(test)]

@@ -280,16 +280,24 @@ async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries(
     }
 }
 
-#[tokio::test]
-async fn a_message_written_by_one_process_wakes_the_workers_of_another() {
-    let (writer, url) = fresh_store().await;
-    let listener = PgStore::connect(&url, 2).await.unwrap();
+/// Another process on `url`, listening for work (`delivering`: its delivery workers run),
+/// once it listens, and what its listener wakes.
+async fn listening(url: &str, delivering: bool) -> (PgStore, std::sync::Arc<tokio::sync::Notify>) {
+    let store = PgStore::connect(url, 2).await.unwrap();
     let wake = std::sync::Arc::new(tokio::sync::Notify::new());
-    listener.spawn_work_listener(wake.clone());
-    // The listener wakes once when it starts listening (to catch up on anything missed).
+    store.spawn_work_listener(wake.clone(), delivering);
+    // The listener wakes once when it starts listening (to catch up on anything missed), and
+    // has marked itself as delivering by then.
     tokio::time::timeout(Duration::from_secs(10), wake.notified())
         .await
         .expect("the listener connects");
+    (store, wake)
+}
+
+#[tokio::test]
+async fn a_message_written_by_one_process_wakes_the_workers_of_another() {
+    let (writer, url) = fresh_store().await;
+    let (_listener, wake) = listening(&url, false).await;
     let owner = app(&writer, None).await;
     endpoint(&writer, owner.id, endpoint_fields("https://example.com/h")).await;
     let woken = wake.notified();
@@ -300,6 +308,32 @@ async fn a_message_written_by_one_process_wakes_the_workers_of_another() {
     tokio::time::timeout(Duration::from_secs(10), woken)
         .await
         .expect("the other process was woken by NOTIFY");
+}
+
+/// A process whose delivery workers run counts among the delivering nodes while it listens,
+/// and not once it stops; one without them never does. The count is at least 1: the process
+/// reading it delivers.
+#[tokio::test]
+async fn the_processes_that_deliver_are_counted_while_they_listen() {
+    let (reader, url) = fresh_store().await;
+    let nodes = || async { reader.delivering_nodes().await.unwrap() };
+    assert_eq!(nodes().await, 1, "none listening");
+    let (_first, first_wake) = listening(&url, true).await;
+    let _second = listening(&url, true).await;
+    let _api_only = listening(&url, false).await;
+    assert_eq!(nodes().await, 2, "two deliver");
+
+    // Its listener stops within its 5 s idle check and releases the mark; its connection
+    // goes back to the pool, which stays open.
+    drop(first_wake);
+    let started = Instant::now();
+    while nodes().await != 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the stopped listener still counts"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]
