@@ -233,9 +233,9 @@ impl DrainRate {
 }
 
 /// The wait a message accepted now would have before its first attempt: the `due` deliveries
-/// beyond the `places` this process holds claims in at once (those are being attempted), at
-/// `per_second` (at least one a second: until deliveries are recorded, a queue waits long).
-/// Capped at an hour.
+/// beyond the `places` the delivering nodes hold claims in at once (those are being
+/// attempted), at their `per_second` (at least one a second: until deliveries are recorded, a
+/// queue waits long). Capped at an hour.
 fn expected_wait(due: u64, places: u64, per_second: f64) -> Duration {
     let queued = due.saturating_sub(places) as f64;
     Duration::from_secs_f64((queued / per_second.max(1.0)).min(3600.0))
