@@ -269,7 +269,7 @@ async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries(
         "ON public.attempts USING btree (app_id, msg_id, id)",
         "ON public.attempts USING btree (app_id, endpoint_id, id)",
         "UNIQUE INDEX messages_app_id_id_key ON public.messages USING btree (app_id, id)",
-        "UNIQUE INDEX messages_app_id_event_id_key ON public.messages USING btree (app_id, event_id)",
+        "UNIQUE INDEX messages_app_id_event_id_key ON public.messages USING btree (app_id, event_id) WHERE (event_id IS NOT NULL)",
         "UNIQUE INDEX endpoints_app_id_uid_key ON public.endpoints USING btree (app_id, uid)",
         "UNIQUE INDEX applications_uid_key ON public.applications USING btree (uid)",
     ] {
