@@ -146,10 +146,10 @@ async fn fan_outs(
 
 /// The batch's one statement, outside any transaction: it claims the keys of the keyed jobs
 /// with a fan-out and inserts the messages of the unkeyed ones and of those whose keys it
-/// claimed ([`INSERT`]`[1]`, or [`INSERT`]`[0]` when none is keyed). With keys, a message whose
-/// `eventId` is taken fails it whole, claims and all (a unique violation: the batch is then
-/// written in a transaction, [`claim_insert_unclaim`]); without, it is skipped. For each job,
-/// how many deliveries its message got, `None` for one it left.
+/// claimed ([`Insert::Claiming`], or without a claim when none is keyed). With keys, a message
+/// whose `eventId` is taken fails it whole, claims and all (a unique violation: the batch is
+/// then written in a transaction, [`claim_insert_unclaim`]); without, it is skipped. For each
+/// job, how many deliveries its message got, `None` for one it left.
 async fn claim_and_insert(
     conn: &mut PgConnection,
     jobs: &[&Create],
@@ -311,28 +311,66 @@ fn app_endpoint(row: PgRow) -> sqlx::Result<(String, Option<FanOutEndpoint>)> {
     Ok((app, read_optional(&columns, &mut r)?))
 }
 
-/// The batch's insert: `[0]` inserts the messages `$1` to `$9` (as columns; one whose
-/// `eventId` is taken is skipped), the channels of those inserted and their deliveries `$10` to
-/// `$13`, and yields the ids inserted. `[1]` first claims keys ([`records::Claim::MANY_CTE`],
-/// `$1` to `$16`), then does the same with every number after those, and with the messages'
-/// claim tokens (`$30`, `NULL` for an unkeyed one): a keyed message is inserted only if its key
-/// was claimed, and any message whose `eventId` is taken fails the statement (no claim may
-/// commit without its message).
-static INSERT: LazyLock<[String; 2]> = LazyLock::new(|| [insert(false), insert(true)]);
+/// The batch's insert, one statement per [`Insert`]: it inserts the messages `$1` to `$9` (as
+/// columns), the channels of those inserted and their deliveries `$10` to `$13`, and yields the
+/// ids inserted. [`Insert::SkipTaken`] skips a message whose `eventId` is taken.
+/// [`Insert::Claiming`] first claims keys ([`records::Claim::MANY_CTE`], `$1` to `$16`), then
+/// does the same with every number after those, and with the messages' claim tokens (`$30`,
+/// `NULL` for an unkeyed one): a keyed message is inserted only if its key was claimed, and any
+/// message whose `eventId` is taken fails the statement (no claim may commit without its
+/// message).
+static INSERT: LazyLock<[String; 3]> =
+    LazyLock::new(|| [Insert::Fresh, Insert::SkipTaken, Insert::Claiming].map(insert));
 
-/// [`INSERT`]`[usize::from(claiming)]`.
-fn insert(claiming: bool) -> String {
+/// Which [`INSERT`] a batch runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Insert {
+    /// No key to claim, and no message carries an `eventId`, so none can be taken: a plain
+    /// insert (every batch, when clients send no `eventId`s). `ON CONFLICT` would make each row
+    /// a speculative insertion: every unique index of `messages` probed before the row is
+    /// written, a speculative lock, and a confirmation logged after.
+    Fresh,
+    /// No key to claim; a message whose `eventId` is taken is skipped (`ON CONFLICT DO NOTHING`).
+    SkipTaken,
+    /// Keys claimed first, in the same statement.
+    Claiming,
+}
+
+impl Insert {
+    /// The insert for a batch that claims keys or not, with `event_ids` (whether any message
+    /// carries one).
+    fn of(claiming: bool, event_ids: bool) -> Self {
+        match (claiming, event_ids) {
+            (true, _) => Self::Claiming,
+            (false, true) => Self::SkipTaken,
+            (false, false) => Self::Fresh,
+        }
+    }
+
+    /// Its statement.
+    fn sql(self) -> &'static str {
+        INSERT[self as usize].as_str()
+    }
+}
+
+/// The text of `which` [`INSERT`].
+fn insert(which: Insert) -> String {
+    let claiming = which == Insert::Claiming;
     let first = if claiming { records::Claim::PARAMS } else { 0 };
     let p = |n: usize| format!("${}", first + n);
-    let (claims, token, gate, skip) = if claiming {
+    let (claims, token, gate) = if claiming {
         (
             format!("{}, ", records::Claim::MANY_CTE),
             format!(", {}::text[]", p(14)),
             "WHERE n.token IS NULL OR n.token IN (SELECT lease_token FROM claim) ",
-            "",
         )
     } else {
-        (String::new(), String::new(), "", "ON CONFLICT DO NOTHING ")
+        (String::new(), String::new(), "")
+    };
+    let skip = if which == Insert::SkipTaken {
+        "ON CONFLICT DO NOTHING "
+    } else {
+        ""
     };
     format!(
         "WITH {claims}message AS (INSERT INTO messages ({}) \
@@ -427,9 +465,10 @@ impl<'j> Rows<'j> {
     }
 
     /// Inserts every message, the channels and deliveries of those inserted, in one statement:
-    /// without `claims`, [`INSERT`]`[0]` (one whose `eventId` is taken is skipped); with them,
-    /// [`INSERT`]`[1]`, claiming them first (a keyed message is inserted only if its key was
-    /// claimed). The ids inserted.
+    /// without `claims`, skipping one whose `eventId` is taken ([`Insert::Fresh`] when none
+    /// carries one, else [`Insert::SkipTaken`]); with them, claiming them first
+    /// ([`Insert::Claiming`]: a keyed message is inserted only if its key was claimed). The ids
+    /// inserted.
     async fn insert(
         self,
         conn: &mut PgConnection,
@@ -439,6 +478,7 @@ impl<'j> Rows<'j> {
             return Ok(BTreeSet::new());
         }
         let claiming = !claims.is_empty();
+        let which = Insert::of(claiming, self.event_ids.iter().any(Option::is_some));
         let mut args = PgArguments::default();
         if claiming {
             records::Claim::add_many_to(claims, &mut args).map_err(postgres_error)?;
@@ -459,8 +499,7 @@ impl<'j> Rows<'j> {
         if claiming {
             add(&mut args, self.tokens)?;
         }
-        let sql = INSERT[usize::from(claiming)].as_str();
-        let ids: Vec<String> = sqlx::query_scalar_with(sql, args)
+        let ids: Vec<String> = sqlx::query_scalar_with(which.sql(), args)
             .fetch_all(&mut *conn)
             .await?;
         Ok(ids.into_iter().collect())
@@ -521,13 +560,19 @@ mod tests {
             ),
             (
                 "insert",
-                INSERT[0].as_str(),
+                Insert::Fresh.sql(),
+                insert_types.as_str(),
+                insert_args,
+            ),
+            (
+                "insert skipping taken eventIds",
+                Insert::SkipTaken.sql(),
                 insert_types.as_str(),
                 insert_args,
             ),
             (
                 "key claims and insert",
-                INSERT[1].as_str(),
+                Insert::Claiming.sql(),
                 claim_and_insert_types.as_str(),
                 claim_and_insert_args.as_str(),
             ),
@@ -564,18 +609,7 @@ mod tests {
     async fn one_statement_claims_and_inserts_and_a_taken_event_id_needs_the_transaction() {
         let (store, _url) = crate::testing::fresh_store().await;
         let mut conn = store.conn().await.unwrap();
-        let app = AppId::new();
-        sqlx::raw_sql(&format!(
-            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
-               VALUES ('{app}', 'a', '{{}}', now(), now());
-             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
-                                    created_at, updated_at)
-               VALUES ('ep_1', '{app}', 'https://example.com/', '', false, '{{}}', '{{}}',
-                       now(), now());"
-        ))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+        let app = app_with_an_endpoint(&mut conn).await;
         let counts = "SELECT (SELECT count(*) FROM messages), \
              (SELECT count(*) FROM deliveries), (SELECT count(*) FROM idempotency_records)";
         let count = async |conn: &mut PgConnection| -> (i64, i64, i64) {
@@ -609,6 +643,73 @@ mod tests {
         tx.commit().await.unwrap();
         assert_eq!(written.unwrap(), [Some(1), None, Some(1)]);
         assert_eq!(count(&mut conn).await, (4, 4, 2), "k3 has no record");
+    }
+
+    /// Without keys, a batch in which no message carries an `eventId` is a plain insert; one in
+    /// which some do skips a message whose `eventId` is taken and writes the rest, in or out of
+    /// a transaction.
+    #[tokio::test]
+    async fn an_unkeyed_batch_skips_a_taken_event_id_and_one_without_event_ids_writes_all() {
+        let (store, _url) = crate::testing::fresh_store().await;
+        let mut conn = store.conn().await.unwrap();
+        let app = app_with_an_endpoint(&mut conn).await;
+        let count = async |conn: &mut PgConnection| -> (i64, i64) {
+            sqlx::query_as(
+                "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM deliveries)",
+            )
+            .fetch_one(conn)
+            .await
+            .unwrap()
+        };
+
+        let fresh = [create(app, None, None), create(app, None, None)];
+        assert_eq!(
+            Insert::of(false, false),
+            Insert::Fresh,
+            "no eventId: a plain insert"
+        );
+        let refs: Vec<&Create> = fresh.iter().collect();
+        let written = Creates::write_together(&mut conn, &refs, false).await;
+        assert_eq!(written.unwrap(), [Some(1), Some(1)]);
+        assert_eq!(count(&mut conn).await, (2, 2));
+
+        for in_transaction in [false, true] {
+            let taken = format!("taken-{in_transaction}");
+            let first = [create(app, Some(&taken), None)];
+            let refs: Vec<&Create> = first.iter().collect();
+            let written = Creates::write_together(&mut conn, &refs, in_transaction).await;
+            assert_eq!(written.unwrap(), [Some(1)]);
+            let second = [
+                create(app, None, None),
+                create(app, Some(&taken), None),
+                create(app, Some(&format!("new-{in_transaction}")), None),
+            ];
+            let refs: Vec<&Create> = second.iter().collect();
+            let written = Creates::write_together(&mut conn, &refs, in_transaction).await;
+            assert_eq!(
+                written.unwrap(),
+                [Some(1), None, Some(1)],
+                "{in_transaction}"
+            );
+        }
+        assert_eq!(count(&mut conn).await, (8, 8), "the taken ones left out");
+    }
+
+    /// Adds an application with one endpoint, `ep_1`.
+    async fn app_with_an_endpoint(conn: &mut PgConnection) -> AppId {
+        let app = AppId::new();
+        sqlx::raw_sql(&format!(
+            "INSERT INTO applications (id, name, metadata, created_at, updated_at)
+               VALUES ('{app}', 'a', '{{}}', now(), now());
+             INSERT INTO endpoints (id, app_id, url, description, disabled, metadata, headers,
+                                    created_at, updated_at)
+               VALUES ('ep_1', '{app}', 'https://example.com/', '', false, '{{}}', '{{}}',
+                       now(), now());"
+        ))
+        .execute(conn)
+        .await
+        .unwrap();
+        app
     }
 
     /// A create of one message to `app` (with `event_id`), keyed with `key` as the server's hot
