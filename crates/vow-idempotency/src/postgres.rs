@@ -31,7 +31,10 @@ use crate::record::{
 use crate::status::{self, KeyStatus, StatusRow};
 use crate::Fingerprint;
 
-/// The table and its indexes (idempotent).
+/// The table and its indexes (idempotent). A record is found by its deadline in one index at a
+/// time: `expires_at` until it becomes a tombstone, then `tombstone_until`, so each record holds
+/// one deadline entry (a host whose indexes predate the partial ones keeps its full indexes,
+/// which answer the same queries).
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS idempotency_records (
     principal           text        NOT NULL,
@@ -55,9 +58,9 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     PRIMARY KEY (principal, application, method, route, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_records_expires_at
-    ON idempotency_records (expires_at);
+    ON idempotency_records (expires_at) WHERE state <> 'tombstone';
 CREATE INDEX IF NOT EXISTS idempotency_records_tombstone_until
-    ON idempotency_records (tombstone_until);
+    ON idempotency_records (tombstone_until) WHERE state = 'tombstone';
 CREATE INDEX IF NOT EXISTS idempotency_records_in_progress
     ON idempotency_records (lease_until) WHERE state = 'in_progress';
 ";
@@ -631,9 +634,9 @@ pub async fn release(conn: &mut PgConnection, scope: &Scope, token: &LeaseToken)
 
 /// One cleaning pass of at most `batch` rows per step: completed records past `expires_at`
 /// become tombstones (response and request body dropped; scope, fingerprint, resource kept);
-/// tombstones past their end, and abandoned `in_progress` rows (lease and record both expired:
-/// nothing was committed) are deleted. Rows locked by a running transaction are skipped. The
-/// number of rows changed.
+/// then tombstones past their end (those just made included), and abandoned `in_progress` rows
+/// (lease and record both expired: nothing was committed) are deleted. Rows locked by a running
+/// transaction are skipped. The number of rows changed.
 pub async fn purge(conn: &mut PgConnection, now: DateTime<Utc>, batch: usize) -> Result<usize> {
     const PICK: &str = "SELECT ctid FROM idempotency_records WHERE";
     let strip = format!(
@@ -644,7 +647,7 @@ pub async fn purge(conn: &mut PgConnection, now: DateTime<Utc>, batch: usize) ->
     );
     let delete = format!(
         "DELETE FROM idempotency_records \
-         WHERE ctid = ANY(ARRAY({PICK} tombstone_until <= $1 \
+         WHERE ctid = ANY(ARRAY({PICK} (state = 'tombstone' AND tombstone_until <= $1) \
                                 OR (state = 'in_progress' AND expires_at <= $1 \
                                     AND lease_until <= $1) \
                                 LIMIT $2 FOR UPDATE SKIP LOCKED))"

@@ -577,6 +577,18 @@ async fn past_its_ttl_a_record_becomes_a_tombstone_that_never_runs_again_until_i
     owner(&pool, &alice(), t(TOMBSTONE_ENDS)).await;
 }
 
+/// A completed record the cleaner first reaches after its tombstone ended is stripped and deleted
+/// in that one pass (the delete reads tombstones only, after the strip made this one).
+#[tokio::test]
+async fn a_record_the_cleaner_reaches_after_its_tombstone_ended_goes_in_one_pass() {
+    let pool = db(2).await;
+    let token = owner(&pool, &alice(), t(0)).await;
+    host_write(&pool, &alice(), &token, t(0)).await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(purge(&mut conn, t(TOMBSTONE_ENDS), 100).await.unwrap(), 2);
+    assert_eq!(count(&pool, "idempotency_records").await, 0);
+}
+
 #[tokio::test]
 async fn purge_works_in_batches_and_drops_abandoned_claims() {
     let pool = db(2).await;

@@ -218,6 +218,17 @@ fn an_ended_tombstone_the_cleaner_missed_is_taken_over() {
     assert_eq!(body, None);
 }
 
+/// A completed record the cleaner first reaches after its tombstone ended is stripped and deleted
+/// in that one pass.
+#[test]
+fn a_record_the_cleaner_reaches_after_its_tombstone_ended_goes_in_one_pass() {
+    let (_dir, mut conn) = db();
+    let token = owner(&conn, &alice(), t(0));
+    host_write(&mut conn, &alice(), &token, t(0)).unwrap();
+    assert_eq!(purge(&conn, t(TOMBSTONE_ENDS), 100).unwrap(), 2);
+    assert_eq!(count(&conn, "idempotency_records"), 0);
+}
+
 #[test]
 fn purge_works_in_batches_and_drops_abandoned_claims() {
     let (_dir, mut conn) = db();

@@ -66,7 +66,8 @@ mod tests {
     fn the_idempotency_migrations_hold_the_record_stores_schema() {
         let sql = concat!(
             include_str!("../migrations/0004_idempotency.sql"),
-            include_str!("../migrations/0005_idempotency_in_progress.sql")
+            include_str!("../migrations/0005_idempotency_in_progress.sql"),
+            include_str!("../migrations/0024_idempotency_one_deadline_entry.sql")
         );
         for statement in vow_idempotency::postgres::SCHEMA.split(';').map(str::trim) {
             assert!(sql.contains(statement), "missing: {statement}");
