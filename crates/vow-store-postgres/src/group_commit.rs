@@ -319,24 +319,26 @@ fn app_endpoint(row: PgRow) -> sqlx::Result<(String, Option<FanOutEndpoint>)> {
 /// `NULL` for an unkeyed one): a keyed message is inserted only if its key was claimed, and any
 /// message whose `eventId` is taken fails the statement (no claim may commit without its
 /// message).
-static INSERT: LazyLock<[String; 3]> =
-    LazyLock::new(|| [Insert::Fresh, Insert::SkipTaken, Insert::Claiming].map(insert));
+static INSERT: LazyLock<[String; 3]> = LazyLock::new(|| Insert::ALL.map(insert));
 
-/// Which [`INSERT`] a batch runs.
+/// Which [`INSERT`] a batch runs; its discriminant is its statement's index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Insert {
     /// No key to claim, and no message carries an `eventId`, so none can be taken: a plain
     /// insert (every batch, when clients send no `eventId`s). `ON CONFLICT` would make each row
     /// a speculative insertion: every unique index of `messages` probed before the row is
     /// written, a speculative lock, and a confirmation logged after.
-    Fresh,
+    Fresh = 0,
     /// No key to claim; a message whose `eventId` is taken is skipped (`ON CONFLICT DO NOTHING`).
-    SkipTaken,
+    SkipTaken = 1,
     /// Keys claimed first, in the same statement.
-    Claiming,
+    Claiming = 2,
 }
 
 impl Insert {
+    /// Every insert, in discriminant order.
+    const ALL: [Self; 3] = [Self::Fresh, Self::SkipTaken, Self::Claiming];
+
     /// The insert for a batch that claims keys or not, with `event_ids` (whether any message
     /// carries one).
     fn of(claiming: bool, event_ids: bool) -> Self {
@@ -358,19 +360,15 @@ fn insert(which: Insert) -> String {
     let claiming = which == Insert::Claiming;
     let first = if claiming { records::Claim::PARAMS } else { 0 };
     let p = |n: usize| format!("${}", first + n);
-    let (claims, token, gate) = if claiming {
-        (
+    let (claims, token, gate, skip) = match which {
+        Insert::Fresh => (String::new(), String::new(), "", ""),
+        Insert::SkipTaken => (String::new(), String::new(), "", "ON CONFLICT DO NOTHING "),
+        Insert::Claiming => (
             format!("{}, ", records::Claim::MANY_CTE),
             format!(", {}::text[]", p(14)),
             "WHERE n.token IS NULL OR n.token IN (SELECT lease_token FROM claim) ",
-        )
-    } else {
-        (String::new(), String::new(), "")
-    };
-    let skip = if which == Insert::SkipTaken {
-        "ON CONFLICT DO NOTHING "
-    } else {
-        ""
+            "",
+        ),
     };
     format!(
         "WITH {claims}message AS (INSERT INTO messages ({}) \
@@ -610,11 +608,6 @@ mod tests {
         let (store, _url) = crate::testing::fresh_store().await;
         let mut conn = store.conn().await.unwrap();
         let app = app_with_an_endpoint(&mut conn).await;
-        let counts = "SELECT (SELECT count(*) FROM messages), \
-             (SELECT count(*) FROM deliveries), (SELECT count(*) FROM idempotency_records)";
-        let count = async |conn: &mut PgConnection| -> (i64, i64, i64) {
-            sqlx::query_as(counts).fetch_one(conn).await.unwrap()
-        };
 
         let first = [
             create(app, Some("taken"), None),
@@ -653,14 +646,6 @@ mod tests {
         let (store, _url) = crate::testing::fresh_store().await;
         let mut conn = store.conn().await.unwrap();
         let app = app_with_an_endpoint(&mut conn).await;
-        let count = async |conn: &mut PgConnection| -> (i64, i64) {
-            sqlx::query_as(
-                "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM deliveries)",
-            )
-            .fetch_one(conn)
-            .await
-            .unwrap()
-        };
 
         let fresh = [create(app, None, None), create(app, None, None)];
         assert_eq!(
@@ -671,7 +656,7 @@ mod tests {
         let refs: Vec<&Create> = fresh.iter().collect();
         let written = Creates::write_together(&mut conn, &refs, false).await;
         assert_eq!(written.unwrap(), [Some(1), Some(1)]);
-        assert_eq!(count(&mut conn).await, (2, 2));
+        assert_eq!(count(&mut conn).await, (2, 2, 0));
 
         for in_transaction in [false, true] {
             let taken = format!("taken-{in_transaction}");
@@ -692,7 +677,18 @@ mod tests {
                 "{in_transaction}"
             );
         }
-        assert_eq!(count(&mut conn).await, (8, 8), "the taken ones left out");
+        assert_eq!(count(&mut conn).await, (8, 8, 0), "the taken ones left out");
+    }
+
+    /// How many messages, deliveries and key records are stored.
+    async fn count(conn: &mut PgConnection) -> (i64, i64, i64) {
+        sqlx::query_as(
+            "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM deliveries), \
+             (SELECT count(*) FROM idempotency_records)",
+        )
+        .fetch_one(conn)
+        .await
+        .unwrap()
     }
 
     /// Adds an application with one endpoint, `ep_1`.
