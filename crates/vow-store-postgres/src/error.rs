@@ -54,18 +54,12 @@ fn conflict_message(constraint: Option<&str>) -> &'static str {
 /// What is missing when `constraint`, a foreign key, refused a write.
 fn missing_parent(constraint: Option<&str>) -> Option<&'static str> {
     match constraint {
-        Some(
-            "endpoints_app_id_fkey"
-            | "messages_app_id_fkey"
-            | "attempts_app_id_fkey"
-            | "sessions_app_id_fkey",
-        ) => Some("application"),
-        Some(
-            "endpoint_secrets_endpoint_fkey"
-            | "deliveries_endpoint_fkey"
-            | "attempts_endpoint_fkey",
-        ) => Some("endpoint"),
-        Some("deliveries_message_fkey" | "attempts_message_fkey") => Some("message"),
+        Some("endpoints_app_id_fkey" | "messages_app_id_fkey" | "sessions_app_id_fkey") => {
+            Some("application")
+        }
+        Some("endpoint_secrets_endpoint_fkey" | "deliveries_endpoint_fkey") => Some("endpoint"),
+        Some("deliveries_message_fkey") => Some("message"),
+        Some("attempts_delivery_fkey") => Some("delivery"),
         Some(
             "inbound_events_source_fkey"
             | "inbound_rejections_source_fkey"

@@ -31,7 +31,7 @@ impl Attempts for PgStore {
         ));
         qb.push_bind(app.to_string());
         if let Some(msg) = filter.msg_id {
-            qb.push(" AND msg_id = ").push_bind(msg.to_string());
+            push_of_message(&mut qb, msg);
         }
         if let Some(endpoint) = filter.endpoint_id {
             qb.push(" AND endpoint_id = ")
@@ -161,6 +161,16 @@ impl Attempts for PgStore {
         }
         Ok(())
     }
+}
+
+/// Narrows an attempts query to the message `msg`'s attempts: its deliveries' (by message,
+/// `deliveries_msg_id_endpoint_id_key`), each one's by `attempts_delivery_id_idx`.
+pub(crate) fn push_of_message(qb: &mut QueryBuilder<'_, Postgres>, msg: MessageId) {
+    qb.push(" AND msg_id = ")
+        .push_bind(msg.to_string())
+        .push(" AND delivery_id IN (SELECT id FROM deliveries WHERE msg_id = ")
+        .push_bind(msg.to_string())
+        .push(")");
 }
 
 /// The tail read of `filter` after `after`, up to its order: one index range from the cursor

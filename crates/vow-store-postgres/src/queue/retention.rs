@@ -16,7 +16,8 @@ use crate::PgStore;
 
 /// Deletes up to `$3` messages made before `$2` (ids below `$1`) whose deliveries have all
 /// ended: the oldest first, as a range of the primary key; the foreign keys' cascades delete
-/// their deliveries, attempts and channels through the indexes that start with the message.
+/// their deliveries and channels through the indexes that start with the message, and the
+/// deliveries' attempts through `attempts_delivery_id_idx`.
 ///
 /// Each message's deliveries are looked up by message (`deliveries_msg_id_endpoint_id_key`),
 /// whatever the statistics say. Written as a plain `NOT EXISTS (… status = 'pending')`, the
@@ -45,7 +46,8 @@ impl Retention for PgStore {
                  UPDATE messages SET payload = NULL WHERE app_id = $1 AND id = $2 RETURNING id
              ), a AS (
                  UPDATE attempts SET response = ''
-                 WHERE app_id = $1 AND msg_id = $2 AND response <> ''
+                 WHERE delivery_id IN (SELECT id FROM deliveries WHERE msg_id = $2)
+                   AND app_id = $1 AND msg_id = $2 AND response <> ''
              )
              SELECT count(*) FROM m",
         )

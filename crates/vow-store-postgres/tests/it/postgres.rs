@@ -266,7 +266,7 @@ async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries(
     for wanted in [
         "deliveries_pending_endpoint_id_next_attempt_at_idx ON public.deliveries USING btree (endpoint_id, next_attempt_at) WHERE (status = 'pending'::text)",
         "ON public.deliveries USING btree (endpoint_id, status, created_at)",
-        "ON public.attempts USING btree (app_id, msg_id, id)",
+        "attempts_delivery_id_idx ON public.attempts USING btree (delivery_id)",
         "ON public.attempts USING btree (app_id, endpoint_id, id)",
         "UNIQUE INDEX messages_app_id_id_key ON public.messages USING btree (app_id, id)",
         "UNIQUE INDEX messages_app_id_event_id_key ON public.messages USING btree (app_id, event_id) WHERE (event_id IS NOT NULL)",

@@ -118,6 +118,57 @@ async fn deleting_the_application_takes_the_attempts_with_it() {
     assert_eq!(left, 0);
 }
 
+/// Recording an attempt locks its delivery and nothing above it: while another session holds
+/// the rows of its application, endpoint and message `FOR UPDATE`, it still completes. Its
+/// foreign key is to the delivery, which the recording has locked already; keys to those
+/// parents would each key-share lock the row and wait.
+#[tokio::test]
+async fn recording_an_attempt_waits_on_no_lock_of_its_application_endpoint_or_message() {
+    let (store, url) = fresh_store().await;
+    with_deliveries(&store, 1).await;
+    let claimed = store.claim_deliveries(&claim_at(now(), 1)).await.unwrap();
+    let mut holder = crate::support::raw(&url).await;
+    sqlx::raw_sql(
+        "BEGIN;
+         SELECT 1 FROM applications FOR UPDATE;
+         SELECT 1 FROM endpoints FOR UPDATE;
+         SELECT 1 FROM messages FOR UPDATE;",
+    )
+    .execute(&mut holder)
+    .await
+    .unwrap();
+
+    let recorded = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        store.record_attempts(
+            vec![outcome(&claimed[0], Some(200), NextState::Delivered)],
+            3,
+        ),
+    )
+    .await
+    .expect("the recording waited on a parent's row lock")
+    .unwrap();
+    assert_eq!(
+        recorded,
+        vec![Recorded::Stored {
+            endpoint_disabled: false
+        }]
+    );
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM attempts a JOIN deliveries d
+             ON d.msg_id = a.msg_id AND d.endpoint_id = a.endpoint_id AND d.id = a.delivery_id
+          WHERE d.status = 'delivered'",
+    )
+    .fetch_one(&mut holder)
+    .await
+    .unwrap();
+    assert_eq!(stored, 1);
+}
+
 /// A create of `new` with `Idempotency-Key` `key` claimed in its own transaction, its response
 /// rendered before the write (as vow's message route does: the claim is folded into the read of
 /// the endpoints).
