@@ -165,7 +165,7 @@ impl Attempts for PgStore {
 
 /// Narrows an attempts query to the message `msg`'s attempts: its deliveries' (by message,
 /// `deliveries_msg_id_endpoint_id_key`), each one's by `attempts_delivery_id_idx`.
-pub(crate) fn push_of_message(qb: &mut QueryBuilder<'_, Postgres>, msg: MessageId) {
+fn push_of_message(qb: &mut QueryBuilder<'_, Postgres>, msg: MessageId) {
     qb.push(" AND msg_id = ")
         .push_bind(msg.to_string())
         .push(" AND delivery_id IN (SELECT id FROM deliveries WHERE msg_id = ")
