@@ -1,7 +1,9 @@
 //! A minimal client for the parts of vow's Svix-compatible API a benchmark needs.
 //!
 //! Owns: the keep-alive HTTP client, creating the application and its endpoints, and posting one
-//! message with a 1 KiB JSON body (`?with_content=false`, so the answer is small). For the
+//! message with a 1 KiB JSON body: by default a one-letter pad, answered without its payload
+//! (`?with_content=false`, so the answer is small); like an SDK, a realistic event answered
+//! with it. For the
 //! inbound side: creating a source, posting one signed delivery to `/in/{source_id}`, and
 //! reading back every stored event and rejection of a source, page by page.
 
@@ -191,11 +193,19 @@ impl Api {
     }
 
     /// Posts `body` as a message of `app`.
-    pub async fn post_message(&self, app: &str, body: Bytes, key: Option<String>) -> PostOutcome {
+    /// Posts `body` as a message of `app`, with `key` as its `Idempotency-Key`; `with_content`:
+    /// the answer carries the payload, as the Svix SDKs ask by default.
+    pub async fn post_message(
+        &self,
+        app: &str,
+        body: Bytes,
+        key: Option<String>,
+        with_content: bool,
+    ) -> PostOutcome {
         let mut req = self
             .client
             .post(format!(
-                "{}/api/v1/app/{app}/msg?with_content=false",
+                "{}/api/v1/app/{app}/msg?with_content={with_content}",
                 self.base
             ))
             .bearer_auth(ADMIN_TOKEN)
@@ -310,8 +320,12 @@ impl Api {
     }
 }
 
-/// A `MessageIn` body of exactly [`BODY_BYTES`] bytes, tagged with `seq`.
-pub fn message_body(seq: u64) -> Bytes {
+/// A `MessageIn` body of exactly [`BODY_BYTES`] bytes, tagged with `seq`: `like_sdk`, a
+/// realistic order event ([`event_body`]), else a payload padded with one letter.
+pub fn message_body(seq: u64, like_sdk: bool) -> Bytes {
+    if like_sdk {
+        return event_body(seq);
+    }
     let head = format!(r#"{{"eventType":"bench.event","payload":{{"seq":{seq},"pad":""#);
     let tail = r#""}}"#;
     let pad = BODY_BYTES.saturating_sub(head.len() + tail.len());
@@ -322,14 +336,92 @@ pub fn message_body(seq: u64) -> Bytes {
     Bytes::from(s)
 }
 
+/// Words the realistic events are made of.
+const WORDS: [&str; 24] = [
+    "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
+    "kestrel", "lumen", "maple", "nectar", "onyx", "pepper", "quartz", "raven", "saffron",
+    "tundra", "umber", "velvet", "willow", "zephyr",
+];
+
+/// An order event of exactly [`BODY_BYTES`] bytes, its values drawn from `seq`: ids, names,
+/// amounts and line items that vary from message to message and repeat their keys, so it
+/// compresses about as a real event does (unlike a one-letter pad, which shrinks to nothing).
+pub fn event_body(seq: u64) -> Bytes {
+    let mut state = seq ^ 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        // splitmix64
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let word = |n: u64| WORDS[(n % WORDS.len() as u64) as usize];
+    let mut items = Vec::new();
+    let mut s = String::new();
+    for i in 0.. {
+        let (a, b) = (next(), next());
+        items.push(format!(
+            r#"{{"line":{i},"sku":"SKU-{:08X}","name":"{} {}","quantity":{},"unit_amount":{}}}"#,
+            a as u32,
+            word(a >> 32),
+            word(b),
+            1 + b % 5,
+            100 + (b >> 8) % 99_900
+        ));
+        let (c, d) = (next(), next());
+        s = format!(
+            r#"{{"eventType":"order.created","payload":{{"seq":{seq},"id":"ord_{c:016x}","customer":{{"id":"cus_{d:016x}","email":"{}.{}@example.com","name":"{} {}"}},"currency":"EUR","items":[{}],"note":""#,
+            word(c),
+            d % 1000,
+            word(c >> 16),
+            word(d >> 16),
+            items.join(",")
+        );
+        if s.len() + 200 > BODY_BYTES {
+            break;
+        }
+    }
+    let tail = r#""}}"#;
+    while s.len() + tail.len() < BODY_BYTES {
+        let w = word(next());
+        let room = BODY_BYTES - tail.len() - s.len();
+        if w.len() < room {
+            s.push_str(w);
+            s.push(' ');
+        } else {
+            s.extend(std::iter::repeat_n('.', room));
+        }
+    }
+    s.push_str(tail);
+    Bytes::from(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn an_event_body_is_1_kib_of_valid_json_that_varies_with_seq() {
+        let mut seen = std::collections::HashSet::new();
+        for seq in [0, 1, 7, u64::MAX] {
+            let b = event_body(seq);
+            assert_eq!(b.len(), BODY_BYTES);
+            let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+            assert_eq!(v["payload"]["seq"], seq);
+            assert!(v["payload"]["items"].as_array().unwrap().len() >= 3);
+            assert!(
+                seen.insert(v["payload"]["items"].to_string()),
+                "items repeat"
+            );
+        }
+        assert_eq!(event_body(7), event_body(7), "deterministic");
+    }
+
+    #[test]
     fn a_message_body_is_1_kib_of_valid_json() {
         for seq in [0, 7, u64::MAX] {
-            let b = message_body(seq);
+            let b = message_body(seq, false);
             assert_eq!(b.len(), BODY_BYTES);
             let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
             assert_eq!(v["payload"]["seq"], seq);

@@ -148,16 +148,22 @@ pub struct Target {
     pub counters: Arc<Counters>,
     /// Whether each POST carries an `Idempotency-Key` (`bench-<seq>`, unique in the run).
     pub keyed: bool,
+    /// Whether each POST is sent as with a Svix SDK: a realistic event, answered with its
+    /// payload ([`message_body`]).
+    pub like_sdk: bool,
 }
 
 impl Target {
     /// Posts one message; returns how it ended, and when it started and ended (µs).
     pub async fn post_one(&self) -> (PostOutcome, u64, u64) {
         let seq = self.counters.sent.fetch_add(1, Ordering::Relaxed);
-        let body = message_body(seq);
+        let body = message_body(seq, self.like_sdk);
         let key = self.keyed.then(|| format!("bench-{seq}"));
         let sent_us = self.clock.now_us();
-        let outcome = self.api.post_message(&self.app, body, key).await;
+        let outcome = self
+            .api
+            .post_message(&self.app, body, key, self.like_sdk)
+            .await;
         let done_us = self.clock.now_us();
         if matches!(outcome, PostOutcome::Acked(_)) {
             self.counters.acked.fetch_add(1, Ordering::Relaxed);

@@ -116,6 +116,12 @@ struct Cli {
     #[arg(long)]
     keyed: bool,
 
+    /// Send every message create as an application using a Svix SDK would: a realistic 1 KiB
+    /// order event (which compresses as real JSON does) and the SDK's default answer, which
+    /// carries the payload. Without it: a payload padded with one letter, answered without it.
+    #[arg(long)]
+    like_sdk: bool,
+
     /// Repeat every scenario this many times and print medians.
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -240,6 +246,7 @@ fn main() -> anyhow::Result<()> {
         idle_count: cli.idle_count,
         seed: cli.seed.clone(),
         keyed: cli.keyed,
+        like_sdk: cli.like_sdk,
     };
     println!("{}", machine::banner());
     println!(

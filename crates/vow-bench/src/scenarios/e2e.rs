@@ -52,7 +52,7 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
     let mut r = Report::new(format!(
         "e2e {}{} endpoints={n} rate={} deliveries/s duration={}s",
         opts.backend(),
-        opts.keyed_label(),
+        opts.load_label(),
         opts.rate,
         duration.as_secs()
     ));

@@ -26,7 +26,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Vec<Report>> {
     let mut r = Report::new(format!(
         "ingest {}{} concurrency={} duration={}s",
         opts.backend(),
-        opts.keyed_label(),
+        opts.load_label(),
         opts.concurrency,
         duration.as_secs()
     ));

@@ -80,6 +80,9 @@ pub struct Options {
     pub seed: Option<String>,
     /// Whether every message create carries a fresh `Idempotency-Key`.
     pub keyed: bool,
+    /// Whether every message create is sent as with a Svix SDK (a realistic event, answered
+    /// with its payload).
+    pub like_sdk: bool,
 }
 
 impl Options {
@@ -88,13 +91,17 @@ impl Options {
         self.duration.unwrap_or(Duration::from_secs(default))
     }
 
-    /// " keyed" when every create carries an `Idempotency-Key`, for report titles.
-    pub fn keyed_label(&self) -> &'static str {
+    /// " keyed" when every create carries an `Idempotency-Key`, " like-sdk" when it is sent as
+    /// with a Svix SDK, for report titles.
+    pub fn load_label(&self) -> String {
+        let mut label = String::new();
         if self.keyed {
-            " keyed"
-        } else {
-            ""
+            label.push_str(" keyed");
         }
+        if self.like_sdk {
+            label.push_str(" like-sdk");
+        }
+        label
     }
 
     /// "sqlite" or "postgres".
@@ -192,6 +199,7 @@ impl Rig {
             clock,
             counters: Arc::new(Counters::default()),
             keyed: opts.keyed,
+            like_sdk: opts.like_sdk,
         };
         Ok(Self {
             db,
