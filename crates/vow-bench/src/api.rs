@@ -3,9 +3,9 @@
 //! Owns: the keep-alive HTTP client, creating the application and its endpoints, and posting one
 //! message with a 1 KiB JSON body: by default a one-letter pad, answered without its payload
 //! (`?with_content=false`, so the answer is small); like an SDK, a realistic event answered
-//! with it. For the
-//! inbound side: creating a source, posting one signed delivery to `/in/{source_id}`, and
-//! reading back every stored event and rejection of a source, page by page.
+//! with it. For the inbound side: creating a source, posting one signed delivery to
+//! `/in/{source_id}`, and reading back every stored event and rejection of a source, page by
+//! page.
 
 use std::time::Duration;
 
@@ -192,7 +192,6 @@ impl Api {
         Ok(Metrics(resp.error_for_status()?.text().await?))
     }
 
-    /// Posts `body` as a message of `app`.
     /// Posts `body` as a message of `app`, with `key` as its `Idempotency-Key`; `with_content`:
     /// the answer carries the payload, as the Svix SDKs ask by default.
     pub async fn post_message(
