@@ -342,6 +342,9 @@ const WORDS: [&str; 24] = [
     "tundra", "umber", "velvet", "willow", "zephyr",
 ];
 
+/// What follows an event's line items: the start of its note, which pads it to size.
+const NOTE: &str = r#"],"note":""#;
+
 /// An order event of exactly [`BODY_BYTES`] bytes, its values drawn from `seq`: ids, names,
 /// amounts and line items that vary from message to message and repeat their keys, so it
 /// compresses about as a real event does (unlike a one-letter pad, which shrinks to nothing).
@@ -356,11 +359,16 @@ pub fn event_body(seq: u64) -> Bytes {
         z ^ (z >> 31)
     };
     let word = |n: u64| WORDS[(n % WORDS.len() as u64) as usize];
-    let mut items = Vec::new();
-    let mut s = String::new();
-    for i in 0.. {
+    // Line items until the event nears its size; each round also draws the ids the header
+    // shows, and the last round's are kept.
+    let mut items = String::new();
+    let mut i = 0;
+    let head = loop {
         let (a, b) = (next(), next());
-        items.push(format!(
+        if i > 0 {
+            items.push(',');
+        }
+        items.push_str(&format!(
             r#"{{"line":{i},"sku":"SKU-{:08X}","name":"{} {}","quantity":{},"unit_amount":{}}}"#,
             a as u32,
             word(a >> 32),
@@ -369,18 +377,19 @@ pub fn event_body(seq: u64) -> Bytes {
             100 + (b >> 8) % 99_900
         ));
         let (c, d) = (next(), next());
-        s = format!(
-            r#"{{"eventType":"order.created","payload":{{"seq":{seq},"id":"ord_{c:016x}","customer":{{"id":"cus_{d:016x}","email":"{}.{}@example.com","name":"{} {}"}},"currency":"EUR","items":[{}],"note":""#,
+        let head = format!(
+            r#"{{"eventType":"order.created","payload":{{"seq":{seq},"id":"ord_{c:016x}","customer":{{"id":"cus_{d:016x}","email":"{}.{}@example.com","name":"{} {}"}},"currency":"EUR","items":["#,
             word(c),
             d % 1000,
             word(c >> 16),
             word(d >> 16),
-            items.join(",")
         );
-        if s.len() + 200 > BODY_BYTES {
-            break;
+        if head.len() + items.len() + NOTE.len() + 200 > BODY_BYTES {
+            break head;
         }
-    }
+        i += 1;
+    };
+    let mut s = head + &items + NOTE;
     let tail = r#""}}"#;
     while s.len() + tail.len() < BODY_BYTES {
         let w = word(next());
