@@ -34,7 +34,9 @@ use crate::Fingerprint;
 /// The table and its indexes (idempotent). A record is found by its deadline in one index at a
 /// time: `expires_at` until it becomes a tombstone, then `tombstone_until`, so each record holds
 /// one deadline entry (a host whose indexes predate the partial ones keeps its full indexes,
-/// which answer the same queries).
+/// which answer the same queries). The two bodies, which pass PostgreSQL's compression threshold
+/// together once a body is about 1 KiB, are compressed with lz4 where the server has it (14 and
+/// later, built with lz4), several times faster than its default pglz.
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS idempotency_records (
     principal           text        NOT NULL,
@@ -63,6 +65,16 @@ CREATE INDEX IF NOT EXISTS idempotency_records_tombstone_until
     ON idempotency_records (tombstone_until) WHERE state = 'tombstone';
 CREATE INDEX IF NOT EXISTS idempotency_records_in_progress
     ON idempotency_records (lease_until) WHERE state = 'in_progress';
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int >= 140000 THEN
+        EXECUTE 'ALTER TABLE idempotency_records
+            ALTER COLUMN canonical_body SET COMPRESSION lz4,
+            ALTER COLUMN response_body SET COMPRESSION lz4';
+    END IF;
+EXCEPTION WHEN feature_not_supported THEN
+    RAISE NOTICE 'no lz4 on this server: idempotency records stay compressed with pglz';
+END $$;
 ";
 
 /// The scope's transaction lock as a CTE over `$1`..`$5`, `lock AS (SELECT <taken> AS free)`:

@@ -67,7 +67,8 @@ mod tests {
         let sql = concat!(
             include_str!("../migrations/0004_idempotency.sql"),
             include_str!("../migrations/0005_idempotency_in_progress.sql"),
-            include_str!("../migrations/0024_idempotency_one_deadline_entry.sql")
+            include_str!("../migrations/0024_idempotency_one_deadline_entry.sql"),
+            include_str!("../migrations/0026_wide_values_compress_with_lz4.sql")
         );
         for statement in vow_idempotency::postgres::SCHEMA.split(';').map(str::trim) {
             assert!(sql.contains(statement), "missing: {statement}");

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use vow_store::prelude::*;
-use vow_store::{MessageKey, StoreError};
+use vow_store::{MessageKey, NewMessage, StoreError};
 use vow_store_postgres::testing::{fresh_store, TRUSTED_IDLE};
 use vow_store_postgres::{PgStore, VacuumOff};
 
@@ -278,6 +278,74 @@ async fn the_schema_sorts_keys_bytewise_cascades_and_indexes_the_worker_queries(
             "no index like {wanted:?} in {indexes:#?}"
         );
     }
+}
+
+/// A wide payload is stored compressed with lz4 (where the server has it, as the test server
+/// does), and read back byte for byte; the other wide values vow stores whole use lz4 too.
+#[tokio::test]
+async fn wide_values_are_compressed_with_lz4_where_the_server_has_it() {
+    let (store, url) = fresh_store().await;
+    let mut conn = raw(&url).await;
+    let has_lz4 = sqlx::raw_sql("SET default_toast_compression = lz4")
+        .execute(&mut conn)
+        .await
+        .is_ok();
+    let owner = app(&store, None).await;
+    // About 4.5 KiB of JSON with repeats, as events have: past the ~2 KB at which PostgreSQL
+    // compresses a row.
+    let items: Vec<String> = (0..100)
+        .map(|i| {
+            format!(
+                r#"{{"sku":"SKU-{i:05}","name":"Item {i}","qty":{}}}"#,
+                i % 7 + 1
+            )
+        })
+        .collect();
+    let payload = format!(r#"{{"items":[{}]}}"#, items.join(","));
+    assert!(payload.len() > 4096, "{}", payload.len());
+    let new = NewMessage {
+        payload: payload.clone(),
+        ..message(owner.id, "order.created", None)
+    };
+    let created = store.create_message(new).await.unwrap().message;
+
+    let (method, size): (Option<String>, i32) = sqlx::query_as(
+        "SELECT pg_column_compression(payload), pg_column_size(payload) FROM messages WHERE id = $1",
+    )
+    .bind(created.id.to_string())
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let expected = if has_lz4 { "lz4" } else { "pglz" };
+    assert_eq!(method.as_deref(), Some(expected), "stored in {size} bytes");
+    assert!((size as usize) < payload.len() / 2, "{size} bytes stored");
+    let stored = store
+        .get_message(owner.id, &MessageKey::Id(created.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.payload.as_deref(), Some(payload.as_str()));
+
+    let lz4_columns: Vec<String> = sqlx::query_scalar(
+        "SELECT relname || '.' || attname FROM pg_attribute JOIN pg_class ON oid = attrelid
+         WHERE attcompression = 'l' AND relnamespace = current_schema()::regnamespace
+         ORDER BY 1",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let expected: &[&str] = if has_lz4 {
+        &[
+            "attempts.response",
+            "idempotency_records.canonical_body",
+            "idempotency_records.response_body",
+            "inbound_events.payload",
+            "messages.payload",
+        ]
+    } else {
+        &[]
+    };
+    assert_eq!(lz4_columns, expected);
 }
 
 /// Another process on `url`, listening for work (`delivering`: its delivery workers run),
