@@ -3,11 +3,16 @@
 --
 -- PostgreSQL compresses a row's wide values when the row passes about 2 KB, with pglz unless a
 -- column says otherwise. A keyed create's record holds the request's canonical body and the
--- stored answer, which carries the payload: with a 1 KiB payload the row passes 2 KB, and pglz
--- cost PostgreSQL about 22 µs a keyed create (issue 18). lz4 compresses and decompresses the
--- same values several times faster. The same holds for the other values vow stores whole and
--- reads back: a message's payload (read for each delivery), an attempt's response, an inbound
--- event's body. Only values written from now on are compressed with lz4; PostgreSQL reads either.
+-- stored answer, which carries the payload: with a 1 KiB payload the row passes 2 KB, and
+-- compressing both with pglz cost PostgreSQL about 11 µs a keyed create more than lz4 does
+-- (issue 18; BENCHMARKS.md, twenty-ninth part). lz4 compresses and decompresses the same values
+-- several times faster. The same holds for the other values vow stores whole and reads back: a
+-- message's payload (read for each delivery), an attempt's response, an inbound event's body.
+-- Only values written from now on are compressed with lz4; PostgreSQL reads either.
+--
+-- Each change is to the catalog only (no table is rewritten), but takes its table's exclusive
+-- lock until the migration commits: it waits for the transactions using the table, and the
+-- ones after it wait for that moment.
 --
 -- lz4 needs PostgreSQL 14 and a server built with it (Debian's and the official images are). On
 -- one without, the columns keep pglz and this migration changes nothing. The first block is
