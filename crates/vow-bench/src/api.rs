@@ -7,6 +7,8 @@
 //! `/in/{source_id}`, and reading back every stored event and rejection of a source, page by
 //! page.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -120,6 +122,9 @@ impl Metrics {
 pub struct Api {
     client: reqwest::Client,
     base: String,
+    /// Where message creates go, in turn: `base` alone, or every node's ([`Api::spread_over`]).
+    nodes: Arc<[String]>,
+    turn: Arc<AtomicUsize>,
 }
 
 #[derive(Deserialize)]
@@ -141,12 +146,28 @@ impl Api {
         Ok(Self {
             client,
             base: base.to_string(),
+            nodes: Arc::from([base.to_string()]),
+            turn: Arc::new(AtomicUsize::new(0)),
         })
     }
 
     /// Points this client at `base` (vow restarted on another port).
     pub fn moved_to(&mut self, base: &str) {
         self.base = base.to_string();
+        self.nodes = Arc::from([self.base.clone()]);
+    }
+
+    /// Posts message creates to each of `bases` (vow processes sharing one database) in turn;
+    /// everything else still goes to the first.
+    pub fn spread_over(&mut self, bases: Vec<String>) {
+        self.base = bases.first().cloned().unwrap_or_else(|| self.base.clone());
+        self.nodes = Arc::from(bases);
+    }
+
+    /// The node the next message create goes to.
+    fn next_node(&self) -> &str {
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+        &self.nodes[turn % self.nodes.len()]
     }
 
     async fn create(&self, path: &str, body: serde_json::Value) -> anyhow::Result<String> {
@@ -180,16 +201,22 @@ impl Api {
         .await
     }
 
-    /// `GET /metrics`, read once for any number of series.
+    /// `GET /metrics` of every node message creates go to, one after another, read once for
+    /// any number of series: [`Metrics::share_within`] counts them all, [`Metrics::value`]
+    /// reads the first node's.
     pub async fn metrics(&self) -> anyhow::Result<Metrics> {
-        let resp = self
-            .client
-            .get(format!("{}/metrics", self.base))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .context("GET /metrics")?;
-        Ok(Metrics(resp.error_for_status()?.text().await?))
+        let mut text = String::new();
+        for node in self.nodes.iter() {
+            let resp = self
+                .client
+                .get(format!("{node}/metrics"))
+                .bearer_auth(ADMIN_TOKEN)
+                .send()
+                .await
+                .context("GET /metrics")?;
+            text.push_str(&resp.error_for_status()?.text().await?);
+        }
+        Ok(Metrics(text))
     }
 
     /// Posts `body` as a message of `app`, with `key` as its `Idempotency-Key`; `with_content`:
@@ -205,7 +232,7 @@ impl Api {
             .client
             .post(format!(
                 "{}/api/v1/app/{app}/msg?with_content={with_content}",
-                self.base
+                self.next_node()
             ))
             .bearer_auth(ADMIN_TOKEN)
             .header("content-type", "application/json");
@@ -408,6 +435,32 @@ pub fn event_body(seq: u64) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn message_creates_go_to_each_node_in_turn_and_the_rest_to_the_first() {
+        let mut api = Api::new("http://127.0.0.1:1", 1).unwrap();
+        assert_eq!(api.next_node(), "http://127.0.0.1:1");
+        let nodes = [
+            "http://127.0.0.1:2",
+            "http://127.0.0.1:3",
+            "http://127.0.0.1:4",
+        ];
+        api.spread_over(nodes.iter().map(|n| n.to_string()).collect());
+        let turns: Vec<String> = (0..7).map(|_| api.next_node().to_string()).collect();
+        let start = nodes.iter().position(|n| *n == turns[0]).unwrap();
+        for (i, turn) in turns.iter().enumerate() {
+            assert_eq!(turn, nodes[(start + i) % nodes.len()], "turn {i}");
+        }
+        assert_eq!(api.base, nodes[0]);
+        // A clone (each load task has one) shares the turns.
+        let other = api.clone();
+        let (a, b) = (api.next_node().to_string(), other.next_node().to_string());
+        assert_ne!(a, b);
+
+        api.moved_to("http://127.0.0.1:5");
+        assert_eq!(api.next_node(), "http://127.0.0.1:5");
+        assert_eq!(api.next_node(), "http://127.0.0.1:5");
+    }
 
     #[test]
     fn an_event_body_is_1_kib_of_valid_json_that_varies_with_seq() {

@@ -159,6 +159,20 @@ pub fn sample(pid: u32) -> ProcSample {
     }
 }
 
+/// [`sample`] of several processes at once (several vow nodes), as one: their ticks summed and
+/// their threads side by side (thread ids are unique across processes).
+pub fn sample_all(pids: &[u32]) -> ProcSample {
+    let mut all = ProcSample {
+        machine: machine_ticks(),
+        ..ProcSample::default()
+    };
+    for one in pids.iter().map(|pid| sample(*pid)) {
+        all.ticks += one.ticks;
+        all.threads.extend(one.threads);
+    }
+    all
+}
+
 /// CPU of every process named `name` (e.g. the PostgreSQL server's backends), keyed by pid in
 /// [`ProcSample::threads`], so a delta counts processes that started during the window.
 pub fn sample_named(name: &str) -> ProcSample {

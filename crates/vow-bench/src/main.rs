@@ -122,6 +122,11 @@ struct Cli {
     #[arg(long)]
     like_sdk: bool,
 
+    /// vow processes sharing the database in e2e (needs --pg): each delivers, and message
+    /// creates go to each in turn.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    nodes: usize,
+
     /// Repeat every scenario this many times and print medians.
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -247,7 +252,13 @@ fn main() -> anyhow::Result<()> {
         seed: cli.seed.clone(),
         keyed: cli.keyed,
         like_sdk: cli.like_sdk,
+        nodes: cli.nodes.max(1),
     };
+    anyhow::ensure!(
+        opts.nodes == 1 || (opts.pg.is_some() && cli.scenario == Scenario::E2e),
+        "--nodes {} needs --pg and the e2e scenario: several vow processes share one PostgreSQL database",
+        opts.nodes
+    );
     println!("{}", machine::banner());
     println!(
         "vow: {} ({})",

@@ -83,6 +83,8 @@ pub struct Options {
     /// Whether every message create is sent as with a Svix SDK (a realistic event, answered
     /// with its payload).
     pub like_sdk: bool,
+    /// vow processes sharing the PostgreSQL database in `e2e` (1: one).
+    pub nodes: usize,
 }
 
 impl Options {
@@ -144,6 +146,9 @@ pub struct Rig {
     /// The run's database.
     pub db: Database,
     vow: Option<VowProcess>,
+    /// More vow processes on the same database (`--nodes`), delivering too, each taking its
+    /// turn of the message creates.
+    peers: Vec<VowProcess>,
     settings: VowSettings,
     /// The in-process endpoints.
     pub receiver: Receiver,
@@ -186,9 +191,17 @@ impl Rig {
             ..opts.vow.clone()
         };
         let vow = VowProcess::start(&settings, &db).await?;
+        let mut peers = Vec::new();
+        for _ in 1..opts.nodes {
+            peers.push(VowProcess::start(&settings, &db).await?);
+        }
         let clock = Clock::start();
         let receiver = Receiver::start(clock, receivers, delays).await?;
-        let api = Api::new(vow.base_url(), opts.max_in_flight.max(opts.concurrency))?;
+        let mut api = Api::new(vow.base_url(), opts.max_in_flight.max(opts.concurrency))?;
+        if !peers.is_empty() {
+            let nodes = std::iter::once(&vow).chain(&peers);
+            api.spread_over(nodes.map(|v| v.base_url().to_string()).collect());
+        }
         let app = api.create_app().await?;
         for i in 0..endpoints {
             api.create_endpoint(&app, &receiver.url(i)).await?;
@@ -204,6 +217,7 @@ impl Rig {
         Ok(Self {
             db,
             vow: Some(vow),
+            peers,
             settings,
             receiver,
             target,
@@ -217,6 +231,17 @@ impl Rig {
         self.vow.as_ref().map_or(0, VowProcess::pid)
     }
 
+    /// The CPU of every vow process of the rig now, as one.
+    fn vow_sample(&self) -> ProcSample {
+        let pids: Vec<u32> = self
+            .vow
+            .iter()
+            .chain(&self.peers)
+            .map(VowProcess::pid)
+            .collect();
+        machine::sample_all(&pids)
+    }
+
     /// The running vow's `http://127.0.0.1:<port>` (it changes with [`Rig::restart`]).
     pub fn base_url(&self) -> Option<&str> {
         self.vow.as_ref().map(VowProcess::base_url)
@@ -226,7 +251,7 @@ impl Rig {
     pub fn begin_window(&mut self) {
         self.window = Some(Window {
             at: Instant::now(),
-            vow: machine::sample(self.pid()),
+            vow: self.vow_sample(),
             bench: machine::sample(std::process::id()),
             postgres: self
                 .db
@@ -241,7 +266,7 @@ impl Rig {
         let wall = w.at.elapsed().as_secs_f64();
         let postgres_samples = w.postgres.map(|p0| (p0, machine::sample_named("postgres")));
         Cpu {
-            vow: CpuUse::between(&w.vow, &machine::sample(self.pid()), wall),
+            vow: CpuUse::between(&w.vow, &self.vow_sample(), wall),
             bench: CpuUse::between(&w.bench, &machine::sample(std::process::id()), wall),
             postgres: postgres_samples
                 .as_ref()
@@ -261,17 +286,18 @@ impl Rig {
         Ok(())
     }
 
-    /// vow's peak RSS (MiB) so far, over every process the rig ran.
+    /// vow's peak RSS (MiB) so far, over every process the rig ran (the largest one's).
     pub fn peak_rss(&self) -> f64 {
-        self.vow.as_ref().map_or(self.peak_rss, |v| {
-            self.peak_rss.max(machine::peak_rss_mib(v.pid()))
+        let running = self.vow.iter().chain(&self.peers);
+        running.fold(self.peak_rss, |peak, v| {
+            peak.max(machine::peak_rss_mib(v.pid()))
         })
     }
 
-    /// Stops vow (recording its peak RSS first).
+    /// Stops vow, and its peers (recording their peak RSS first).
     pub async fn stop_vow(&mut self) -> anyhow::Result<()> {
-        if let Some(vow) = self.vow.take() {
-            self.peak_rss = self.peak_rss.max(machine::peak_rss_mib(vow.pid()));
+        self.peak_rss = self.peak_rss();
+        for vow in self.vow.take().into_iter().chain(self.peers.drain(..)) {
             if vow.log_lines() > 0 {
                 eprintln!("vow logged (last lines):\n{}", vow.log_tail());
             }
