@@ -121,8 +121,8 @@ impl Metrics {
 #[derive(Debug, Clone)]
 pub struct Api {
     client: reqwest::Client,
-    base: String,
-    /// Where message creates go, in turn: `base` alone, or every node's ([`Api::spread_over`]).
+    /// The vow processes message creates go to, in turn; the first takes everything else too
+    /// ([`Api::base`]). One unless [`Api::spread_over`] several.
     nodes: Arc<[String]>,
     turn: Arc<AtomicUsize>,
 }
@@ -145,7 +145,6 @@ impl Api {
             .build()?;
         Ok(Self {
             client,
-            base: base.to_string(),
             nodes: Arc::from([base.to_string()]),
             turn: Arc::new(AtomicUsize::new(0)),
         })
@@ -153,15 +152,20 @@ impl Api {
 
     /// Points this client at `base` (vow restarted on another port).
     pub fn moved_to(&mut self, base: &str) {
-        self.base = base.to_string();
-        self.nodes = Arc::from([self.base.clone()]);
+        self.nodes = Arc::from([base.to_string()]);
     }
 
     /// Posts message creates to each of `bases` (vow processes sharing one database) in turn;
-    /// everything else still goes to the first.
+    /// everything else still goes to the first. Keeps the current node if `bases` is empty.
     pub fn spread_over(&mut self, bases: Vec<String>) {
-        self.base = bases.first().cloned().unwrap_or_else(|| self.base.clone());
-        self.nodes = Arc::from(bases);
+        if !bases.is_empty() {
+            self.nodes = Arc::from(bases);
+        }
+    }
+
+    /// The node every request but a message create goes to.
+    fn base(&self) -> &str {
+        &self.nodes[0]
     }
 
     /// The node the next message create goes to.
@@ -173,7 +177,7 @@ impl Api {
     async fn create(&self, path: &str, body: serde_json::Value) -> anyhow::Result<String> {
         let resp = self
             .client
-            .post(format!("{}{path}", self.base))
+            .post(format!("{}{path}", self.base()))
             .bearer_auth(ADMIN_TOKEN)
             .json(&body)
             .send()
@@ -279,7 +283,7 @@ impl Api {
     pub async fn post_inbound(&self, source: &str, d: &Delivery) -> InboundAnswer {
         let sent = self
             .client
-            .post(format!("{}/in/{source}", self.base))
+            .post(format!("{}/in/{source}", self.base()))
             .header("content-type", "application/json")
             .header("webhook-id", &d.id)
             .header("webhook-timestamp", &d.timestamp)
@@ -311,7 +315,7 @@ impl Api {
         loop {
             let mut req = self
                 .client
-                .get(format!("{}{path}", self.base))
+                .get(format!("{}{path}", self.base()))
                 .bearer_auth(ADMIN_TOKEN)
                 .query(&[("limit", "250"), ("order", "ascending")]);
             if let Some(it) = &iterator {
@@ -451,7 +455,7 @@ mod tests {
         for (i, turn) in turns.iter().enumerate() {
             assert_eq!(turn, nodes[(start + i) % nodes.len()], "turn {i}");
         }
-        assert_eq!(api.base, nodes[0]);
+        assert_eq!(api.base(), nodes[0]);
         // A clone (each load task has one) shares the turns.
         let other = api.clone();
         let (a, b) = (api.next_node().to_string(), other.next_node().to_string());
