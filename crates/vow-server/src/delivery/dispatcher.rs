@@ -355,14 +355,20 @@ impl Work for Deliveries {
     const WOKEN_BY_FREED_SLOT: bool = true;
 
     /// While attempts run, waits for a worthwhile batch of free slots: every claim costs a store
-    /// round trip (and on SQLite a turn of the one writer) however few it takes.
+    /// round trip (and on SQLite a turn of the one writer) however few it takes. Relay
+    /// endpoints whose listener was lately missed here get none ([`Hub::passed_over`]).
+    ///
+    /// [`Hub::passed_over`]: crate::relay::Hub::passed_over
     fn room(&self) -> Option<(usize, EndpointRoom)> {
         let settings = &self.dispatcher.settings;
-        let (free, room) = self.dispatcher.shared.capacity(settings);
+        let (free, mut room) = self.dispatcher.shared.capacity(settings);
         let running = settings.max_in_flight - free;
         if free == 0 || (running > 0 && free < settings.max_in_flight / 8) {
             return None;
         }
+        let passed_over = self.dispatcher.env.relay.passed_over();
+        room.except
+            .extend(passed_over.into_iter().map(|ep| (ep, 0)));
         Some((free.min(settings.claim_batch), room))
     }
 

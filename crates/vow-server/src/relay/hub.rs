@@ -9,6 +9,11 @@
 //! [`EgressError`]) an HTTP attempt would have produced, so the delivery code classifies both
 //! alike. When a connection goes, the attempts it still owed an answer fail as a broken
 //! connection would.
+//!
+//! An attempt that finds no listener leaves its target [missed](Hub::passed_over) here for a
+//! while: the dispatcher claims nothing of a missed relay endpoint until the miss is old or the
+//! listener connects here, so among several nodes the one holding the listener takes its
+//! deliveries, not whichever node claims first.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -21,6 +26,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
+use vow_core::EndpointId;
 use vow_egress::{EgressError, EgressResponse};
 use vow_store::queue::ClaimedDelivery;
 use vow_store::relay::RelayTarget;
@@ -37,6 +43,13 @@ const QUEUE: usize = 1024;
 /// How long after its listener went away a target's attempts still wait for it in memory
 /// (it is reconnecting); after that (or for a target never connected here) they hold no slot.
 const RECENT: Duration = Duration::from_secs(60);
+
+/// How long this process passes over a relay endpoint after an attempt found no listener for it
+/// here (unless one connects here meanwhile): long against the few seconds a delivery that
+/// found no listener waits before it is due again ([`super::RETRY_ABSENT`]), so another node
+/// holding the listener takes it; short enough that a listener gone everywhere is still looked
+/// for every half minute.
+pub const PASS_OVER: Duration = Duration::from_secs(30);
 
 /// How much longer than the attempt's timeout vow waits for the listener's report (the
 /// listener times its local request out itself, and says so).
@@ -65,6 +78,8 @@ struct Inner {
     pending: HashMap<u64, Pending>,
     /// When the listeners that went away in the last [`RECENT`] went.
     gone: HashMap<RelayTarget, Instant>,
+    /// When an attempt last found no listener for each target (kept for [`PASS_OVER`]).
+    missed: HashMap<RelayTarget, Instant>,
 }
 
 struct Listener {
@@ -135,6 +150,7 @@ impl Hub {
         {
             let mut inner = lock(&self.inner);
             inner.gone.remove(&target);
+            inner.missed.remove(&target);
             let replaced = inner.listeners.insert(target, Listener { conn, tx });
             // The listener came back on a new connection: the old one owes nothing more.
             if let Some(old) = replaced {
@@ -158,6 +174,21 @@ impl Hub {
     /// The targets whose listener is connected to this process.
     pub fn targets(&self) -> Vec<RelayTarget> {
         lock(&self.inner).listeners.keys().copied().collect()
+    }
+
+    /// The relay endpoints an attempt found no listener for here in the last [`PASS_OVER`]
+    /// and whose listener has not connected here since: the dispatcher gives them no room.
+    pub fn passed_over(&self) -> Vec<EndpointId> {
+        let mut inner = lock(&self.inner);
+        inner.missed.retain(|_, at| at.elapsed() < PASS_OVER);
+        inner
+            .missed
+            .keys()
+            .filter_map(|target| match target {
+                RelayTarget::Endpoint { id, .. } => Some(*id),
+                RelayTarget::Destination { .. } => None,
+            })
+            .collect()
     }
 
     fn disconnect(&self, target: RelayTarget, conn: u64) {
@@ -228,7 +259,10 @@ impl Hub {
         } else {
             Duration::ZERO
         };
-        let listener = self.listener(target, wait).await?;
+        let Some(listener) = self.listener(target, wait).await else {
+            lock(&self.inner).missed.insert(target, Instant::now());
+            return None;
+        };
         let id = self.number();
         let (answer, answered) = oneshot::channel();
         let pending = Pending {
@@ -352,7 +386,7 @@ mod tests {
 
     use chrono::Utc;
     use tokio_stream::StreamExt;
-    use vow_core::{AppId, DeliveryId, EndpointId, MessageId};
+    use vow_core::{AppId, DeliveryId, DestinationId, MessageId, SourceId};
     use vow_store::queue::{DeliveryTarget, LeaseToken};
     use vow_store::{Delivery, DeliveryOptions, DeliveryStatus};
 
@@ -363,6 +397,20 @@ mod tests {
             app: AppId::new(),
             id: EndpointId::new(),
         }
+    }
+
+    fn destination() -> RelayTarget {
+        RelayTarget::Destination {
+            source: SourceId::new(),
+            id: DestinationId::new(),
+        }
+    }
+
+    fn endpoint_id(target: RelayTarget) -> EndpointId {
+        let RelayTarget::Endpoint { id, .. } = target else {
+            unreachable!("an endpoint")
+        };
+        id
     }
 
     fn claimed(target: RelayTarget) -> ClaimedDelivery {
@@ -486,6 +534,43 @@ mod tests {
         let err = attempt.await.unwrap().unwrap().unwrap_err();
         assert!(matches!(err, EgressError::Connect { .. }), "{err}");
         assert!(err.to_string().contains("Connection refused"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_relay_endpoint_missed_here_is_passed_over_until_its_listener_connects_or_a_while_passes(
+    ) {
+        let hub = Arc::new(Hub::default());
+        let (missed, connected, destination) = (target(), target(), destination());
+        let _conn = hub.connect(connected);
+        let h = headers();
+        for target in [connected, destination, missed] {
+            let handed = Handed {
+                target,
+                msg_id: "msg_1".into(),
+                event_type: "order.created",
+                attempt: 1,
+            };
+            // The connected one's stays in flight (nobody answers): it found its listener.
+            let attempt = hub.attempt(handed, &h, b"{}", LONG);
+            let _ = tokio::time::timeout(Duration::from_millis(10), attempt).await;
+        }
+        // Only the endpoint with no listener here; a destination is not the dispatcher's.
+        assert_eq!(hub.passed_over(), vec![endpoint_id(missed)]);
+        tokio::time::advance(PASS_OVER - Duration::from_millis(1)).await;
+        assert_eq!(hub.passed_over(), vec![endpoint_id(missed)]);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(
+            hub.passed_over().is_empty(),
+            "looked for again after a while"
+        );
+        // Missed again, then its listener connects here: taken at once.
+        assert!(hub
+            .attempt(Handed::delivery(&claimed(missed)), &headers(), b"{}", LONG)
+            .await
+            .is_none());
+        assert_eq!(hub.passed_over(), vec![endpoint_id(missed)]);
+        let _back = hub.connect(missed);
+        assert!(hub.passed_over().is_empty());
     }
 
     #[tokio::test]

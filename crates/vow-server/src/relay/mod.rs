@@ -13,12 +13,18 @@
 //! without spending a retry. The endpoint's backlog stays in the store (only the endpoint's
 //! in-flight room waits in memory), so a reconnecting listener gets the waiting deliveries at
 //! once. A relay endpoint whose listener is long gone holds no in-flight slot: its deliveries
-//! are put back at once, due again every few seconds ([`RETRY_ABSENT`]). The wait is bounded: a delivery older than [`MAX_WAIT`] that still
-//! finds no listener is dead-lettered (replayable like any other).
+//! are put back at once, due again in a few seconds ([`RETRY_ABSENT`]), and the process that
+//! missed the listener looks again after [`hub::PASS_OVER`] (at once when the listener connects
+//! to it). The wait is bounded: a delivery older than [`MAX_WAIT`] that still finds no listener
+//! is dead-lettered (replayable like any other).
 //!
 //! One process holds a listener's connection: in a several-node PostgreSQL deployment an attempt
-//! claimed by another node finds no listener there and is put back for any node to claim again,
-//! so it reaches the listener, later, on a node that holds it.
+//! claimed by another node finds no listener there and is put back, and that node passes over
+//! the endpoint for a while ([`hub::PASS_OVER`], unless the listener connects to it), so the
+//! node that holds the listener takes the delivery when it is due again. An inbound event is
+//! claimed whole, for all its destinations, by whichever node comes first: a forward to a relay
+//! destination whose listener that node does not hold fails as a refused connection would, and
+//! is retried on the event's schedule.
 //!
 //! # Layout
 //! - [`wire`]: what travels over a listener's connection (deliveries down, results up).

@@ -108,8 +108,8 @@ async fn a_listener_on_node_a_is_not_expired_by_node_b() {
     // connected one (older than the expiry) many times.
     until_gone(&b.base, &app, &dead).await;
     assert_eq!(endpoint_status(&b.base, &app, &alive).await, 200);
-    // Sent through B; it reaches the listener on A (a node not holding it puts it back, due
-    // again in 5 s, so this may take a few rounds).
+    // Sent through B. If B claims it (its own create wakes it), it finds no listener, puts it
+    // back due again in 5 s, and passes over the endpoint meanwhile, so A takes it then.
     let msg = send_raw(&b.base, &app, "order.created", r#"{"n":1}"#).await;
     let got = eventually(
         "the listener on A gets it",
