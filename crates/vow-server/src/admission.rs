@@ -33,7 +33,10 @@
 //! without them has no deliveries of its own to give cores to, and cannot tell which endpoints
 //! are slow. With several nodes on one PostgreSQL database the due backlog is the database's
 //! while the drain rate read is this node's: the wait is read at that rate times the nodes
-//! delivering (`Overviews::delivering_nodes`), each taken to drain as this one does.
+//! delivering (`Overviews::delivering_nodes`), each taken to drain as this one does; and since
+//! that backlog is the same for every node, the nodes read it in turn, about ten times a second
+//! between them rather than each ten times (three nodes reading it each ten times a second took
+//! 9–11 % of a core of PostgreSQL; BENCHMARKS.md, thirtieth part).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -63,7 +66,7 @@ pub const LEFT_OUT: &str = "vow_intake_slow_endpoints";
 /// How often the backlog is read.
 const EVERY: Duration = Duration::from_millis(100);
 
-/// Every how many backlog reads the delivering nodes are counted (about once a second).
+/// Every how many turns (of [`EVERY`]) the delivering nodes are counted (about once a second).
 const NODES_EVERY: u64 = 10;
 
 /// [`Admission`]'s share when every intake request is refused.
@@ -143,9 +146,10 @@ impl Admission {
         }
     }
 
-    /// Reads `store`'s due backlog every [`EVERY`], without the endpoints that hold up their
-    /// own deliveries (from `on_the_endpoint`: each endpoint with claims in this process and the
-    /// share of them on the endpoint), and observes it against `bound`, until `shutdown`. The
+    /// Reads `store`'s due backlog every [`EVERY`] (with several nodes, in turn:
+    /// [`reads_backlog`]), without the endpoints that hold up their own deliveries (from
+    /// `on_the_endpoint`: each endpoint with claims in this process and the share of them on the
+    /// endpoint), and observes it against `bound`, until `shutdown`. The
     /// wait is at the rate deliveries are recorded here (`recorded_of_places`: those recorded so
     /// far, and the most claims held at once), as many times over as there are nodes delivering
     /// from the store (counted about once a second). A failed read changes nothing (the store's
@@ -164,34 +168,47 @@ impl Admission {
         metrics::gauge!(REFUSED_SHARE).set(self.refused_share());
         metrics::gauge!(LEFT_OUT).set(0.0);
         let mut left_out = 0;
-        let (mut nodes, mut reads) = (1, 0u64);
+        let (mut nodes, mut ticks) = (1, 0u64);
+        let mut last_due = None;
         loop {
-            if reads.is_multiple_of(NODES_EVERY) {
+            if ticks.is_multiple_of(NODES_EVERY) {
                 match store.delivering_nodes().await {
                     Ok(n) => nodes = n.max(1),
                     Err(e) => tracing::warn!(error = %e, "could not count the delivering nodes"),
                 }
             }
-            reads = reads.wrapping_add(1);
+            let read_now = reads_backlog(ticks, nodes);
+            ticks = ticks.wrapping_add(1);
             let except = slow.sample(on_the_endpoint());
             if except.len() != left_out || left_out > 0 {
                 left_out = except.len();
                 metrics::gauge!(LEFT_OUT).set(left_out as f64);
             }
-            match store.backlog(now(), &except).await {
-                Ok(backlog) => {
-                    let (recorded, places) = recorded_of_places();
-                    // Each node is taken to hold as many claims, and drain as fast, as this one.
-                    let (due, places) = (backlog.due.value, places as u64 * nodes);
-                    let per_second = drain.sample(Instant::now(), recorded, due > places);
-                    // Until the drain is known, no wait is read: a burst is not refused by a
-                    // rate that is only what was offered before it.
-                    let wait = per_second.map_or(Duration::ZERO, |r| {
-                        expected_wait(due, places, r * nodes as f64)
-                    });
-                    self.observe(due, wait, bound);
+            let due = if read_now {
+                match store.backlog(now(), &except).await {
+                    Ok(backlog) => {
+                        last_due = Some(backlog.due.value);
+                        last_due
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not read the delivery backlog");
+                        None
+                    }
                 }
-                Err(e) => tracing::warn!(error = %e, "could not read the delivery backlog"),
+            } else {
+                last_due
+            };
+            if let Some(due) = due {
+                let (recorded, places) = recorded_of_places();
+                // Each node is taken to hold as many claims, and drain as fast, as this one.
+                let places = places as u64 * nodes;
+                let per_second = drain.sample(Instant::now(), recorded, due > places);
+                // Until the drain is known, no wait is read: a burst is not refused by a rate
+                // that is only what was offered before it.
+                let wait = per_second.map_or(Duration::ZERO, |r| {
+                    expected_wait(due, places, r * nodes as f64)
+                });
+                self.observe(due, wait, bound);
             }
             tokio::select! {
                 () = tokio::time::sleep(EVERY) => {},
@@ -199,6 +216,15 @@ impl Admission {
             }
         }
     }
+}
+
+/// Whether the `tick`th turn of [`Admission::watch`] reads the due backlog from the store, with
+/// `nodes` delivering: every turn with one node; with several, every `nodes`th, so the nodes
+/// read the database's one backlog about ten times a second between them (each at its own
+/// phase), not each ten times. The turns between reuse the last read, with the drain rate and
+/// the slow endpoints sampled afresh.
+fn reads_backlog(tick: u64, nodes: u64) -> bool {
+    tick.is_multiple_of(nodes.max(1))
 }
 
 /// How fast this process drains the due backlog when it has more than it can hold: the rate it
@@ -300,6 +326,17 @@ mod tests {
         deliveries: Some(100),
         wait: None,
     };
+
+    #[test]
+    fn the_delivering_nodes_read_the_backlog_in_turn() {
+        let read = |nodes| (0..30).filter(|&t| reads_backlog(t, nodes)).count();
+        // One node reads at every turn; three read at a third of them each, so about ten a
+        // second between them; a count of zero reads as one.
+        assert_eq!(read(1), 30);
+        assert_eq!(read(3), 10);
+        assert_eq!(read(0), 30);
+        assert!(reads_backlog(0, 3) && !reads_backlog(1, 3) && reads_backlog(3, 3));
+    }
 
     #[test]
     fn the_refused_share_rises_from_half_the_limit_to_all_at_it() {
