@@ -10,8 +10,8 @@
 //! alike. When a connection goes, the attempts it still owed an answer fail as a broken
 //! connection would.
 //!
-//! An attempt that finds no listener leaves its target [missed](Hub::passed_over) here for a
-//! while: the dispatcher claims nothing of a missed relay endpoint until the miss is old or the
+//! An attempt that finds no listener for a relay endpoint leaves it [missed](Hub::passed_over)
+//! here for a while: the dispatcher claims nothing of a missed relay endpoint until the miss is old or the
 //! listener connects here, so among several nodes the one holding the listener takes its
 //! deliveries, not whichever node claims first.
 
@@ -78,8 +78,9 @@ struct Inner {
     pending: HashMap<u64, Pending>,
     /// When the listeners that went away in the last [`RECENT`] went.
     gone: HashMap<RelayTarget, Instant>,
-    /// When an attempt last found no listener for each target (kept for [`PASS_OVER`]).
-    missed: HashMap<RelayTarget, Instant>,
+    /// When an attempt last found no listener for each relay endpoint (kept for
+    /// [`PASS_OVER`]; a destination's forwards are not the dispatcher's, so none are kept).
+    missed: HashMap<EndpointId, Instant>,
 }
 
 struct Listener {
@@ -150,7 +151,9 @@ impl Hub {
         {
             let mut inner = lock(&self.inner);
             inner.gone.remove(&target);
-            inner.missed.remove(&target);
+            if let RelayTarget::Endpoint { id, .. } = target {
+                inner.missed.remove(&id);
+            }
             let replaced = inner.listeners.insert(target, Listener { conn, tx });
             // The listener came back on a new connection: the old one owes nothing more.
             if let Some(old) = replaced {
@@ -181,14 +184,7 @@ impl Hub {
     pub fn passed_over(&self) -> Vec<EndpointId> {
         let mut inner = lock(&self.inner);
         inner.missed.retain(|_, at| at.elapsed() < PASS_OVER);
-        inner
-            .missed
-            .keys()
-            .filter_map(|target| match target {
-                RelayTarget::Endpoint { id, .. } => Some(*id),
-                RelayTarget::Destination { .. } => None,
-            })
-            .collect()
+        inner.missed.keys().copied().collect()
     }
 
     fn disconnect(&self, target: RelayTarget, conn: u64) {
@@ -260,7 +256,9 @@ impl Hub {
             Duration::ZERO
         };
         let Some(listener) = self.listener(target, wait).await else {
-            lock(&self.inner).missed.insert(target, Instant::now());
+            if let RelayTarget::Endpoint { id, .. } = target {
+                lock(&self.inner).missed.insert(id, Instant::now());
+            }
             return None;
         };
         let id = self.number();
