@@ -24,6 +24,8 @@ pub struct Acked {
     pub id: Box<str>,
     /// Just before the POST (µs).
     pub sent_us: u64,
+    /// From then to its 2xx (µs).
+    pub took_us: u64,
 }
 
 /// What a load phase did.
@@ -78,12 +80,12 @@ impl LoadResult {
         self.last_send_us = self.last_send_us.max(sent_us);
         match outcome {
             PostOutcome::Acked(id) => {
-                let _ = self
-                    .ack_latency
-                    .record(done_us.saturating_sub(sent_us).max(1));
+                let took_us = done_us.saturating_sub(sent_us).max(1);
+                let _ = self.ack_latency.record(took_us);
                 self.acked.push(Acked {
                     id: id.into_boxed_str(),
                     sent_us,
+                    took_us,
                 });
             }
             PostOutcome::Shed => {

@@ -13,10 +13,12 @@
 
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
+
 use super::{secs, Options, Rig};
 use crate::api::Metrics;
-use crate::ledger::Report;
-use crate::load::{Sample, Sampler};
+use crate::ledger::{histogram, Report};
+use crate::load::{Acked, Sample, Sampler};
 use crate::probe::{HostSpeed, Probe};
 
 /// Runs one e2e measurement per `--endpoints` value.
@@ -106,6 +108,9 @@ async fn run_one(opts: &Options, n: usize) -> anyhow::Result<Report> {
     r.line(e2e);
     let ack = r.latency("ack", &load.ack_latency);
     r.line(ack);
+    for line in acks_every_5s(&load.acked, start) {
+        r.line(line);
+    }
     r.line(inside_vow(&inside));
     if load.shed > 0 {
         r.metric("shed", load.shed as f64);
@@ -172,6 +177,41 @@ pub fn backlog_lines(r: &mut Report, samples: &[Sample], rate: f64) -> bool {
     flat
 }
 
+/// The acks by the 5 s they were sent in, from `start` (µs): how many a second and their p99,
+/// and the p99 of all but the first 5 s, so a tail can be told from a stall at one time (a cold
+/// start taking the full offered rate, say).
+fn acks_every_5s(acked: &[Acked], start: u64) -> [String; 3] {
+    let mut windows: Vec<Histogram<u64>> = Vec::new();
+    let mut after_the_first = histogram();
+    for a in acked {
+        let i = usize::try_from(a.sent_us.saturating_sub(start) / 5_000_000).unwrap_or(0);
+        if windows.len() <= i {
+            windows.resize_with(i + 1, histogram);
+        }
+        let _ = windows[i].record(a.took_us);
+        if i > 0 {
+            let _ = after_the_first.record(a.took_us);
+        }
+    }
+    let each =
+        |f: &dyn Fn(&Histogram<u64>) -> String| windows.iter().map(f).collect::<Vec<_>>().join(" ");
+    [
+        format!(
+            "acks/s per 5 s: {}",
+            each(&|h| format!("{:.0}", h.len() as f64 / 5.0))
+        ),
+        format!(
+            "ack p99 per 5 s (ms): {}",
+            each(&|h| format!("{:.1}", h.value_at_quantile(0.99) as f64 / 1e3))
+        ),
+        format!(
+            "ack p99 without the first 5 s: {:.2} ms (n={})",
+            after_the_first.value_at_quantile(0.99) as f64 / 1e3,
+            after_the_first.len()
+        ),
+    ]
+}
+
 /// The acks as vow timed them (`vow_http_request_seconds`, from the matched route to the
 /// answer; the time before vow read the request's head is the generator's alone): the share
 /// of accepted creates answered within 50 and 100 ms, beside the generator's own figures.
@@ -189,5 +229,31 @@ fn inside_vow(metrics: &Metrics) -> String {
             100.0 * hundred
         ),
         _ => "ack inside vow: no creates timed".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acked(sent_s: f64, took_ms: u64) -> Acked {
+        Acked {
+            id: "m".into(),
+            sent_us: 1_000_000 + (sent_s * 1e6) as u64,
+            took_us: took_ms * 1_000,
+        }
+    }
+
+    /// Acks fall in the 5 s they were sent in; the last line leaves the first 5 s out.
+    #[test]
+    fn acks_are_told_by_the_five_seconds_they_were_sent_in() {
+        let mut all: Vec<Acked> = (0..100).map(|i| acked(i as f64 * 0.04, 200)).collect();
+        all.extend((0..50).map(|i| acked(5.0 + i as f64 * 0.01, 10)));
+        all.extend((0..10).map(|i| acked(10.5 + i as f64 * 0.01, 20)));
+        let [rates, p99s, rest] = acks_every_5s(&all, 1_000_000);
+        assert_eq!(rates, "acks/s per 5 s: 20 10 2");
+        // The histograms keep three significant digits: 200 ms reads as 200.1.
+        assert_eq!(p99s, "ack p99 per 5 s (ms): 200.1 10.0 20.0");
+        assert_eq!(rest, "ack p99 without the first 5 s: 20.02 ms (n=60)");
     }
 }
