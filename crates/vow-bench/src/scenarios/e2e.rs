@@ -4,8 +4,9 @@
 //! (default 60): with N endpoints it posts rate/N messages per second, each fanned out to all N.
 //! Reports delivered/s while the load ran (whole window and its second half), the backlog
 //! (acked × N − delivered, sampled every second) at the start, middle and end of the window,
-//! end-to-end latency from just before the POST to the receiver's first byte, and the drain
-//! after the load stops, and the host's speed over the window (a fixed piece of work timed
+//! end-to-end latency from just before the POST to the receiver's first byte, the acks per 5 s
+//! with their p99 (and the p99 without the first 5 s, to tell a start's stall from a tail), the
+//! drain after the load stops, and the host's speed over the window (a fixed piece of work timed
 //! every second, per 5 s beside the deliveries), so a fall in deliveries can be told from a
 //! slower host. With `--nodes N` (PostgreSQL) N vow processes share the database: each
 //! delivers, message creates go to each in turn, and the CPU and `/metrics` figures are theirs
