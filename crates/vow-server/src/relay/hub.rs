@@ -11,9 +11,9 @@
 //! connection would.
 //!
 //! An attempt that finds no listener for a relay endpoint leaves it [missed](Hub::passed_over)
-//! here for a while: the dispatcher claims nothing of a missed relay endpoint until the miss is old or the
-//! listener connects here, so among several nodes the one holding the listener takes its
-//! deliveries, not whichever node claims first.
+//! here for a while: the dispatcher claims nothing of a missed relay endpoint until the miss is
+//! old or the listener connects here, so among several nodes the one holding the listener takes
+//! its deliveries, not whichever node claims first.
 
 use std::collections::HashMap;
 use std::pin::Pin;
